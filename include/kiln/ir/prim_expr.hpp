@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Symbolic integer expressions: the dimensions of tensor shapes.
+///
+/// A dimension is a constant (`int_imm`), a symbolic variable (`size_var`, e.g. a dynamic batch
+/// size `n`), or arithmetic on them. Constructors fold constants and apply identities, and
+/// `prove_equal` compares two dimensions through a linear canonical form, so `n * 4` and `4 * n`
+/// or `(n + 1) - 1` and `n` are recognised as equal.
+#pragma once
+
+#include <kiln/ir/node.hpp>
+#include <kiln/support/error.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::ir {
+
+class prim_expr_node : public node {
+public:
+  static bool classof(const node& n) noexcept {
+    return n.kind >= node_kind::int_imm && n.kind <= node_kind::prim_binary;
+  }
+
+protected:
+  using node::node;
+};
+using prim_expr = ref<prim_expr_node>;
+
+/// An integer constant.
+class int_imm_node final : public prim_expr_node {
+public:
+  const std::int64_t value;
+  explicit int_imm_node(std::int64_t v) noexcept : prim_expr_node(node_kind::int_imm), value(v) {}
+  static bool classof(const node& n) noexcept { return n.kind == node_kind::int_imm; }
+};
+
+/// A symbolic, non-negative integer variable (a dimension known only at run time). Two size
+/// variables are the same variable only if they are the same object; the name is a hint.
+class size_var_node final : public prim_expr_node {
+public:
+  const std::string name;
+  explicit size_var_node(std::string n) : prim_expr_node(node_kind::size_var), name(std::move(n)) {}
+  static bool classof(const node& n) noexcept { return n.kind == node_kind::size_var; }
+};
+using size_var = ref<size_var_node>;
+
+enum class prim_op : std::uint8_t { add, sub, mul, floordiv, floormod, min, max };
+
+/// `a op b` on integers; division and modulo round towards negative infinity.
+class prim_binary_node final : public prim_expr_node {
+public:
+  const prim_op op;
+  const prim_expr a, b;
+  prim_binary_node(prim_op o, prim_expr x, prim_expr y) noexcept
+      : prim_expr_node(node_kind::prim_binary), op(o), a(std::move(x)), b(std::move(y)) {}
+  static bool classof(const node& n) noexcept { return n.kind == node_kind::prim_binary; }
+};
+
+namespace detail {
+constexpr std::int64_t floordiv(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+constexpr std::int64_t floormod(std::int64_t a, std::int64_t b) noexcept { return a - floordiv(a, b) * b; }
+}  // namespace detail
+
+inline prim_expr make_int(std::int64_t v) { return make_ref<int_imm_node>(v); }
+inline size_var make_size_var(std::string name) { return make_ref<size_var_node>(std::move(name)); }
+
+/// The value of a constant dimension, or nullopt when it is symbolic.
+inline std::optional<std::int64_t> as_int(const prim_expr& e) noexcept {
+  if (auto* i = dyn_cast<int_imm_node>(e)) return i->value;
+  return std::nullopt;
+}
+
+/// Builds `a op b`, folding constants and simple identities.
+inline prim_expr make_binary(prim_op op, prim_expr a, prim_expr b) {
+  auto ca = as_int(a), cb = as_int(b);
+  if (ca && cb) {
+    switch (op) {
+      case prim_op::add: return make_int(*ca + *cb);
+      case prim_op::sub: return make_int(*ca - *cb);
+      case prim_op::mul: return make_int(*ca * *cb);
+      case prim_op::floordiv:
+        if (*cb == 0) throw error("kiln::ir: division by zero in a shape expression");
+        return make_int(detail::floordiv(*ca, *cb));
+      case prim_op::floormod:
+        if (*cb == 0) throw error("kiln::ir: modulo by zero in a shape expression");
+        return make_int(detail::floormod(*ca, *cb));
+      case prim_op::min: return make_int(std::min(*ca, *cb));
+      case prim_op::max: return make_int(std::max(*ca, *cb));
+    }
+  }
+  switch (op) {
+    case prim_op::add:
+      if (ca == 0) return b;
+      if (cb == 0) return a;
+      break;
+    case prim_op::sub:
+      if (cb == 0) return a;
+      if (a == b) return make_int(0);
+      break;
+    case prim_op::mul:
+      if (ca == 1) return b;
+      if (cb == 1) return a;
+      if (ca == 0 || cb == 0) return make_int(0);
+      if (ca && !cb) std::swap(a, b);  // constants on the right: n * 4
+      break;
+    case prim_op::floordiv:
+      if (cb == 1) return a;
+      if (cb == 0) throw error("kiln::ir: division by zero in a shape expression");
+      break;
+    case prim_op::floormod:
+      if (cb == 1) return make_int(0);
+      if (cb == 0) throw error("kiln::ir: modulo by zero in a shape expression");
+      break;
+    case prim_op::min:
+    case prim_op::max:
+      if (a == b) return a;
+      break;
+  }
+  return make_ref<prim_binary_node>(op, std::move(a), std::move(b));
+}
+
+inline prim_expr operator+(const prim_expr& a, const prim_expr& b) { return make_binary(prim_op::add, a, b); }
+inline prim_expr operator-(const prim_expr& a, const prim_expr& b) { return make_binary(prim_op::sub, a, b); }
+inline prim_expr operator*(const prim_expr& a, const prim_expr& b) { return make_binary(prim_op::mul, a, b); }
+inline prim_expr operator+(const prim_expr& a, std::int64_t b) { return a + make_int(b); }
+inline prim_expr operator-(const prim_expr& a, std::int64_t b) { return a - make_int(b); }
+inline prim_expr operator*(const prim_expr& a, std::int64_t b) { return a * make_int(b); }
+inline prim_expr floordiv(const prim_expr& a, const prim_expr& b) { return make_binary(prim_op::floordiv, a, b); }
+inline prim_expr floormod(const prim_expr& a, const prim_expr& b) { return make_binary(prim_op::floormod, a, b); }
+
+/// The operator's spelling in the text format.
+constexpr const char* spelling(prim_op op) noexcept {
+  switch (op) {
+    case prim_op::add: return "+";
+    case prim_op::sub: return "-";
+    case prim_op::mul: return "*";
+    case prim_op::floordiv: return "//";
+    case prim_op::floormod: return "%";
+    case prim_op::min: return "T.min";
+    case prim_op::max: return "T.max";
+  }
+  return "?";
+}
+
+namespace detail {
+inline int precedence(const prim_expr& e) noexcept {
+  auto* b = dyn_cast<prim_binary_node>(e);
+  if (!b) return 3;
+  switch (b->op) {
+    case prim_op::add:
+    case prim_op::sub: return 1;
+    case prim_op::mul:
+    case prim_op::floordiv:
+    case prim_op::floormod: return 2;
+    default: return 3;  // function-call syntax
+  }
+}
+}  // namespace detail
+
+/// Prints a dimension in the text format; `name_of` gives the printed name of a size variable.
+template <class NameOf>
+std::string to_string(const prim_expr& e, NameOf&& name_of) {
+  switch (e->kind) {
+    case node_kind::int_imm: return std::to_string(static_cast<const int_imm_node&>(*e).value);
+    case node_kind::size_var: return name_of(static_cast<const size_var_node&>(*e));
+    default: break;
+  }
+  const auto& b = static_cast<const prim_binary_node&>(*e);
+  if (b.op == prim_op::min || b.op == prim_op::max)
+    return std::string(spelling(b.op)) + "(" + to_string(b.a, name_of) + ", " + to_string(b.b, name_of) + ")";
+  const int p = detail::precedence(e);
+  std::string l = to_string(b.a, name_of), r = to_string(b.b, name_of);
+  if (detail::precedence(b.a) < p) l = "(" + l + ")";
+  if (detail::precedence(b.b) <= p) r = "(" + r + ")";  // left-associative operators
+  return l + " " + spelling(b.op) + " " + r;
+}
+inline std::string to_string(const prim_expr& e) {
+  return to_string(e, [](const size_var_node& v) { return v.name; });
+}
+
+namespace detail {
+/// A linear form `sum(coeff * atom) + constant`, where atoms are size variables or non-linear terms
+/// (identified by pointer, after their own canonicalisation to a printed key).
+struct linear_form {
+  std::map<std::string, std::int64_t> terms;
+  std::int64_t constant = 0;
+};
+
+inline std::string atom_key(const prim_expr& e);
+
+inline linear_form linearize(const prim_expr& e) {
+  linear_form f;
+  if (auto c = as_int(e)) {
+    f.constant = *c;
+    return f;
+  }
+  if (auto* b = dyn_cast<prim_binary_node>(e)) {
+    if (b->op == prim_op::add || b->op == prim_op::sub) {
+      linear_form l = linearize(b->a), r = linearize(b->b);
+      const std::int64_t s = b->op == prim_op::add ? 1 : -1;
+      for (auto& [k, v] : r.terms) l.terms[k] += s * v;
+      l.constant += s * r.constant;
+      std::erase_if(l.terms, [](const auto& kv) { return kv.second == 0; });
+      return l;
+    }
+    if (b->op == prim_op::mul) {
+      linear_form l = linearize(b->a), r = linearize(b->b);
+      const linear_form* scaled = nullptr;
+      std::int64_t k = 0;
+      if (l.terms.empty()) scaled = &r, k = l.constant;
+      else if (r.terms.empty()) scaled = &l, k = r.constant;
+      if (scaled) {
+        linear_form out;
+        for (auto& [key, v] : scaled->terms)
+          if (v * k != 0) out.terms[key] = v * k;
+        out.constant = scaled->constant * k;
+        return out;
+      }
+    }
+  }
+  f.terms[atom_key(e)] = 1;
+  return f;
+}
+
+inline std::string atom_key(const prim_expr& e) {
+  if (auto* v = dyn_cast<size_var_node>(e)) return "v" + std::to_string(reinterpret_cast<std::uintptr_t>(v));
+  if (auto* b = dyn_cast<prim_binary_node>(e)) {
+    auto key = [](const linear_form& f) {
+      std::string s = std::to_string(f.constant);
+      for (auto& [k, v] : f.terms) s += "+" + std::to_string(v) + "*" + k;
+      return s;
+    };
+    std::string l = key(linearize(b->a)), r = key(linearize(b->b));
+    if ((b->op == prim_op::mul || b->op == prim_op::min || b->op == prim_op::max) && r < l) std::swap(l, r);
+    return std::string("(") + spelling(b->op) + " " + l + " " + r + ")";
+  }
+  return std::to_string(static_cast<const int_imm_node&>(*e).value);
+}
+}  // namespace detail
+
+/// True when `a` and `b` are provably equal for every value of their size variables (a sound but
+/// incomplete check: false means "could not prove", not "different").
+inline bool prove_equal(const prim_expr& a, const prim_expr& b) {
+  if (a == b) return true;
+  auto ca = as_int(a), cb = as_int(b);
+  if (ca && cb) return *ca == *cb;
+  detail::linear_form fa = detail::linearize(a), fb = detail::linearize(b);
+  return fa.constant == fb.constant && fa.terms == fb.terms;
+}
+
+/// True when `a` and `b` are provably different (both constant and unequal, or differing by a
+/// non-zero constant).
+inline bool prove_not_equal(const prim_expr& a, const prim_expr& b) {
+  auto ca = as_int(a), cb = as_int(b);
+  if (ca && cb) return *ca != *cb;
+  detail::linear_form fa = detail::linearize(a), fb = detail::linearize(b);
+  return fa.terms == fb.terms && fa.constant != fb.constant;
+}
+
+/// Collects the size variables that occur in `e`, in first-occurrence order, without duplicates.
+inline void collect_size_vars(const prim_expr& e, std::vector<size_var>& out) {
+  if (auto* v = dyn_cast<size_var_node>(e)) {
+    for (auto& o : out)
+      if (o.get() == v) return;
+    out.emplace_back(v);
+  } else if (auto* b = dyn_cast<prim_binary_node>(e)) {
+    collect_size_vars(b->a, out);
+    collect_size_vars(b->b, out);
+  }
+}
+
+/// Replaces size variables using `lookup` (returns null to keep a variable), re-simplifying.
+template <class Lookup>
+prim_expr substitute(const prim_expr& e, Lookup&& lookup) {
+  if (auto* v = dyn_cast<size_var_node>(e)) {
+    prim_expr r = lookup(*v);
+    return r ? r : e;
+  }
+  if (auto* b = dyn_cast<prim_binary_node>(e)) {
+    prim_expr a = substitute(b->a, lookup), c = substitute(b->b, lookup);
+    if (a == b->a && c == b->b) return e;
+    return make_binary(b->op, a, c);
+  }
+  return e;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Small string utilities for error messages: close-match suggestions and joining.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::detail {
+
+/// Levenshtein distance between `a` and `b`.
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// Up to `limit` candidates close to `word` (edit distance at most a third of its length, at
+/// least 2, or containing it), closest first.
+inline std::vector<std::string> close_matches(std::string_view word, const std::vector<std::string>& candidates,
+                                              std::size_t limit = 3) {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  const std::size_t budget = std::max<std::size_t>(2, word.size() / 3);
+  for (auto& c : candidates) {
+    std::size_t d = edit_distance(word, c);
+    if (d <= budget || (word.size() >= 3 && c.find(word) != std::string::npos)) scored.emplace_back(d, c);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (auto& [d, c] : scored)
+    if (out.size() < limit) out.push_back(c);
+  return out;
+}
+
+/// `"a, b, c"`.
+inline std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
+  std::string s;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) s += sep;
+    s += items[i];
+  }
+  return s;
+}
+
+/// `" (did you mean 'x' or 'y'?)"`, or empty when there is no close match.
+inline std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  auto m = close_matches(word, candidates);
+  if (m.empty()) return {};
+  std::string s = " (did you mean ";
+  for (std::size_t i = 0; i < m.size(); ++i) s += (i == 0 ? "'" : i + 1 == m.size() ? " or '" : ", '") + m[i] + "'";
+  return s + "?)";
+}
+
+}  // namespace kiln::detail
