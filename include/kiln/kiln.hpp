@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Everything kiln offers, in one include.
+#pragma once
+
+#include <kiln/ir/ir.hpp>
+#include <kiln/support/dtype.hpp>
+#include <kiln/support/error.hpp>
+#include <kiln/version.hpp>
