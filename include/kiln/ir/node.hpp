@@ -12,6 +12,13 @@
 
 namespace kiln::ir {
 
+// The handle and cast vocabulary, available as ir::ref, ir::isa, ir::dyn_cast, ...
+using kiln::dyn_cast;
+using kiln::isa;
+using kiln::make_ref;
+using kiln::ref;
+using kiln::ref_cast;
+
 enum class node_kind : std::uint8_t {
   // symbolic integer expressions (dimensions)
   int_imm,

@@ -634,11 +634,24 @@ private:
       sig = func_type(std::move(params), h.ret);
     }
     globals_.emplace(h.name->text, make_global_var(h.name->text, sig));
+    signatures_.emplace(h.name->text, declared{size_vars_, h.params, h.ret});
     skip_block();
   }
 
+  /// What the first pass read of a signature; the second pass reuses these very objects so that
+  /// the function's signature is identical to its global variable's type.
+  struct declared {
+    std::unordered_map<std::string, size_var> size_vars;
+    std::vector<std::pair<const token*, type>> params;
+    type ret;
+  };
+
   ir_module_node::entry define_function() {
     header h = parse_header();
+    const declared& d = signatures_.at(h.name->text);
+    size_vars_ = d.size_vars;
+    h.params = d.params;
+    h.ret = d.ret;
     scopes_.assign(1, {});
     expired_.clear();
     std::vector<var> params;
@@ -1177,6 +1190,7 @@ private:
   std::vector<token> toks_;
   std::size_t pos_ = 0;
   std::unordered_map<std::string, global_var> globals_;
+  std::unordered_map<std::string, declared> signatures_;
   std::unordered_map<std::string, size_var> size_vars_;
   bool define_size_vars_ = false;
   std::vector<std::unordered_map<std::string, var>> scopes_;

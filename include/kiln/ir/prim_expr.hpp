@@ -11,6 +11,7 @@
 #include <kiln/ir/node.hpp>
 #include <kiln/support/error.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -99,10 +100,13 @@ inline prim_expr make_binary(prim_op op, prim_expr a, prim_expr b) {
     case prim_op::add:
       if (ca == 0) return b;
       if (cb == 0) return a;
+      if (ca && !cb) std::swap(a, b), std::swap(ca, cb);  // constants on the right: n + 1
+      if (cb && *cb < 0 && *cb != INT64_MIN) return make_binary(prim_op::sub, a, make_int(-*cb));  // n - 3, not n + -3
       break;
     case prim_op::sub:
       if (cb == 0) return a;
       if (a == b) return make_int(0);
+      if (cb && *cb < 0 && *cb != INT64_MIN) return make_binary(prim_op::add, a, make_int(-*cb));
       break;
     case prim_op::mul:
       if (ca == 1) return b;

@@ -101,11 +101,12 @@ constexpr std::uint16_t float_to_half(float f) noexcept {
   if (abs >= 0x477ff000u) return std::uint16_t(sign | 0x7c00u);  // overflow to inf
   if (abs < 0x38800000u) {                                         // subnormal or zero in half
     if (abs < 0x33000000u) return sign;
+    // value = mant * 2^(e - 150) and the half subnormal unit is 2^-24, so half = mant >> (126 - e)
     const std::uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - int(abs >> 23);
-    std::uint32_t half = mant >> (shift + 1);
-    const std::uint32_t rem = mant & ((1u << (shift + 1)) - 1u);
-    const std::uint32_t mid = 1u << shift;
+    const int shift = 126 - int(abs >> 23);  // 14 .. 24
+    std::uint32_t half = mant >> shift;
+    const std::uint32_t rem = mant & ((1u << shift) - 1u);
+    const std::uint32_t mid = 1u << (shift - 1);
     if (rem > mid || (rem == mid && (half & 1u))) ++half;
     return std::uint16_t(sign | half);
   }

@@ -26,15 +26,18 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-/// Up to `limit` candidates close to `word` (edit distance at most a third of its length, at
-/// least 2, or containing it), closest first.
+/// Up to `limit` candidates close to `word`, closest first. A candidate is close when its edit
+/// distance is at most a third of the word's length (at least 2) and smaller than the word itself,
+/// or when it contains the word; a dotted candidate (`nn.softmax`) is also compared by its last
+/// component.
 inline std::vector<std::string> close_matches(std::string_view word, const std::vector<std::string>& candidates,
                                               std::size_t limit = 3) {
   std::vector<std::pair<std::size_t, std::string>> scored;
   const std::size_t budget = std::max<std::size_t>(2, word.size() / 3);
   for (auto& c : candidates) {
     std::size_t d = edit_distance(word, c);
-    if (d <= budget || (word.size() >= 3 && c.find(word) != std::string::npos)) scored.emplace_back(d, c);
+    if (auto dot = c.rfind('.'); dot != std::string::npos) d = std::min(d, edit_distance(word, std::string_view(c).substr(dot + 1)));
+    if ((d <= budget && d < word.size()) || (word.size() >= 3 && c.find(word) != std::string::npos)) scored.emplace_back(d, c);
   }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "models.hpp"
+
+using namespace kiln_test;
+
+TEST_CASE("constant dimensions fold") {
+  CHECK(ir::as_int(dim(3) + dim(4)) == 7);
+  CHECK(ir::as_int(dim(3) * dim(4)) == 12);
+  CHECK(ir::as_int(ir::floordiv(dim(-7), dim(2))) == -4);
+  CHECK(ir::as_int(ir::floormod(dim(-7), dim(2))) == 1);
+  CHECK(ir::as_int(ir::make_binary(ir::prim_op::min, dim(3), dim(5))) == 3);
+  CHECK(ir::as_int(ir::make_binary(ir::prim_op::max, dim(3), dim(5))) == 5);
+}
+
+TEST_CASE("identities keep the symbolic operand itself") {
+  ir::prim_expr n = ir::make_size_var("n");
+  CHECK((n + 0) == n);
+  CHECK((n * 1) == n);
+  CHECK((dim(1) * n) == n);
+  CHECK(ir::floordiv(n, dim(1)) == n);
+  CHECK(ir::as_int(n * 0) == 0);
+  CHECK(ir::as_int(n - n) == 0);
+  CHECK(ir::as_int(ir::floormod(n, dim(1))) == 0);
+}
+
+TEST_CASE("division by a zero constant is an error") {
+  ir::prim_expr n = ir::make_size_var("n");
+  CHECK(message_of([&] { ir::floordiv(n, dim(0)); }).find("division by zero") != std::string::npos);
+  CHECK(message_of([&] { ir::floormod(dim(4), dim(0)); }).find("modulo by zero") != std::string::npos);
+}
+
+TEST_CASE("prove_equal sees through commutativity and cancelling constants") {
+  ir::prim_expr n = ir::make_size_var("n"), m = ir::make_size_var("m");
+  CHECK(ir::prove_equal(n * 4, dim(4) * n));
+  CHECK(ir::prove_equal((n + 1) - 1, n));
+  CHECK(ir::prove_equal(n * 2 + n * 2, n * 4));
+  CHECK(ir::prove_equal(n * m * 64, (n * m) * 4 * 16));
+  CHECK_FALSE(ir::prove_equal(n, m));
+  CHECK_FALSE(ir::prove_equal(n * 2, n * 3));
+}
+
+TEST_CASE("prove_not_equal only claims what it can show") {
+  ir::prim_expr n = ir::make_size_var("n"), m = ir::make_size_var("m");
+  CHECK(ir::prove_not_equal(dim(3), dim(4)));
+  CHECK(ir::prove_not_equal(n + 1, n));
+  CHECK_FALSE(ir::prove_not_equal(n, m));  // could be equal at run time
+  CHECK_FALSE(ir::prove_not_equal(n, dim(4)));
+}
+
+TEST_CASE("dimensions print with minimal parentheses") {
+  ir::prim_expr n = ir::make_size_var("n"), m = ir::make_size_var("m");
+  CHECK(ir::to_string(n * 4 + 1) == "n * 4 + 1");
+  CHECK(ir::to_string((n + 1) * 4) == "(n + 1) * 4");
+  CHECK(ir::to_string(n - (m - 1)) == "n - (m - 1)");
+  CHECK(ir::to_string(ir::floordiv(n + m, dim(2))) == "(n + m) // 2");
+  CHECK(ir::to_string(ir::make_binary(ir::prim_op::min, n, m)) == "T.min(n, m)");
+}
+
+TEST_CASE("substitute replaces size variables and simplifies") {
+  ir::size_var n = ir::make_size_var("n");
+  ir::prim_expr e = ir::prim_expr(n) * 4 + 2;
+  ir::prim_expr r = ir::substitute(e, [&](const ir::size_var_node& v) { return &v == n.get() ? dim(3) : ir::prim_expr(); });
+  CHECK(ir::as_int(r) == 14);
+  ir::prim_expr same = ir::substitute(e, [](const ir::size_var_node&) { return ir::prim_expr(); });
+  CHECK(same == e);
+  std::vector<ir::size_var> vars;
+  ir::collect_size_vars(e * n, vars);
+  CHECK(vars.size() == 1);
+}
