@@ -27,7 +27,9 @@ ir::parse_error parse_fails(const std::string& text) {
 }  // namespace
 
 TEST_CASE("every module of the corpus survives print then parse") {
-  for (auto& [name, m] : corpus()) {
+  for (auto& entry : corpus()) {
+    const auto& [name_, m] = entry;
+    const std::string& name = name_;
     CAPTURE(name);
     const std::string text = ir::print(m);
     ir::ir_module back = ir::parse_module(text);

@@ -54,7 +54,9 @@ TEST_CASE("size variables are matched one-to-one") {
 }
 
 TEST_CASE("modules compare function by function, in order, with attributes") {
-  for (auto& [name, m] : corpus()) {
+  for (auto& entry : corpus()) {
+    const auto& [name_, m] = entry;
+    const std::string& name = name_;
     CAPTURE(name);
     CHECK(ir::structural_equal(m, m));
   }

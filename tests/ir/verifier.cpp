@@ -18,7 +18,9 @@ std::vector<std::string> problems(const ir::ir_module& m) {
 }  // namespace
 
 TEST_CASE("the corpus is well formed") {
-  for (auto& [name, m] : corpus()) {
+  for (auto& entry : corpus()) {
+    const auto& [name_, m] = entry;
+    const std::string& name = name_;
     CAPTURE(name);
     CHECK(ir::verify(m).empty());
     CHECK_NOTHROW(ir::verify_or_throw(m));

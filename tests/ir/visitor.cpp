@@ -63,7 +63,9 @@ TEST_CASE("post_order_visit sees children before parents") {
 
 TEST_CASE("a mutator that changes nothing returns the very same module") {
   ir::expr_mutator identity;
-  for (auto& [name, m] : corpus()) {
+  for (auto& entry : corpus()) {
+    const auto& [name_, m] = entry;
+    const std::string& name = name_;
     CAPTURE(name);
     CHECK(identity.mutate_module(m) == m);
   }

@@ -3,7 +3,7 @@
 /// Registers kiln's built-in operators (included by `op.hpp`; see `op_registry::global`).
 #pragma once
 
-#include <kiln/ir/op.hpp>
+#include <kiln/ir/op_registry.hpp>
 #include <kiln/ir/op/elementwise.hpp>
 #include <kiln/ir/op/linalg.hpp>
 #include <kiln/ir/op/manipulate.hpp>

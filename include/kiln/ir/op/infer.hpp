@@ -3,7 +3,7 @@
 /// Building blocks for operator type-inference rules: broadcasting, axes, dtype agreement.
 #pragma once
 
-#include <kiln/ir/op.hpp>
+#include <kiln/ir/op_registry.hpp>
 
 namespace kiln::ir::detail {
 
