@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "models.hpp"
+#include "helpers.hpp"
 
 using namespace kiln_test;
 

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // A corpus of modules built with the block builder, shared by the IR tests: an MLP, a small CNN,
 // a transformer encoder layer, control flow with match_cast, and kernels called through call_tir.
+// Used by the tests and the benchmarks; free of any test framework.
 #pragma once
 
 #include <kiln/ir/ir.hpp>
-
-#include <doctest/doctest.h>
 
 #include <functional>
 #include <string>
@@ -15,18 +14,6 @@ namespace kiln_test {
 
 namespace ir = kiln::ir;
 using kiln::dtype;
-
-/// The message of the exception `f` throws (failing the test if it throws nothing).
-template <class Exception = kiln::error, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.what();
-  }
-  FAIL("expected an exception, but none was thrown");
-  return {};
-}
 
 inline ir::type f32(std::vector<ir::prim_expr> shape) { return ir::tensor_type(std::move(shape), dtype::float32); }
 inline ir::type f32(std::initializer_list<std::int64_t> shape) { return ir::tensor_type(shape, dtype::float32); }

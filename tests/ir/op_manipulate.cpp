@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Data movement operators and call_tir.
-#include "models.hpp"
+#include "helpers.hpp"
 
 using namespace kiln_test;
 

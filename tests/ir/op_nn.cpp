@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // matmul, reductions, normalisation, convolution, pooling and padding.
-#include "models.hpp"
+#include "helpers.hpp"
 
 using namespace kiln_test;
 

@@ -238,7 +238,12 @@ inline std::string atom_key(const prim_expr& e) {
   if (auto* b = dyn_cast<prim_binary_node>(e)) {
     auto key = [](const linear_form& f) {
       std::string s = std::to_string(f.constant);
-      for (auto& [k, v] : f.terms) s += "+" + std::to_string(v) + "*" + k;
+      for (auto& [k, v] : f.terms) {  // appends, not "+" + ...: GCC 12 -O3 warns falsely on that (PR105651)
+        s += '+';
+        s += std::to_string(v);
+        s += '*';
+        s += k;
+      }
       return s;
     };
     std::string l = key(linearize(b->a)), r = key(linearize(b->b));
