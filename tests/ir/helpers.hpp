@@ -20,4 +20,10 @@ std::string message_of(F&& f) {
   return {};
 }
 
+
+/// A variable of type `t`, as an operand.
+inline ir::expr v(const char* name, ir::type t) { return ir::make_var(name, std::move(t)); }
+/// The printed type of `e`.
+inline std::string type_of(const ir::expr& e) { return ir::to_string(e->checked_type); }
+
 }  // namespace kiln_test

@@ -3,11 +3,6 @@
 
 using namespace kiln_test;
 
-namespace {
-ir::expr v(const char* name, ir::type t) { return ir::make_var(name, std::move(t)); }
-std::string type_of(const ir::expr& e) { return ir::to_string(e->checked_type); }
-}  // namespace
-
 TEST_CASE("binary operators broadcast numpy-style") {
   ir::prim_expr n = ir::make_size_var("n");
   CHECK(type_of(ir::call_op("add", {v("a", f32({4, 1, 3})), v("b", f32({5, 1}))})) == "R.Tensor((4, 5, 3), \"float32\")");

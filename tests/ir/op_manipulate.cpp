@@ -4,11 +4,6 @@
 
 using namespace kiln_test;
 
-namespace {
-ir::expr v(const char* name, ir::type t) { return ir::make_var(name, std::move(t)); }
-std::string type_of(const ir::expr& e) { return ir::to_string(e->checked_type); }
-}  // namespace
-
 TEST_CASE("reshape checks the element count and infers one -1") {
   ir::prim_expr n = ir::make_size_var("n");
   CHECK(type_of(ir::call_op("reshape", {v("x", f32({2, 3, 4})), ir::make_shape_expr({dim(6), dim(-1)})})) == "R.Tensor((6, 4), \"float32\")");
@@ -108,6 +103,10 @@ TEST_CASE("call_tir checks the kernel and its output type") {
         "call_tir: the output type R.Tensor((5, 4), \"float32\") does not match what kernel 'k' writes, R.Tensor((6, 4), \"float32\"): dimension 0 is 5 but 6 is expected");
   CHECK(message_of<ir::type_error>([&] { ir::call_tir(kernel, {v("y", f32({6, 5}))}, f32({6, 4})); }).find(
             "call_tir to 'k': argument #1 has type R.Tensor((6, 5), \"float32\"), which does not match parameter type R.Tensor((m, 4), \"float32\"): dimension 1 is 5 but 4 is expected") !=
+        std::string::npos);
+  auto packed = v("args", ir::tuple_type({f32({6, 4})}));  // the inputs as one tuple-typed value
+  CHECK(type_of(ir::call_op("call_tir", {kernel, packed}, {}, {f32({6, 4})})) == "R.Tensor((6, 4), \"float32\")");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("call_tir", {kernel, packed}, {}, {f32({6, 5})}); }).find("does not match what kernel 'k' writes") !=
         std::string::npos);
   CHECK(message_of<ir::type_error>([&] { ir::call_op("call_tir", {x, ir::make_tuple({})}, {}, {f32({1})}); }) ==
         "call_tir: argument 'kernel' (#1) must name a kernel function of the module (cls.name)");

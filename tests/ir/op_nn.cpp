@@ -4,11 +4,6 @@
 
 using namespace kiln_test;
 
-namespace {
-ir::expr v(const char* name, ir::type t) { return ir::make_var(name, std::move(t)); }
-std::string type_of(const ir::expr& e) { return ir::to_string(e->checked_type); }
-}  // namespace
-
 TEST_CASE("matmul follows numpy: 1-D operands, broadcast batch dimensions") {
   ir::prim_expr n = ir::make_size_var("n");
   CHECK(type_of(ir::call_op("matmul", {v("a", f32({n, dim(8)})), v("b", f32({8, 3}))})) == "R.Tensor((n, 3), \"float32\")");

@@ -68,6 +68,7 @@ TEST_CASE("the parser accepts hand-written variations of the format") {
                      "                                    c)\n"
                      "        w = R.reshape(z, R.shape([T.max(n, 1) * 0 + n, (2 + 2)]))\n"
                      "        e = R.const([], \"float32\", shape=(0, 2))\n"
+                     "        s = R.nn.softmax(R.sum(z, axis=[-1], keepdims=True), axis=-2)\n"
                      "        return y\n"
                      "\n"
                      "    @R.function\n"
@@ -80,6 +81,9 @@ TEST_CASE("the parser accepts hand-written variations of the format") {
   CHECK(ir::to_string(seq.blocks[0].bindings[0].variable->checked_type) == "R.Tensor((n, 4), \"float32\")");
   CHECK(ir::to_string(seq.blocks[0].bindings[2].variable->checked_type) == "R.Tensor(ndim=2)");
   CHECK(ir::to_string(seq.blocks[0].bindings[4].variable->checked_type) == "R.Tensor((0, 2), \"float32\")");
+  auto& softmax = static_cast<const ir::call_node&>(*seq.blocks[0].bindings[5].value);
+  CHECK(softmax.attrs.get_or<std::int64_t>("axis", 0) == -2);
+  CHECK(static_cast<const ir::call_node&>(*softmax.args[0]).attrs.find("axis")->as<ir::int_array>() == ir::int_array{-1});
 }
 
 TEST_CASE("syntax errors give line, column, expectation and a caret") {

@@ -106,11 +106,9 @@ TEST_CASE("kernels are called through call_tir and only call operators") {
   auto tir = ir::make_call(ir::op_registry::global().get("call_tir"), {with_fn->get_global_var("f"), ir::make_tuple({x})}, {}, {f32({2})}, f32({2}));
   CHECK(problems(module_of({x}, {{false, {{y, tir, {}}}}}, y, with_fn)) ==
         std::vector<std::string>{"in function 'main', binding 'y': R.call_tir target 'f' is not a kernel function (prim_func)"});
-  auto gx = ir::make_var("gx", f32({2}));
   auto kernel_body = ir::make_seq({}, ir::call_extern("f", {a}, f32({2})));
   ir::ir_module bad_kernel = ir::with_function(ir::make_module(), "k", ir::make_prim_func({a, o}, 1, kernel_body));
   CHECK(problems(bad_kernel) == std::vector<std::string>{"in function 'k', return: a kernel function may only call operators"});
-  (void)gx;
 }
 
 TEST_CASE("if must be bound, and not inside a dataflow block") {

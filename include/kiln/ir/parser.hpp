@@ -231,7 +231,6 @@ public:
     // Pass 1: the signature of every function, so that calls may refer forward.
     attr_map module_attrs;
     std::vector<std::size_t> starts;
-    const std::size_t body_start = pos_;
     while (!at_kind(tok::dedent) && !at_kind(tok::eof)) {
       if (at_word("I")) {
         const token& t = cur();
@@ -260,7 +259,6 @@ public:
       pos_ = s;
       entries.push_back(define_function());
     }
-    (void)body_start;
     return make_module(std::move(entries), std::move(module_attrs));
   }
 
@@ -374,10 +372,9 @@ private:
       expect(close);
       return attr_value(std::move(v));
     }
-    bool neg = accept("-");
+    const bool neg = accept("-");
     if (at_kind(tok::integer)) {
-      --pos_;
-      if (!neg) ++pos_;
+      if (neg) --pos_;  // let parse_int read the sign
       return attr_value(parse_int());
     }
     if (at_kind(tok::floating) || at_word("inf") || at_word("nan")) return attr_value(to_double(next().text, neg));
@@ -753,7 +750,7 @@ private:
   }
 
   void parse_dataflow(std::vector<binding_block>& blocks) {
-    const token& w = next();
+    next();  // with
     expect_word("R");
     expect(".");
     expect_word("dataflow");
@@ -799,7 +796,6 @@ private:
       else scopes_.back()[name] = v, expired_.erase(name);
     }
     blocks.push_back({false, {}});
-    (void)w;
   }
 
   std::unordered_set<std::string> scan_outputs() const {
@@ -1071,6 +1067,19 @@ private:
     return guarded(start, [&] { return make_prim_value(v, d); });
   }
 
+  /// One element of an `R.const`: a number (optionally negative), inf, nan, True or False.
+  const_literal parse_const_literal(const char* what) {
+    const_literal lit;
+    lit.where = &cur();
+    const bool neg = accept("-");
+    if (at_word("True") || at_word("False")) lit.is_bool = true, lit.text = next().text;
+    else if (at_kind(tok::integer)) lit.text = next().text;
+    else if (at_kind(tok::floating) || at_word("inf") || at_word("nan")) lit.is_float = true, lit.text = next().text;
+    else expected(what);
+    if (neg) lit.text = "-" + lit.text;
+    return lit;
+  }
+
   void parse_const_list(std::vector<const_literal>& flat, std::vector<std::int64_t>& shape, std::size_t depth,
                         std::vector<bool>& seen) {
     const token& open = cur();
@@ -1081,14 +1090,7 @@ private:
         parse_const_list(flat, shape, depth + 1, seen);
       } else {
         if (depth + 1 < seen.size() && seen[depth + 1]) fail("expected a nested list here, like its siblings");
-        const_literal lit;
-        lit.where = &cur();
-        bool neg = accept("-");
-        if (at_word("True") || at_word("False")) lit.is_bool = true, lit.text = next().text;
-        else if (at_kind(tok::integer)) lit.text = next().text;
-        else if (at_kind(tok::floating) || at_word("inf") || at_word("nan")) lit.is_float = true, lit.text = next().text;
-        else expected("a number");
-        if (neg) lit.text = "-" + lit.text;
+        const_literal lit = parse_const_literal("a number");
         if (shape.size() > depth + 1) fail_at(*lit.where, "expected a nested list here, like its siblings");
         flat.push_back(std::move(lit));
       }
@@ -1113,15 +1115,7 @@ private:
       parse_const_list(flat, shape, 0, seen);
     } else {
       scalar = true;
-      const_literal lit;
-      lit.where = &cur();
-      bool neg = accept("-");
-      if (at_word("True") || at_word("False")) lit.is_bool = true, lit.text = next().text;
-      else if (at_kind(tok::integer)) lit.text = next().text;
-      else if (at_kind(tok::floating) || at_word("inf") || at_word("nan")) lit.is_float = true, lit.text = next().text;
-      else expected("a number or a (nested) list of numbers");
-      if (neg) lit.text = "-" + lit.text;
-      flat.push_back(std::move(lit));
+      flat.push_back(parse_const_literal("a number or a (nested) list of numbers"));
     }
     expect(",");
     dtype d = parse_dtype_string();

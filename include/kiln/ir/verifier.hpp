@@ -89,7 +89,7 @@ private:
     define_params(f.params);
     check_body(f.body);
     binding_ = "return";
-    check_type_defined(f.ret_type);
+    check_size_vars_defined(f.ret_type);
     if (!is_base_of(f.ret_type, f.body->checked_type))
       report("return", "the body has type " + to_string(f.body->checked_type) + ", which does not match the declared return type " +
                            to_string(f.ret_type));
@@ -140,7 +140,7 @@ private:
         if (bd.cast_type->kind != bd.value->checked_type->kind && bd.value->checked_type->kind != node_kind::object_type)
           report(binding_, "match_cast of a value of type " + to_string(bd.value->checked_type) + " to " + to_string(bd.cast_type) + " can never succeed");
       } else {
-        check_type_defined(v->checked_type);
+        check_size_vars_defined(v->checked_type);
         if (!is_base_of(v->checked_type, bd.value->checked_type))
           report(binding_, "variable '" + v->name_hint + "' is declared " + to_string(v->checked_type) + ", but its value has type " +
                                to_string(bd.value->checked_type));
@@ -154,16 +154,11 @@ private:
     }
   }
 
-  void check_type_defined(const type& t) {
+  /// Reports the size variables of `t` (a type or a dimension) that nothing has defined yet.
+  template <class TypeOrDim>
+  void check_size_vars_defined(const TypeOrDim& t) {
     std::vector<size_var> sv;
     collect_size_vars(t, sv);
-    for (auto& v : sv)
-      if (!size_vars_.count(v.get()))
-        report(binding_, "symbolic variable '" + v->name + "' is used but not defined (by a parameter type or a match_cast)");
-  }
-  void check_dim_defined(const prim_expr& p) {
-    std::vector<size_var> sv;
-    collect_size_vars(p, sv);
     for (auto& v : sv)
       if (!size_vars_.count(v.get()))
         report(binding_, "symbolic variable '" + v->name + "' is used but not defined (by a parameter type or a match_cast)");
@@ -208,7 +203,7 @@ private:
         if (!mod_->contains(g.name)) report(binding_, "refers to function '" + g.name + "', which is not in the module");
         return;
       }
-      case node_kind::call: return check_call(static_cast<const call_node&>(*e), e);
+      case node_kind::call: return check_call(static_cast<const call_node&>(*e));
       case node_kind::tuple:
         for (auto& f : static_cast<const tuple_node&>(*e).fields) check(f);
         return;
@@ -216,19 +211,19 @@ private:
       case node_kind::if_: report(binding_, "an if expression must be bound to a variable"); return check_value(e, true);
       case node_kind::seq: report(binding_, "a sequence expression can only be a function body or an if branch"); return;
       case node_kind::shape_expr:
-        for (auto& d : static_cast<const shape_expr_node&>(*e).values) check_dim_defined(d);
+        for (auto& d : static_cast<const shape_expr_node&>(*e).values) check_size_vars_defined(d);
         return;
       case node_kind::prim_value:
-        if (auto& p = static_cast<const prim_value_node&>(*e); p.int_value) check_dim_defined(p.int_value);
+        if (auto& p = static_cast<const prim_value_node&>(*e); p.int_value) check_size_vars_defined(p.int_value);
         return;
       default: return;
     }
   }
 
-  void check_call(const call_node& c, const expr&) {
+  void check_call(const call_node& c) {
     if (!isa<op_node>(c.callee) || static_cast<const op_node&>(*c.callee).name() != "call_tir") check(c.callee);
     for (auto& a : c.args) check(a);
-    for (auto& t : c.type_args) check_type_defined(t);
+    for (auto& t : c.type_args) check_size_vars_defined(t);
     if (auto* o = dyn_cast<op_node>(c.callee)) {
       if (in_kernel_ && o->name() == "call_tir") report(binding_, "a kernel function may only call operators, not R.call_tir");
       if (o->name() == "call_tir" && !c.args.empty()) {

@@ -21,10 +21,9 @@ inline type infer_call_tir(const call_context& ctx) {
   if (!isa<tensor_type_node>(out) && !isa<tuple_type_node>(out))
     ctx.fail("the output type must be a tensor or a tuple of tensors, not " + to_string(out));
   if (isa<func_type_node>(gv->checked_type)) {
-    const auto& fields = static_cast<const tuple_node*>(ctx.args()[1].get());
     std::vector<expr> inputs;
-    if (isa<tuple_node>(ctx.args()[1])) inputs = fields->fields;
-    else
+    if (auto* literal = dyn_cast<tuple_node>(ctx.args()[1])) inputs = literal->fields;
+    else  // a tuple-typed value: read its fields
       for (std::size_t i = 0; i < static_cast<const tuple_type_node&>(*ctx.arg_type(1)).fields.size(); ++i)
         inputs.push_back(make_tuple_get_item(ctx.args()[1], static_cast<int>(i)));
     type computed = infer_call_result(gv->checked_type, inputs, "call_tir to '" + gv->name + "'");
