@@ -315,6 +315,19 @@ private:
     next();
     return true;
   }
+  /// Items read by `item`, separated by commas (a trailing comma is allowed), up to and including
+  /// the closing bracket `close`.
+  template <class T, class Item>
+  std::vector<T> comma_list(std::string_view close, Item&& item) {
+    std::vector<T> out;
+    while (!at(close)) {
+      out.push_back(item());
+      if (!accept(",")) break;
+    }
+    expect(close);
+    return out;
+  }
+
   /// Skips an indented block (INDENT ... matching DEDENT).
   void skip_block() {
     expect_kind(tok::indent, "an indented block");
@@ -364,13 +377,7 @@ private:
     if (at("[") || at("(")) {
       const std::string close = at("[") ? "]" : ")";
       next();
-      int_array v;
-      while (!at(close)) {
-        v.push_back(parse_int());
-        if (!accept(",")) break;
-      }
-      expect(close);
-      return attr_value(std::move(v));
+      return attr_value(comma_list<std::int64_t>(close, [&] { return parse_int(); }));
     }
     const bool neg = accept("-");
     if (at_kind(tok::integer)) {
@@ -462,13 +469,7 @@ private:
     return r;
   }
   std::vector<prim_expr> parse_dim_list(std::string_view close) {
-    std::vector<prim_expr> dims;
-    while (!at(close)) {
-      dims.push_back(parse_dim());
-      if (!accept(",")) break;
-    }
-    expect(close);
-    return dims;
+    return comma_list<prim_expr>(close, [&] { return parse_dim(); });
   }
 
   // ---- types -----------------------------------------------------------------------------------
@@ -486,23 +487,12 @@ private:
     }
     if (t.text == "Tuple") {
       expect("(");
-      std::vector<type> fields;
-      while (!at(")")) {
-        fields.push_back(parse_type());
-        if (!accept(",")) break;
-      }
-      expect(")");
-      return tuple_type(std::move(fields));
+      return tuple_type(comma_list<type>(")", [&] { return parse_type(); }));
     }
     if (t.text == "Callable") {
       expect("(");
       expect("(");
-      std::vector<type> params;
-      while (!at(")")) {
-        params.push_back(parse_type());
-        if (!accept(",")) break;
-      }
-      expect(")");
+      std::vector<type> params = comma_list<type>(")", [&] { return parse_type(); });
       expect(",");
       type ret = parse_type();
       expect(")");
@@ -553,11 +543,7 @@ private:
   std::vector<type> parse_type_list() {
     std::vector<type> ts;
     if (accept("[")) {
-      while (!at("]")) {
-        ts.push_back(parse_type());
-        if (!accept(",")) break;
-      }
-      expect("]");
+      ts = comma_list<type>("]", [&] { return parse_type(); });
     } else {
       ts.push_back(parse_type());
     }
@@ -927,13 +913,7 @@ private:
 
   std::vector<expr> parse_args_only() {
     expect("(");
-    std::vector<expr> args;
-    while (!at(")")) {
-      args.push_back(parse_expr());
-      if (!accept(",")) break;
-    }
-    expect(")");
-    return args;
+    return comma_list<expr>(")", [&] { return parse_expr(); });
   }
 
   expr parse_primary() {
@@ -1124,12 +1104,7 @@ private:
       expect_word("shape");
       expect("=");
       expect("(");
-      shape.clear();
-      while (!at(")")) {
-        shape.push_back(parse_int());
-        if (!accept(",")) break;
-      }
-      expect(")");
+      shape = comma_list<std::int64_t>(")", [&] { return parse_int(); });
       std::size_t n = 1;
       for (auto s : shape) {
         if (s < 0) fail_at(start, "constant shape dimensions must not be negative");
