@@ -16,14 +16,19 @@ struct op_counter final : ir::expr_visitor {
   void visit_var_def(const ir::var&) override { ++defs; }
 };
 
+/// `e` as a call to operator `name`, or nullptr.
+const ir::call_node* op_call(const ir::expr& e, const char* name) {
+  auto* call = ir::dyn_cast<ir::call_node>(e);
+  auto* o = call ? ir::dyn_cast<ir::op_node>(call->callee) : nullptr;
+  return o && o->name() == name ? call : nullptr;
+}
+
 /// Replaces nn.relu(x) by maximum(x, 0).
 struct relu_to_maximum final : ir::expr_mutator {
   ir::expr mutate_call(const ir::call_node& c, const ir::expr& self) override {
     ir::expr e = expr_mutator::mutate_call(c, self);
-    auto* call = ir::dyn_cast<ir::call_node>(e);
-    auto* o = call ? ir::dyn_cast<ir::op_node>(call->callee) : nullptr;
-    if (!o || o->name() != "nn.relu") return e;
-    return ir::call_op("maximum", {call->args[0], ir::make_constant(0.0, dtype::float32)});
+    auto* relu = op_call(e, "nn.relu");
+    return relu ? ir::call_op("maximum", {relu->args[0], ir::make_constant(0.0, dtype::float32)}) : e;
   }
 };
 
@@ -31,10 +36,8 @@ struct relu_to_maximum final : ir::expr_mutator {
 struct matmul_to_sum final : ir::expr_mutator {
   ir::expr mutate_call(const ir::call_node& c, const ir::expr& self) override {
     ir::expr e = expr_mutator::mutate_call(c, self);
-    auto* call = ir::dyn_cast<ir::call_node>(e);
-    auto* o = call ? ir::dyn_cast<ir::op_node>(call->callee) : nullptr;
-    if (!o || o->name() != "matmul") return e;
-    return ir::call_op("sum", {call->args[0]}, {{"axis", ir::int_array{1}}, {"keepdims", true}});
+    auto* mm = op_call(e, "matmul");
+    return mm ? ir::call_op("sum", {mm->args[0]}, {{"axis", ir::int_array{1}}, {"keepdims", true}}) : e;
   }
 };
 }  // namespace

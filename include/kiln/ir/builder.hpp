@@ -118,9 +118,7 @@ public:
   /// Binds `value` to a new variable (a dataflow variable inside a dataflow block).
   var emit(expr value, std::string name_hint = {}) {
     require_function("emit");
-    const bool df = in_dataflow();
-    if (name_hint.empty()) name_hint = df ? "lv" : "gv";
-    var v = df ? make_dataflow_var(std::move(name_hint), value->checked_type) : make_var(std::move(name_hint), value->checked_type);
+    var v = new_binding_var(std::move(name_hint), value->checked_type);
     blocks_.back().bindings.push_back({v, std::move(value), {}});
     return v;
   }
@@ -135,12 +133,10 @@ public:
   /// Binds `value`, checked at run time to have type `t` (defining any new size variables of `t`).
   var emit_match_cast(expr value, type t, std::string name_hint = {}) {
     require_function("emit_match_cast");
-    const bool df = in_dataflow();
-    if (name_hint.empty()) name_hint = df ? "lv" : "gv";
     if (value->checked_type->kind != t->kind && value->checked_type->kind != node_kind::object_type)
       throw type_error("kiln::ir::block_builder: match_cast of a value of type " + to_string(value->checked_type) + " to " +
                        to_string(t) + " can never succeed");
-    var v = df ? make_dataflow_var(std::move(name_hint), t) : make_var(std::move(name_hint), t);
+    var v = new_binding_var(std::move(name_hint), t);
     blocks_.back().bindings.push_back({v, std::move(value), t});
     return v;
   }
@@ -155,6 +151,14 @@ private:
   void require_function(const char* what) const {
     if (!in_function_) throw usage_error(std::string("kiln::ir::block_builder: ") + what + " outside of a function");
   }
+  /// The variable a binding in the current block defines: a dataflow variable named "lv" by
+  /// default inside a dataflow block, a plain one named "gv" outside.
+  var new_binding_var(std::string name_hint, type t) const {
+    const bool df = in_dataflow();
+    if (name_hint.empty()) name_hint = df ? "lv" : "gv";
+    return df ? make_dataflow_var(std::move(name_hint), std::move(t)) : make_var(std::move(name_hint), std::move(t));
+  }
+
   void reset_function() {
     in_function_ = false;
     fn_name_.clear();

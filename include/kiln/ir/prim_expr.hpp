@@ -189,6 +189,22 @@ inline std::string to_string(const prim_expr& e) {
   return to_string(e, [](const size_var_node& v) { return v.name; });
 }
 
+/// Prints a list of dimensions between `open` and `close`; a one-element list in parentheses
+/// gets the tuple comma, `(n,)`.
+template <class NameOf>
+std::string to_string(const std::vector<prim_expr>& dims, NameOf&& name_of, const char* open = "(", const char* close = ")") {
+  std::string s = open;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += to_string(dims[i], name_of);
+  }
+  if (dims.size() == 1 && open[0] == '(') s += ',';
+  return s + close;
+}
+inline std::string to_string(const std::vector<prim_expr>& dims) {
+  return to_string(dims, [](const size_var_node& v) { return v.name; });
+}
+
 namespace detail {
 /// A linear form `sum(coeff * atom) + constant`, where atoms are size variables or non-linear terms
 /// (identified by pointer, after their own canonicalisation to a printed key).

@@ -178,11 +178,7 @@ private:
     names_.clear();
     used_.clear();
     if (auto* fn = dyn_cast<function_node>(f)) {
-      std::string sig;
-      for (auto& p : fn->params) {
-        std::string pt = ty(p->checked_type);  // size variables first appear here
-        sig += (sig.empty() ? "" : ", ") + def(p) + ": " + pt;
-      }
+      const std::string sig = params(fn->params);
       line(indent, "@R.function");
       line(indent, "def " + name + "(" + sig + ") -> " + ty(fn->ret_type) + ":");
       if (!fn->attrs.empty()) line(indent + 1, "R.func_attr(" + attr_dict(fn->attrs) + ")");
@@ -190,16 +186,23 @@ private:
       return;
     }
     auto& pf = static_cast<const prim_func_node&>(*f);
-    std::string sig;
-    for (auto& p : pf.params) {
-      std::string pt = ty(p->checked_type);
-      sig += (sig.empty() ? "" : ", ") + def(p) + ": " + pt;
-    }
+    const std::string sig = params(pf.params);
     line(indent, pf.num_outputs == 1 ? "@T.prim_func" : "@T.prim_func(num_outputs=" + std::to_string(pf.num_outputs) + ")");
     line(indent, "def " + name + "(" + sig + "):");
     if (!pf.attrs.empty()) line(indent + 1, "T.func_attr(" + attr_dict(pf.attrs) + ")");
     if (pf.body) seq_body(static_cast<const seq_expr_node&>(*pf.body), indent + 1);
     else line(indent + 1, "pass");
+  }
+
+  /// `x: R.Tensor(...), y: ...`, defining the parameters and, through their types, the size
+  /// variables they introduce.
+  std::string params(const std::vector<var>& ps) {
+    std::string sig;
+    for (auto& p : ps) {
+      std::string pt = ty(p->checked_type);  // names the size variables first
+      sig += (sig.empty() ? "" : ", ") + def(p) + ": " + pt;
+    }
+    return sig;
   }
 
   void seq_body(const seq_expr_node& s, int indent) {
@@ -275,9 +278,7 @@ private:
       }
       case node_kind::shape_expr: {
         auto& s = static_cast<const shape_expr_node&>(*e);
-        std::string r = "R.shape([";
-        for (std::size_t i = 0; i < s.values.size(); ++i) r += (i ? ", " : "") + dim(s.values[i]);
-        return r + "])";
+        return "R.shape(" + to_string(s.values, [this](const size_var_node& v) { return size_name(v); }, "[", "]") + ")";
       }
       case node_kind::prim_value: {
         auto& p = static_cast<const prim_value_node&>(*e);

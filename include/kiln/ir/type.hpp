@@ -120,12 +120,7 @@ inline type func_type(std::vector<type> params, type ret) {
 /// Prints a type in the text format, with `name_of` naming size variables.
 template <class NameOf>
 std::string to_string(const type& t, NameOf&& name_of) {
-  auto dims = [&](const std::vector<prim_expr>& v, const char* open, const char* close) {
-    std::string s = open;
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + to_string(v[i], name_of);
-    if (v.size() == 1 && std::string_view(open) == "(") s += ",";
-    return s + close;
-  };
+  auto dims = [&](const std::vector<prim_expr>& v, const char* open, const char* close) { return to_string(v, name_of, open, close); };
   switch (t->kind) {
     case node_kind::object_type: return "R.Object";
     case node_kind::prim_type:

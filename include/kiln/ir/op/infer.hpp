@@ -17,11 +17,7 @@ struct shape_info {
   }
 };
 
-inline std::string dims_to_string(const std::vector<prim_expr>& d) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + to_string(d[i]);
-  return s + (d.size() == 1 ? ",)" : ")");
-}
+inline std::string dims_to_string(const std::vector<prim_expr>& d) { return to_string(d); }
 
 /// Numpy broadcasting of the tensor arguments `which`. Statically different dimensions (neither 1)
 /// are an error naming both arguments; symbolic ones that cannot be proven equal make the result
