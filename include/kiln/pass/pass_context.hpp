@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `pass_context`: how a pipeline run is configured (the design's PassContext) — opt level,
+/// required and disabled passes, typed config, diagnostics, instruments — and
+/// `pass_context_scope`, the RAII form of the design's `with PassContext(...)`.
+///
+/// Each thread has a default context and a stack of scoped ones; `pass_context::current()` is the
+/// innermost scope's context on the calling thread, or that thread's default.
+///
+/// Instrument life cycle, as the design lays it out:
+/// - entering a scope calls `enter_pass_ctx` on each instrument in order; if one throws, the
+///   instruments are cleared, `exit_pass_ctx` runs on those that had entered, the exception
+///   propagates and the scope is not entered;
+/// - leaving a scope calls `exit_pass_ctx` on each in order; if one throws, the instruments are
+///   cleared and the ones after it do not exit (while another exception is unwinding the scope,
+///   the exit's exception is dropped so the first one reaches the caller);
+/// - `override_instruments` exits the current instruments, then enters the new ones.
+#pragma once
+
+#include <kiln/pass/diagnostics.hpp>
+#include <kiln/pass/instrument.hpp>
+#include <kiln/pass/pass_config.hpp>
+#include <kiln/pass/pass_info.hpp>
+
+#include <algorithm>
+#include <any>
+#include <exception>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+class pass_context {
+public:
+  /// A context at opt level 2, with no required or disabled passes, config or instruments.
+  pass_context() = default;
+  /// A context at `opt_level` (a `usage_error` when negative).
+  explicit pass_context(int opt_level) { set_opt_level(opt_level); }
+
+  /// The innermost scoped context on this thread, or this thread's default context.
+  static pass_context& current() noexcept;
+
+  // ---- opt level, required and disabled passes -------------------------------------------------
+
+  int opt_level() const noexcept { return opt_level_; }
+  /// A `usage_error` unless `level >= 0`.
+  pass_context& set_opt_level(int level) {
+    if (level < 0)
+      throw usage_error("kiln::pass_context: opt_level must be 0 or more, not " + std::to_string(level));
+    opt_level_ = level;
+    return *this;
+  }
+  const std::vector<std::string>& required_passes() const noexcept { return required_; }
+  const std::vector<std::string>& disabled_passes() const noexcept { return disabled_; }
+  /// Runs the pass `name` whatever its opt level, without asking instruments' `should_run`.
+  pass_context& require(std::string name) {
+    required_.push_back(std::move(name));
+    refresh();
+    return *this;
+  }
+  /// Skips the pass `name` wherever it appears.
+  pass_context& disable(std::string name) {
+    disabled_.push_back(std::move(name));
+    refresh();
+    return *this;
+  }
+  bool is_required(std::string_view name) const noexcept {
+    return std::find(required_.begin(), required_.end(), name) != required_.end();
+  }
+  bool is_disabled(std::string_view name) const noexcept {
+    return std::find(disabled_.begin(), disabled_.end(), name) != disabled_.end();
+  }
+
+  /// The design's PassEnabled with TVM's rule: disabled by name → skip; required by name → run;
+  /// otherwise run when the context's opt level is at least the pass's.
+  skip_reason check_enabled(const pass_info& info) const noexcept {
+    if (has_names_) [[unlikely]] {
+      if (is_disabled(info.name)) return skip_reason::disabled;
+      if (is_required(info.name)) return skip_reason::none;
+    }
+    return opt_level_ >= info.opt_level ? skip_reason::none : skip_reason::opt_level;
+  }
+
+  // ---- config -----------------------------------------------------------------------------------
+
+  /// Sets a registered option. A `usage_error` (and no change) when the key is not registered or
+  /// the value does not fit the registered type.
+  template <class V>
+  pass_context& set_config(std::string_view key, V&& value) {
+    return set_config_any(key, std::any(std::forward<V>(value)));
+  }
+  template <class T, class V>
+  pass_context& set_config(const pass_config_option<T>& option, V&& value) {
+    return set_config_any(option.key(), std::any(std::forward<V>(value)));
+  }
+  /// Sets a registered option from text, parsed as the registered type (`"16"`, `"true"`).
+  pass_context& set_config_from_text(std::string_view key, std::string_view text) {
+    pass_config_entry e = pass_config_registry::global().find(key, "kiln::pass_context::set_config_from_text");
+    if (!e.parse)
+      throw usage_error("kiln::pass_context::set_config_from_text: config option '" + e.key + "' has type " + e.type_name +
+                        ", which has no text form");
+    std::any v = e.parse(text);
+    if (!v.has_value())
+      throw usage_error("kiln::pass_context::set_config_from_text: config option '" + e.key + "' takes " + e.type_name +
+                        ", and '" + std::string(text) + "' is not one");
+    config_.insert_or_assign(e.key, std::move(v));
+    return *this;
+  }
+
+  /// The value of a registered option, or `fallback` when it is not set. A `usage_error` when the
+  /// key is not registered or is registered with another type than `T`.
+  template <class T>
+  T config(std::string_view key, T fallback) const {
+    pass_config_entry e = pass_config_registry::global().find(key, "kiln::pass_context::config");
+    if (e.type != typeid(T))
+      throw usage_error("kiln::pass_context::config: config option '" + e.key + "' is registered as " + e.type_name +
+                        ", but was read as " + detail::config_type_name<T>());
+    auto it = config_.find(key);
+    return it == config_.end() ? fallback : std::any_cast<T>(it->second);
+  }
+  template <class T>
+  T config(const pass_config_option<T>& option, T fallback) const {
+    return config<T>(option.key(), std::move(fallback));
+  }
+  bool has_config(std::string_view key) const { return config_.find(key) != config_.end(); }
+
+  // ---- diagnostics -------------------------------------------------------------------------------
+
+  /// Reports an error: the pass running now fails when it returns (a `pass_error` that carries it).
+  void error(std::string message, std::string where = {}) { report(severity::error, std::move(message), std::move(where)); }
+  void warning(std::string message, std::string where = {}) { report(severity::warning, std::move(message), std::move(where)); }
+  void note(std::string message, std::string where = {}) { report(severity::note, std::move(message), std::move(where)); }
+  void report(kiln::severity s, std::string message, std::string where = {}) {
+    diagnostics_.push_back({s, {}, std::move(where), std::move(message)});
+    if (s == severity::error) ++error_count_;
+  }
+  /// Everything reported in this context, each stamped with the pass that reported it.
+  const std::vector<diagnostic>& diagnostics() const noexcept { return diagnostics_; }
+  std::size_t error_count() const noexcept { return error_count_; }
+  void clear_diagnostics() noexcept {
+    diagnostics_.clear();
+    error_count_ = 0;
+  }
+
+  // ---- instruments -------------------------------------------------------------------------------
+
+  const std::vector<instrument>& instruments() const noexcept { return instruments_; }
+  /// True when some instrument has hook `h` (one load and test on the pipeline's path).
+  bool has_hook(hook h) const noexcept { return (hooks_ & unsigned(h)) != 0; }
+
+  /// The design's `override_instruments`: exits the current instruments, then enters `list`.
+  void override_instruments(std::vector<instrument> list) {
+    exit_instruments();
+    instruments_ = std::move(list);
+    refresh();
+    enter_instruments();
+  }
+  /// Replaces the instruments without calling their enter/exit hooks (for setting up a context
+  /// before its scope is entered).
+  pass_context& set_instruments(std::vector<instrument> list) {
+    instruments_ = std::move(list);
+    refresh();
+    return *this;
+  }
+
+  /// The design's InstrumentEnterPassContext.
+  void enter_instruments() {
+    if (!has_hook(hook::enter_pass_ctx)) return;
+    std::size_t entered = 0;
+    try {
+      for (; entered < instruments_.size(); ++entered) instruments_[entered].enter_pass_ctx();
+    } catch (...) {
+      std::vector<instrument> done(instruments_.begin(), instruments_.begin() + static_cast<std::ptrdiff_t>(entered));
+      instruments_.clear();
+      refresh();
+      for (const instrument& i : done) {
+        try {
+          i.exit_pass_ctx();
+        } catch (...) {  // the enter failure is the one to report
+        }
+      }
+      throw;
+    }
+  }
+  /// The design's InstrumentExitPassContext.
+  void exit_instruments() {
+    if (!has_hook(hook::exit_pass_ctx)) return;
+    try {
+      for (const instrument& i : instruments_) i.exit_pass_ctx();
+    } catch (...) {
+      instruments_.clear();
+      refresh();
+      throw;
+    }
+  }
+
+private:
+  friend class pass_context_scope;
+
+  struct thread_state;
+  static thread_state& state() noexcept;
+
+  pass_context& set_config_any(std::string_view key, const std::any& value) {
+    pass_config_entry e = pass_config_registry::global().find(key, "kiln::pass_context::set_config");
+    std::any v = e.coerce(value);
+    if (!v.has_value())
+      throw usage_error("kiln::pass_context::set_config: config option '" + e.key + "' takes " + e.type_name + ", not " +
+                        detail::held_type_name(value));
+    config_.insert_or_assign(e.key, std::move(v));
+    return *this;
+  }
+
+  void refresh() noexcept {
+    has_names_ = !required_.empty() || !disabled_.empty();
+    hooks_ = 0;
+    for (const instrument& i : instruments_) hooks_ |= i.hooks();
+  }
+
+  int opt_level_ = 2;
+  bool has_names_ = false;
+  unsigned hooks_ = 0;
+  std::vector<std::string> required_;
+  std::vector<std::string> disabled_;
+  std::map<std::string, std::any, std::less<>> config_;
+  std::vector<diagnostic> diagnostics_;
+  std::size_t error_count_ = 0;
+  std::vector<instrument> instruments_;
+};
+
+struct pass_context::thread_state {
+  pass_context default_context;
+  std::vector<pass_context*> stack;
+};
+inline pass_context::thread_state& pass_context::state() noexcept {
+  thread_local thread_state s;
+  return s;
+}
+inline pass_context& pass_context::current() noexcept {
+  thread_state& s = state();
+  return s.stack.empty() ? s.default_context : *s.stack.back();
+}
+
+/// Makes `ctx` the current context of this thread until the scope ends (the design's
+/// `with PassContext(...)`), entering its instruments first and exiting them at the end.
+/// Scopes nest; the innermost wins, and its end restores the outer one.
+class pass_context_scope {
+public:
+  explicit pass_context_scope(pass_context& ctx) : ctx_(ctx), uncaught_(std::uncaught_exceptions()) {
+    ctx.enter_instruments();  // throws before anything is pushed
+    pass_context::state().stack.push_back(&ctx);
+  }
+  pass_context_scope(const pass_context_scope&) = delete;
+  pass_context_scope& operator=(const pass_context_scope&) = delete;
+
+  ~pass_context_scope() noexcept(false) {
+    auto& stack = pass_context::state().stack;
+    // Scopes are RAII objects on one thread's stack, so the innermost one always ends first.
+    if (!stack.empty() && stack.back() == &ctx_) stack.pop_back();
+    if (std::uncaught_exceptions() > uncaught_) {
+      try {
+        ctx_.exit_instruments();
+      } catch (...) {  // keep the exception that is already unwinding
+      }
+    } else {
+      ctx_.exit_instruments();
+    }
+  }
+
+  pass_context& context() const noexcept { return ctx_; }
+
+private:
+  pass_context& ctx_;
+  int uncaught_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Running one pass: the design's `Pass::operator()` — the enabled check, the instrument protocol
+/// (see `instrument.hpp`), failure handling — and `kiln::run`, the entry point.
+///
+/// Instruments come from two places: compile-time policies given to `run` (called directly, their
+/// absent hooks generate nothing) and the context's run-time list (type-erased; each hook costs a
+/// load and a test of a bit mask when no instrument has it).
+///
+/// \code
+/// ir_module out = kiln::run(pipeline, module);                 // current context, no policies
+/// ir_module out = kiln::run(pipeline, module, ctx, timer);     // a timing policy, ctx's instruments
+/// \endcode
+#pragma once
+
+#include <kiln/pass/diagnostics.hpp>
+#include <kiln/pass/instrument.hpp>
+#include <kiln/pass/pass_context.hpp>
+#include <kiln/pass/pass_info.hpp>
+
+#include <exception>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace kiln {
+
+namespace detail {
+
+/// Runs the pass's transformation on the module, by kind, without any protocol.
+template <class Pass, module_like Module, class... Policies>
+Module apply_pass(Pass& p, const Module& m, pass_context& ctx, Policies&... policies) {
+  using traits = module_traits<Module>;
+  constexpr pass_kind kind = pass_kind_of<std::remove_const_t<Pass>, Module>();
+  if constexpr (kind == pass_kind::sequential) {
+    return p.run_steps(m, ctx, policies...);
+  } else if constexpr (kind == pass_kind::module) {
+    if constexpr (requires { p(m, ctx); })
+      return p(m, ctx);
+    else
+      return p(m);
+  } else {
+    // Function and kernel-function passes see each function of their kind in turn; functions marked
+    // SkipOptimization are left as they are. They cannot add or remove functions.
+    auto each = [&](std::string_view, const auto& f) -> std::remove_cvref_t<decltype(f)> {
+      using function = std::remove_cvref_t<decltype(f)>;
+      if constexpr (requires { traits::skip_optimization(f); })
+        if (traits::skip_optimization(f)) return f;
+      if constexpr (requires { p(f, m, ctx); })
+        return p(f, m, ctx);
+      else
+        return function(p(f));
+    };
+    if constexpr (kind == pass_kind::function)
+      return traits::map_functions(m, each);
+    else
+      return traits::map_kernel_functions(m, each);
+  }
+}
+
+template <class Module, class... Policies>
+void notify_skipped(const Module& m, const pass_info& info, skip_reason why, pass_context& ctx, Policies&... policies) {
+  (
+      [&] {
+        if constexpr (has_run_before_skipped_pass<Policies, Module, skip_reason>)
+          call_run_before_skipped_pass(policies, m, info, why);
+      }(),
+      ...);
+  if (ctx.has_hook(hook::run_before_skipped_pass)) [[unlikely]] {
+    module_view v(m);
+    for (const instrument& i : ctx.instruments())
+      if (i.has(hook::run_before_skipped_pass)) i.run_before_skipped_pass(v, info, why);
+  }
+}
+
+template <class Module, class... Policies>
+void notify_failed(const Module& m, const pass_info& info, const pass_error& e, pass_context& ctx, Policies&... policies) {
+  (
+      [&] {
+        if constexpr (has_run_after_pass_failed<Policies, Module, const pass_error&>)
+          call_run_after_pass_failed(policies, m, info, e);
+      }(),
+      ...);
+  if (ctx.has_hook(hook::run_after_pass_failed)) [[unlikely]] {
+    module_view v(m);
+    for (const instrument& i : ctx.instruments())
+      if (i.has(hook::run_after_pass_failed)) i.run_after_pass_failed(v, info, e);
+  }
+}
+
+/// The first instrument's objection to running the pass, or `none`. Not asked for passes the
+/// context requires by name.
+template <class Module, class... Policies>
+skip_reason ask_instruments(const Module& m, const pass_info& info, pass_context& ctx, Policies&... policies) {
+  constexpr bool policies_ask = (has_should_run<Policies, Module> || ...);
+  if (!policies_ask && !ctx.has_hook(hook::should_run)) return skip_reason::none;
+  if (ctx.is_required(info.name)) return skip_reason::none;
+  skip_reason why = skip_reason::none;
+  (
+      [&] {
+        if constexpr (has_should_run<Policies, Module>)
+          if (why == skip_reason::none) why = ask_should_run(policies, m, info);
+      }(),
+      ...);
+  if (why == skip_reason::none && ctx.has_hook(hook::should_run)) {
+    module_view v(m);
+    for (const instrument& i : ctx.instruments())
+      if (i.has(hook::should_run) && (why = i.should_run(v, info)) != skip_reason::none) break;
+  }
+  return why;
+}
+
+/// Stamps the diagnostics reported since `first` with the pass's name.
+inline void stamp_diagnostics(pass_context& ctx, std::size_t first, std::string_view pass) {
+  auto& all = const_cast<std::vector<diagnostic>&>(ctx.diagnostics());
+  for (std::size_t i = first; i < all.size(); ++i)
+    if (all[i].pass.empty()) all[i].pass = std::string(pass);
+}
+
+inline std::vector<diagnostic> diagnostics_since(const pass_context& ctx, std::size_t first) {
+  const auto& all = ctx.diagnostics();
+  return {all.begin() + static_cast<std::ptrdiff_t>(first), all.end()};
+}
+
+/// The design's Pass::operator(): runs `p` on `m` under the instrument protocol, unless `gate`
+/// (the enabled check, made by the caller) says why it must not run.
+template <class Pass, module_like Module, class... Policies>
+Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gate, Policies&... policies) {
+  using pass_type = std::remove_const_t<Pass>;
+  static constexpr const pass_info& info = pass_info_of<pass_type, Module>;
+  if (gate == skip_reason::none) [[likely]]
+    gate = ask_instruments(m, info, ctx, policies...);
+  if (gate != skip_reason::none) [[unlikely]] {
+    notify_skipped(m, info, gate, ctx, policies...);
+    return m;
+  }
+
+  (
+      [&] {
+        if constexpr (has_run_before_pass<Policies, Module>) call_run_before_pass(policies, m, info);
+      }(),
+      ...);
+  if (ctx.has_hook(hook::run_before_pass)) [[unlikely]] {
+    module_view v(m);
+    for (const instrument& i : ctx.instruments())
+      if (i.has(hook::run_before_pass)) i.run_before_pass(v, info);
+  }
+
+  const std::size_t first_diagnostic = ctx.diagnostics().size();
+  const std::size_t errors_before = ctx.error_count();
+  auto fail = [&](std::string reason) -> pass_error {
+    stamp_diagnostics(ctx, first_diagnostic, info.name);
+    pass_error e(std::string(info.name), std::move(reason), diagnostics_since(ctx, first_diagnostic));
+    notify_failed(m, info, e, ctx, policies...);
+    return e;
+  };
+  Module out = [&]() -> Module {
+    try {
+      return apply_pass(p, m, ctx, policies...);
+    } catch (pass_error& e) {
+      if constexpr (pass_kind_of<pass_type, Module>() == pass_kind::sequential) {
+        // A pass inside this pipeline failed and has been reported; say where it ran and pass it on.
+        notify_failed(m, info, e, ctx, policies...);
+        e.add_pipeline(info.name);
+        throw;
+      } else {
+        throw fail(e.what());
+      }
+    } catch (const std::exception& e) {
+      throw fail(e.what());
+    } catch (...) {
+      throw fail("it threw an exception that is not a std::exception");
+    }
+  }();
+  if (ctx.diagnostics().size() != first_diagnostic) [[unlikely]] {
+    stamp_diagnostics(ctx, first_diagnostic, info.name);
+    if (ctx.error_count() != errors_before) {
+      const auto& all = ctx.diagnostics();
+      std::string reason;
+      for (std::size_t i = first_diagnostic; i < all.size(); ++i)
+        if (all[i].severity == severity::error) {
+          reason = all[i].message;
+          break;
+        }
+      throw fail(reason);
+    }
+  }
+
+  (
+      [&] {
+        if constexpr (has_run_after_pass<Policies, Module>) call_run_after_pass(policies, out, info);
+      }(),
+      ...);
+  if (ctx.has_hook(hook::run_after_pass)) [[unlikely]] {
+    module_view v(out);
+    for (const instrument& i : ctx.instruments())
+      if (i.has(hook::run_after_pass)) i.run_after_pass(v, info);
+  }
+  return out;
+}
+
+/// Calls `exit_pass_ctx` on the policies that have it when a run ends, however it ends.
+template <class... Policies>
+struct policy_scope {
+  explicit policy_scope(Policies&... p) : policies(p...) {
+    std::apply([](auto&... p) { ((call_enter(p)), ...); }, policies);
+  }
+  ~policy_scope() {
+    std::apply(
+        [](auto&... p) {
+          (
+              [&] {
+                if constexpr (has_exit_pass_ctx<std::remove_cvref_t<decltype(p)>>) {
+                  try {
+                    p.exit_pass_ctx();
+                  } catch (...) {  // a destructor must not throw; the run's own outcome wins
+                  }
+                }
+              }(),
+              ...);
+        },
+        policies);
+  }
+  template <class P>
+  static void call_enter(P& p) {
+    if constexpr (has_enter_pass_ctx<P>) p.enter_pass_ctx();
+  }
+  std::tuple<Policies&...> policies;
+};
+
+}  // namespace detail
+
+/// Runs `pass` (a pass or a pipeline) on `module` in `ctx`, with the compile-time instrument
+/// `policies` (called before the context's instruments; their `enter_pass_ctx` / `exit_pass_ctx`
+/// bracket this run). Returns the new module; `module` itself is never modified. A failing pass
+/// throws `pass_error`.
+template <class Pass, module_like Module, class... Policies>
+Module run(Pass&& pass, const Module& module, pass_context& ctx, Policies&... policies) {
+  using pass_type = std::remove_cvref_t<Pass>;
+  static_assert(pass_like<pass_type>, "kiln::run: the first argument must be a pass (a class with static constexpr "
+                                      "std::string_view name) or a kiln::sequential");
+  static_assert((detail::check_instrument<Policies, Module>() && ...));
+  detail::policy_scope<Policies...> scope(policies...);
+  Pass& p = pass;  // passes are called as lvalues, const ones through their const call operator
+  return detail::run_protocol(p, module, ctx, ctx.check_enabled(pass_info_of<pass_type, Module>), policies...);
+}
+
+/// Runs `pass` on `module` in the current context (`pass_context::current()`).
+template <class Pass, module_like Module>
+Module run(Pass&& pass, const Module& module) {
+  return run(std::forward<Pass>(pass), module, pass_context::current());
+}
+
+}  // namespace kiln

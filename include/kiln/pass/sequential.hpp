@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `kiln::sequential<Passes...>`: a pipeline composed at compile time, with its passes'
+/// requirements resolved statically (the design's Sequential, without run-time GetPass lookups).
+///
+/// \code
+/// using cleanup = kiln::sequential<fold_constant, dead_code_elimination>;
+/// ir_module out = kiln::run(cleanup{}, module);          // or cleanup{}(module, ctx)
+/// \endcode
+///
+/// Resolution (see `detail/resolve.hpp`): every pass a listed pass requires is placed before it,
+/// each at most once unless the user lists it twice; a pass pulled in this way is
+/// default-constructed. A cycle, or a requirement that is not a pass, is a compile error naming the
+/// passes. A nested sequential is one pass to the pipeline around it (requirements are resolved
+/// inside each sequential).
+///
+/// Running: each step goes through the protocol of `run.hpp`. A listed pass runs when the
+/// context enables it (not disabled by name; required by name or opt level high enough). A pass
+/// pulled in as a requirement runs when some pass that requires it runs, whatever its own opt level;
+/// if it is disabled by name while such a pass runs, the run stops before any pass with a
+/// `usage_error`.
+///
+/// How it is built, at compile time, each step one line below:
+/// - `closure`: the listed pass types and everything they require, transitively, each once
+///   (Hana fold to a fixed point; O(n^2) type comparisons for n distinct passes);
+/// - `graph`: for each type, the indices of the types it requires;
+/// - `plan`: `detail::resolve` run as a constant expression on the graph (O(n + edges));
+/// - `steps`: the plan as arrays the run loop is unrolled over (one `run_protocol` call per step).
+#pragma once
+
+#include <kiln/pass/detail/resolve.hpp>
+#include <kiln/pass/pass_context.hpp>
+#include <kiln/pass/pass_info.hpp>
+#include <kiln/pass/run.hpp>
+#include <kiln/support/fixed_string.hpp>
+
+#include <boost/hana/append.hpp>
+#include <boost/hana/at.hpp>
+#include <boost/hana/contains.hpp>
+#include <boost/hana/flatten.hpp>
+#include <boost/hana/fold_left.hpp>
+#include <boost/hana/if.hpp>
+#include <boost/hana/length.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+#include <boost/hana/unpack.hpp>
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+namespace detail {
+
+namespace hana = boost::hana;
+
+// ---- compile-time diagnostics -------------------------------------------------------------------
+
+template <class... Ts>
+constexpr bool always_false = false;
+
+/// Instantiated with the formatted sentence (GCC shows it in the instantiation line) and the pass
+/// types involved (every compiler shows those), only when there is something to report.
+template <fixed_string Message, class... Passes>
+struct report_dependency_cycle {
+  static_assert(always_false<Passes...>,
+                "kiln::sequential: the passes' requirements form a cycle; the instantiation above names the passes "
+                "in order, each requiring the next, the last being the first again");
+};
+template <class Pass, class NotAPass>
+struct report_requirement_not_a_pass {
+  static_assert(always_false<Pass, NotAPass>,
+                "kiln::sequential: a pass's `required` list names a type that is not a pass (a pass has static "
+                "constexpr std::string_view name); this template's arguments are the pass, then the type");
+};
+template <class Pass, class RequiredBy>
+struct report_requirement_not_default_constructible {
+  static_assert(always_false<Pass, RequiredBy>,
+                "kiln::sequential: a pass is pulled in as a requirement but is not default-constructible, so the "
+                "pipeline cannot create it; list an instance of it before the pass that requires it (this "
+                "template's arguments are the required pass, then the pass requiring it)");
+};
+
+/// "kiln::sequential: 'a' requires 'b', which requires 'a' (cycle)"
+template <std::size_t N>
+constexpr fixed_string<512> cycle_message(const std::array<std::string_view, N>& names) {
+  fixed_string<512> out;
+  std::size_t at = 0;
+  auto put = [&](std::string_view s) {
+    for (char c : s)
+      if (at + 1 < sizeof(out.chars)) out.chars[at++] = c;
+  };
+  put("kiln::sequential: ");
+  for (std::size_t i = 0; i < N; ++i) {
+    put(i == 0 ? "'" : i == 1 ? " requires '" : ", which requires '");
+    put(names[i]);
+    put("'");
+  }
+  put(" (cycle)");
+  return out;
+}
+
+// ---- closure of requirements (Hana) ---------------------------------------------------------------
+
+template <class T>
+constexpr auto requirements_as_types() {
+  if constexpr (pass_like<T>)
+    return []<class... R>(pass_list<R...>) { return hana::tuple<hana::type<R>...>{}; }(kiln::required_of<T>{});
+  else
+    return hana::tuple<>{};
+}
+
+constexpr auto add_if_absent = [](auto types, auto t) {
+  return hana::if_(hana::contains(types, t), types, hana::append(types, t));
+};
+
+/// The types in `types` and everything they require, each once, in discovery order.
+template <class Types>
+constexpr auto requirement_closure(Types types) {
+  auto grown = hana::fold_left(types, types, [](auto acc, auto t) {
+    return hana::fold_left(requirements_as_types<typename decltype(t)::type>(), acc, add_if_absent);
+  });
+  if constexpr (decltype(hana::length(grown) == hana::length(types))::value)
+    return types;
+  else
+    return requirement_closure(grown);
+}
+
+template <class... Ts>
+constexpr auto unique_types() {
+  return hana::fold_left(hana::tuple<hana::type<Ts>...>{}, hana::tuple<>{}, add_if_absent);
+}
+
+/// A Hana tuple of types as a pass_list.
+/// The position of `T` in `Ts...`, or -1.
+template <class T, class... Ts>
+constexpr int index_in() {
+  int i = 0, found = -1;
+  ((std::is_same_v<T, Ts> && found < 0 ? found = i : ++i), ...);
+  return found;
+}
+template <class T, class... Ts>
+constexpr int index_in(pass_list<Ts...>) {
+  return index_in<T, Ts...>();
+}
+
+template <class... Types>
+pass_list<typename Types::type...> to_pass_list(hana::tuple<Types...>);  // only named in decltype
+template <class Types>
+using as_pass_list = decltype(to_pass_list(std::declval<Types>()));
+
+
+/// The positions in `Ts...` of the passes `T` requires.
+template <class T, class... Ts>
+constexpr std::vector<int> requirement_indices(pass_list<Ts...>) {
+  if constexpr (pass_like<T>)
+    return []<class... R>(pass_list<R...>) { return std::vector<int>{index_in<R, Ts...>()...}; }(kiln::required_of<T>{});
+  else
+    return {};
+}
+
+template <class Pass>
+constexpr bool is_sequential_type = requires { requires Pass::is_sequential; };
+
+template <class List>
+struct closure_nodes;
+template <class... Ts>
+struct closure_nodes<pass_list<Ts...>> {
+  static constexpr std::size_t size = sizeof...(Ts);
+  template <std::size_t I>
+  using at = std::tuple_element_t<I, std::tuple<Ts...>>;
+  template <class T>
+  static constexpr int index = index_in<T, Ts...>();
+  using all = pass_list<Ts...>;
+  static constexpr std::vector<std::vector<int>> graph() { return {requirement_indices<Ts>(all{})...}; }
+};
+
+/// The pass types of a pipeline of `Passes...` and everything they require.
+template <class... Passes>
+using closure_of = as_pass_list<decltype(requirement_closure(unique_types<Passes...>()))>;
+
+/// `detail::resolve` on the pipeline's requirement graph (a constant expression).
+template <class... Passes>
+constexpr resolution resolve_plan() {
+  using closure = closure_of<Passes...>;
+  return resolve(closure_nodes<closure>::graph(), {index_in<Passes>(closure{})...});
+}
+
+/// Everything known at compile time about a pipeline of `Passes...`.
+template <class... Passes>
+struct sequential_plan {
+  using closure = closure_of<Passes...>;
+
+  template <class List>
+  struct in;
+  template <class... Ts>
+  struct in<pass_list<Ts...>> {
+    static constexpr std::size_t size = sizeof...(Ts);
+    template <std::size_t I>
+    using at = std::tuple_element_t<I, std::tuple<Ts...>>;
+    /// Every (pass, required type) pair where the type is not a pass, the first of them.
+    static constexpr bool requirements_are_passes() {
+      return (requirements_are_passes_of<Ts>() && ...);
+    }
+    template <class T>
+    static constexpr bool requirements_are_passes_of() {
+      if constexpr (pass_like<T>)
+        return []<class... R>(pass_list<R...>) {
+          return ([] {
+            if constexpr (!pass_like<R>) {
+              (void)report_requirement_not_a_pass<T, R>{};
+              return false;
+            } else {
+              return true;
+            }
+          }() && ...);
+        }(kiln::required_of<T>{});
+      else
+        return true;
+    }
+  };
+  using nodes = in<closure>;
+
+
+  static constexpr std::size_t cycle_length = resolve_plan<Passes...>().cycle.size();
+  static constexpr std::array<int, cycle_length> cycle = [] {
+    std::array<int, cycle_length> a{};
+    auto r = resolve_plan<Passes...>();
+    for (std::size_t i = 0; i < cycle_length; ++i) a[i] = r.cycle[i];
+    return a;
+  }();
+
+  static constexpr std::size_t size = resolve_plan<Passes...>().steps.size();
+  static constexpr std::array<plan_step, size> steps = [] {
+    std::array<plan_step, size> a{};
+    auto r = resolve_plan<Passes...>();
+    for (std::size_t i = 0; i < size; ++i) a[i] = r.steps[i];
+    return a;
+  }();
+  static constexpr std::size_t dependent_count = [] {
+    std::size_t n = 0;
+    for (const auto& d : resolve_plan<Passes...>().dependents) n += d.size();
+    return n;
+  }();
+  /// Step s relies-on list is dependents[dependent_begin[s] .. dependent_begin[s + 1]).
+  static constexpr std::array<int, size + 1> dependent_begin = [] {
+    std::array<int, size + 1> a{};
+    auto r = resolve_plan<Passes...>();
+    for (std::size_t i = 0; i < size; ++i) a[i + 1] = a[i] + static_cast<int>(r.dependents[i].size());
+    return a;
+  }();
+  static constexpr std::array<int, dependent_count> dependents = [] {
+    std::array<int, dependent_count> a{};
+    auto r = resolve_plan<Passes...>();
+    std::size_t k = 0;
+    for (const auto& d : r.dependents)
+      for (int s : d) a[k++] = s;
+    return a;
+  }();
+  static constexpr bool has_pulled_in = [] {
+    for (const auto& s : steps)
+      if (s.user_index < 0) return true;
+    return false;
+  }();
+
+  template <std::size_t Step>
+  using step_type = typename nodes::template at<static_cast<std::size_t>(steps[Step].node)>;
+
+  /// The pass types of the pulled-in steps, in step order (the pipeline default-constructs them).
+  static constexpr std::size_t pulled_in_count = [] {
+    std::size_t n = 0;
+    for (const auto& s : steps) n += s.user_index < 0;
+    return n;
+  }();
+  template <std::size_t Step>
+  static constexpr std::size_t pulled_in_slot = [] {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < Step; ++i) n += steps[i].user_index < 0;
+    return n;
+  }();
+
+  /// Reports what is wrong, once, and says whether the pipeline can be built.
+  static constexpr bool check() {
+    if constexpr (!nodes::requirements_are_passes()) {
+      return false;
+    } else if constexpr (cycle_length != 0) {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        constexpr std::array<std::string_view, cycle_length> names{
+            std::string_view(nodes::template at<static_cast<std::size_t>(cycle[I])>::name)...};
+        (void)report_dependency_cycle<cycle_message(names), typename nodes::template at<static_cast<std::size_t>(cycle[I])>...>{};
+      }(std::make_index_sequence<cycle_length>{});
+      return false;
+    } else {
+      return [&]<std::size_t... S>(std::index_sequence<S...>) {
+        return ([] {
+          if constexpr (steps[S].user_index < 0 && !std::is_default_constructible_v<step_type<S>>) {
+            (void)report_requirement_not_default_constructible<step_type<S>, step_type<static_cast<std::size_t>(
+                                                                                  dependents[static_cast<std::size_t>(dependent_begin[S])])>>{};
+            return false;
+          } else {
+            return true;
+          }
+        }() && ...);
+      }(std::make_index_sequence<size>{});
+    }
+  }
+};
+
+template <fixed_string Name, int OptLevel>
+struct sequential_info {
+  static constexpr std::string_view name = Name.view();
+  static constexpr int opt_level = OptLevel;
+};
+
+}  // namespace detail
+
+/// One resolved step of a pipeline, for inspection and printing.
+struct pipeline_step {
+  std::string_view name;
+  bool pulled_in = false;  ///< placed as a requirement rather than listed
+  friend bool operator==(const pipeline_step&, const pipeline_step&) = default;
+};
+
+/// The common implementation of `sequential` and `named_sequential`.
+template <class Info, class... Passes>
+class basic_sequential {
+  static_assert((pass_like<Passes> && ...),
+                "kiln::sequential: every template argument must be a pass: a class with static constexpr "
+                "std::string_view name (and optionally opt_level and `using required = kiln::pass_list<...>`)");
+  using plan = detail::sequential_plan<Passes...>;
+  static constexpr bool well_formed = plan::check();
+
+  template <class Plan, class Seq>
+  struct pulled_storage;
+  template <class Plan, std::size_t... S>
+  struct pulled_storage<Plan, std::index_sequence<S...>> {
+    using type = decltype(boost::hana::flatten(boost::hana::make_tuple([] {
+      if constexpr (Plan::steps[S].user_index < 0)
+        return boost::hana::tuple<typename Plan::template step_type<S>>{};
+      else
+        return boost::hana::tuple<>{};
+    }()...)));
+  };
+
+public:
+  static constexpr std::string_view name = Info::name;
+  static constexpr int opt_level = Info::opt_level;
+  static constexpr bool is_sequential = true;
+  /// The number of passes as listed, and as resolved (listed plus pulled in).
+  static constexpr std::size_t listed_size = sizeof...(Passes);
+  static constexpr std::size_t size = plan::size;
+
+  basic_sequential()
+    requires(std::is_default_constructible_v<Passes> && ...)
+  = default;
+  explicit basic_sequential(Passes... passes) : passes_(std::move(passes)...) {}
+
+  /// Runs the pipeline on `m` as a pass (instruments see it, and its steps nested inside it).
+  template <module_like Module>
+  Module operator()(const Module& m, pass_context& ctx) {
+    return kiln::run(*this, m, ctx);
+  }
+  template <module_like Module>
+  Module operator()(const Module& m) {
+    return kiln::run(*this, m, pass_context::current());
+  }
+
+  /// The listed passes in the textual pipeline form: `a,b,name(c,d)`.
+  static std::string text() {
+    std::string s;
+    ((s.append(s.empty() ? "" : ",").append(element_text<Passes>())), ...);
+    return s;
+  }
+  /// The resolved steps: what runs, in order, with the passes pulled in as requirements marked.
+  static std::vector<pipeline_step> steps() {
+    return [&]<std::size_t... S>(std::index_sequence<S...>) {
+      return std::vector<pipeline_step>{
+          pipeline_step{std::string_view(plan::template step_type<S>::name), plan::steps[S].user_index < 0}...};
+    }(std::make_index_sequence<size>{});
+  }
+
+  /// The listed pass at position `I`.
+  template <std::size_t I>
+  auto& get() noexcept {
+    return boost::hana::at_c<I>(passes_);
+  }
+
+  // ---- called by the run protocol -----------------------------------------------------------------
+
+  template <module_like Module, class... Policies>
+  Module run_steps(const Module& m, pass_context& ctx, Policies&... policies) {
+    if constexpr (!well_formed || size == 0) {
+      return m;
+    } else {
+      std::array<skip_reason, size> gate{};
+      if constexpr (plan::has_pulled_in) gate = gates<Module>(ctx);
+      return [&]<std::size_t First, std::size_t... S>(std::index_sequence<First, S...>) {
+        Module cur = step<First>(m, ctx, gate, policies...);  // no copy of `m` up front
+        ((cur = step<S>(cur, ctx, gate, policies...)), ...);
+        return cur;
+      }(std::make_index_sequence<size>{});
+    }
+  }
+
+private:
+  template <class P>
+  static std::string element_text() {
+    if constexpr (detail::is_sequential_type<P>)
+      return std::string(P::name) + "(" + P::text() + ")";
+    else
+      return std::string(P::name);
+  }
+
+  template <std::size_t S>
+  auto& instance() noexcept {
+    if constexpr (plan::steps[S].user_index >= 0)
+      return boost::hana::at_c<static_cast<std::size_t>(plan::steps[S].user_index)>(passes_);
+    else
+      return boost::hana::at_c<plan::template pulled_in_slot<S>>(pulled_in_);
+  }
+
+  template <std::size_t S, class Module, class... Policies>
+  Module step(const Module& m, pass_context& ctx, const std::array<skip_reason, size>& gate, Policies&... policies) {
+    using pass_type = typename plan::template step_type<S>;
+    skip_reason why;
+    if constexpr (plan::has_pulled_in)
+      why = gate[S];
+    else
+      why = ctx.check_enabled(pass_info_of<pass_type, Module>);
+    return detail::run_protocol(instance<S>(), m, ctx, why, policies...);
+  }
+
+  /// Which steps run, decided before any of them does (a pulled-in pass runs when a later pass
+  /// that relies on it runs, so the decision goes backwards).
+  template <class Module>
+  static std::array<skip_reason, size> gates(const pass_context& ctx) {
+    static constexpr std::array<const pass_info*, size> infos = []<std::size_t... S>(std::index_sequence<S...>) {
+      return std::array<const pass_info*, size>{&pass_info_of<typename plan::template step_type<S>, Module>...};
+    }(std::make_index_sequence<size>{});
+    std::array<skip_reason, size> gate{};
+    for (std::size_t s = size; s-- > 0;) {
+      const skip_reason own = ctx.check_enabled(*infos[s]);
+      const bool listed = plan::steps[s].user_index >= 0;
+      if (listed && own == skip_reason::none) {
+        gate[s] = skip_reason::none;
+        continue;
+      }
+      const pass_info* needed_by = nullptr;
+      for (int d = plan::dependent_begin[s]; d < plan::dependent_begin[s + 1] && !needed_by; ++d) {
+        const auto dependent = static_cast<std::size_t>(plan::dependents[static_cast<std::size_t>(d)]);
+        if (gate[dependent] == skip_reason::none) needed_by = infos[dependent];
+      }
+      if (!needed_by) {
+        gate[s] = listed || own == skip_reason::disabled ? own : skip_reason::not_needed;
+      } else if (own == skip_reason::disabled) {
+        throw usage_error("kiln::sequential '" + std::string(name) + "': pass '" + std::string(infos[s]->name) +
+                          "' is disabled in the pass_context, but '" + std::string(needed_by->name) +
+                          "', which runs, requires it; disable '" + std::string(needed_by->name) +
+                          "' too, or stop disabling '" + std::string(infos[s]->name) + "'");
+      } else {
+        gate[s] = skip_reason::none;
+      }
+    }
+    return gate;
+  }
+
+  boost::hana::tuple<Passes...> passes_;
+  typename pulled_storage<plan, std::make_index_sequence<size>>::type pulled_in_;
+};
+
+/// A pipeline named "sequential" at opt level 0.
+template <class... Passes>
+class sequential : public basic_sequential<detail::sequential_info<"sequential", 0>, std::remove_cv_t<Passes>...> {
+  using base = basic_sequential<detail::sequential_info<"sequential", 0>, std::remove_cv_t<Passes>...>;
+
+public:
+  using base::base;
+};
+template <class... Passes>
+sequential(Passes...) -> sequential<Passes...>;
+
+/// A pipeline with its own name and opt level (it is skipped, as a whole, below that level).
+template <fixed_string Name, int OptLevel, class... Passes>
+class named_sequential : public basic_sequential<detail::sequential_info<Name, OptLevel>, std::remove_cv_t<Passes>...> {
+  using base = basic_sequential<detail::sequential_info<Name, OptLevel>, std::remove_cv_t<Passes>...>;
+
+public:
+  using base::base;
+};
+
+}  // namespace kiln
