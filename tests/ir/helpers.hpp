@@ -2,24 +2,12 @@
 // Test helpers shared by the IR tests, and the corpus of modules.
 #pragma once
 
+#include "../common/message_of.hpp"
 #include "models.hpp"
 
 #include <doctest/doctest.h>
 
 namespace kiln_test {
-
-/// The message of the exception `f` throws (failing the test if it throws nothing).
-template <class Exception = kiln::error, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.what();
-  }
-  FAIL("expected an exception, but none was thrown");
-  return {};
-}
-
 
 /// A variable of type `t`, as an operand.
 inline ir::expr v(const char* name, ir::type t) { return ir::make_var(name, std::move(t)); }

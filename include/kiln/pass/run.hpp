@@ -155,21 +155,24 @@ Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gat
     return e;
   };
   Module out = [&]() -> Module {
-    try {
-      return apply_pass(p, m, ctx, policies...);
-    } catch (pass_error& e) {
-      if constexpr (pass_kind_of<pass_type, Module>() == pass_kind::sequential) {
-        // A pass inside this pipeline failed and has been reported; say where it ran and pass it on.
+    if constexpr (pass_kind_of<pass_type, Module>() == pass_kind::sequential) {
+      // A pass inside this pipeline failed and has been reported: say where it ran and pass it
+      // on. Anything else (an instrument's exception, a misconfigured context) leaves untouched.
+      try {
+        return apply_pass(p, m, ctx, policies...);
+      } catch (pass_error& e) {
         notify_failed(m, info, e, ctx, policies...);
         e.add_pipeline(info.name);
         throw;
-      } else {
-        throw fail(e.what());
       }
-    } catch (const std::exception& e) {
-      throw fail(e.what());
-    } catch (...) {
-      throw fail("it threw an exception that is not a std::exception");
+    } else {
+      try {
+        return apply_pass(p, m, ctx, policies...);
+      } catch (const std::exception& e) {
+        throw fail(e.what());
+      } catch (...) {
+        throw fail("it threw an exception that is not a std::exception");
+      }
     }
   }();
   if (ctx.diagnostics().size() != first_diagnostic) [[unlikely]] {
