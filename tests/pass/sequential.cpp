@@ -143,7 +143,7 @@ TEST_CASE("a sequential is a pass: it has a name and opt level and nests") {
 
 TEST_CASE("text() prints the listed passes, nested pipelines in parentheses") {
   using inner = kiln::named_sequential<"cleanup", 1, b, function_probe<"f">>;
-  CHECK(kiln::sequential<inner, c>::text() == "cleanup(b,f),c");
+  CHECK(kiln::sequential<inner, c>::text() == "cleanup<1>(b,f),c");  // the opt level when not 0
   CHECK(kiln::sequential<a>::text() == "a");
 }
 

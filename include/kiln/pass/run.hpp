@@ -124,10 +124,12 @@ inline std::vector<diagnostic> diagnostics_since(const pass_context& ctx, std::s
 
 /// The design's Pass::operator(): runs `p` on `m` under the instrument protocol, unless `gate`
 /// (the enabled check, made by the caller) says why it must not run.
-template <class Pass, module_like Module, class... Policies>
-Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gate, Policies&... policies) {
-  using pass_type = std::remove_const_t<Pass>;
-  static constexpr const pass_info& info = pass_info_of<pass_type, Module>;
+///
+/// `Body` runs the pass (`body() -> Module`); `IsPipeline` says whether the pass is a pipeline of
+/// other passes (whose failures it passes on rather than wraps).
+template <bool IsPipeline, module_like Module, class Body, class... Policies>
+Module run_protocol_with(const pass_info& info, Body&& body, const Module& m, pass_context& ctx, skip_reason gate,
+                         Policies&... policies) {
   if (gate == skip_reason::none) [[likely]]
     gate = ask_instruments(m, info, ctx, policies...);
   if (gate != skip_reason::none) [[unlikely]] {
@@ -155,11 +157,11 @@ Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gat
     return e;
   };
   Module out = [&]() -> Module {
-    if constexpr (pass_kind_of<pass_type, Module>() == pass_kind::sequential) {
+    if constexpr (IsPipeline) {
       // A pass inside this pipeline failed and has been reported: say where it ran and pass it
       // on. Anything else (an instrument's exception, a misconfigured context) leaves untouched.
       try {
-        return apply_pass(p, m, ctx, policies...);
+        return body();
       } catch (pass_error& e) {
         notify_failed(m, info, e, ctx, policies...);
         e.add_pipeline(info.name);
@@ -167,7 +169,7 @@ Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gat
       }
     } else {
       try {
-        return apply_pass(p, m, ctx, policies...);
+        return body();
       } catch (const std::exception& e) {
         throw fail(e.what());
       } catch (...) {
@@ -200,6 +202,16 @@ Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gat
       if (i.has(hook::run_after_pass)) i.run_after_pass(v, info);
   }
   return out;
+}
+
+/// `run_protocol_with` for a compile-time pass.
+template <class Pass, module_like Module, class... Policies>
+Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gate, Policies&... policies) {
+  using pass_type = std::remove_const_t<Pass>;
+  constexpr bool is_pipeline = pass_kind_of<pass_type, Module>() == pass_kind::sequential;
+  return run_protocol_with<is_pipeline>(
+      pass_info_of<pass_type, Module>, [&]() -> Module { return apply_pass(p, m, ctx, policies...); }, m, ctx, gate,
+      policies...);
 }
 
 /// Calls `exit_pass_ctx` on the policies that have it when a run ends, however it ends.

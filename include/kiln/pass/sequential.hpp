@@ -46,6 +46,7 @@
 #include <boost/hana/unpack.hpp>
 
 #include <array>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -309,6 +310,39 @@ struct sequential_plan {
   }
 };
 
+/// Decides, before any step runs, which steps of a pipeline run. A listed step runs when the
+/// context enables it; a step pulled in as a requirement runs when a later step relying on it
+/// runs (so the decision goes backwards), and it is an error for such a step to be disabled by
+/// name. Shared by the static and the run-time pipeline.
+template <class InfoOf, class IsListed, class DependentsOf>
+void decide_gates(std::string_view pipeline, const pass_context& ctx, std::span<skip_reason> gate, InfoOf info_of,
+                  IsListed is_listed, DependentsOf dependents_of) {
+  for (std::size_t s = gate.size(); s-- > 0;) {
+    const skip_reason own = ctx.check_enabled(info_of(s));
+    const bool listed = is_listed(s);
+    if (listed && own == skip_reason::none) {
+      gate[s] = skip_reason::none;
+      continue;
+    }
+    const pass_info* needed_by = nullptr;
+    for (int d : dependents_of(s))
+      if (gate[static_cast<std::size_t>(d)] == skip_reason::none) {
+        needed_by = &info_of(static_cast<std::size_t>(d));
+        break;
+      }
+    if (!needed_by) {
+      gate[s] = listed || own == skip_reason::disabled ? own : skip_reason::not_needed;
+    } else if (own == skip_reason::disabled) {
+      const std::string name(info_of(s).name), user(needed_by->name);
+      throw usage_error("kiln::sequential '" + std::string(pipeline) + "': pass '" + name +
+                        "' is disabled in the pass_context, but '" + user + "', which runs, requires it; disable '" +
+                        user + "' too, or stop disabling '" + name + "'");
+    } else {
+      gate[s] = skip_reason::none;
+    }
+  }
+}
+
 template <fixed_string Name, int OptLevel>
 struct sequential_info {
   static constexpr std::string_view name = Name.view();
@@ -371,9 +405,13 @@ public:
   /// The listed passes in the textual pipeline form: `a,b,name(c,d)`.
   static std::string text() {
     std::string s;
-    ((s.append(s.empty() ? "" : ",").append(element_text<Passes>())), ...);
+    ((s.append(s.empty() ? "" : ",").append(element_text_of<Passes>())), ...);
     return s;
   }
+  /// This pipeline as an element of a textual pipeline: `name(a,b)`, or `name<2>(a,b)` when its
+  /// opt level is not 0.
+  static std::string element_text() { return element_text_of<basic_sequential>(); }
+
   /// The resolved steps: what runs, in order, with the passes pulled in as requirements marked.
   static std::vector<pipeline_step> steps() {
     return [&]<std::size_t... S>(std::index_sequence<S...>) {
@@ -407,9 +445,9 @@ public:
 
 private:
   template <class P>
-  static std::string element_text() {
+  static std::string element_text_of() {
     if constexpr (detail::is_sequential_type<P>)
-      return std::string(P::name) + "(" + P::text() + ")";
+      return std::string(P::name) + (P::opt_level ? "<" + std::to_string(P::opt_level) + ">" : "") + "(" + P::text() + ")";
     else
       return std::string(P::name);
   }
@@ -433,37 +471,20 @@ private:
     return detail::run_protocol(instance<S>(), m, ctx, why, policies...);
   }
 
-  /// Which steps run, decided before any of them does (a pulled-in pass runs when a later pass
-  /// that relies on it runs, so the decision goes backwards).
+  /// Which steps run, decided before any of them does (see `detail::decide_gates`).
   template <class Module>
   static std::array<skip_reason, size> gates(const pass_context& ctx) {
     static constexpr std::array<const pass_info*, size> infos = []<std::size_t... S>(std::index_sequence<S...>) {
       return std::array<const pass_info*, size>{&pass_info_of<typename plan::template step_type<S>, Module>...};
     }(std::make_index_sequence<size>{});
     std::array<skip_reason, size> gate{};
-    for (std::size_t s = size; s-- > 0;) {
-      const skip_reason own = ctx.check_enabled(*infos[s]);
-      const bool listed = plan::steps[s].user_index >= 0;
-      if (listed && own == skip_reason::none) {
-        gate[s] = skip_reason::none;
-        continue;
-      }
-      const pass_info* needed_by = nullptr;
-      for (int d = plan::dependent_begin[s]; d < plan::dependent_begin[s + 1] && !needed_by; ++d) {
-        const auto dependent = static_cast<std::size_t>(plan::dependents[static_cast<std::size_t>(d)]);
-        if (gate[dependent] == skip_reason::none) needed_by = infos[dependent];
-      }
-      if (!needed_by) {
-        gate[s] = listed || own == skip_reason::disabled ? own : skip_reason::not_needed;
-      } else if (own == skip_reason::disabled) {
-        throw usage_error("kiln::sequential '" + std::string(name) + "': pass '" + std::string(infos[s]->name) +
-                          "' is disabled in the pass_context, but '" + std::string(needed_by->name) +
-                          "', which runs, requires it; disable '" + std::string(needed_by->name) +
-                          "' too, or stop disabling '" + std::string(infos[s]->name) + "'");
-      } else {
-        gate[s] = skip_reason::none;
-      }
-    }
+    detail::decide_gates(
+        name, ctx, gate, [](std::size_t s) -> const pass_info& { return *infos[s]; },
+        [](std::size_t s) { return plan::steps[s].user_index >= 0; },
+        [](std::size_t s) {
+          return std::span<const int>(plan::dependents.data() + plan::dependent_begin[s],
+                                      static_cast<std::size_t>(plan::dependent_begin[s + 1] - plan::dependent_begin[s]));
+        });
     return gate;
   }
 

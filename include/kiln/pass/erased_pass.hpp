@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `kiln::pass<Module>`: a type-erased pass value that wraps any compile-time pass or pipeline, so
+/// that pipelines can also be assembled at run time (the design's `Pass` object).
+///
+/// \code
+/// kiln::pass<ir::ir_module> p = fold_constant{};      // any pass type, or a kiln::sequential
+/// ir::ir_module out = p(module, ctx);                  // the full protocol, as kiln::run
+/// \endcode
+///
+/// Copies share the wrapped pass. Running costs one indirect call over the static form; the
+/// wrapped pass itself runs exactly as it would statically.
+#pragma once
+
+#include <kiln/pass/pass_context.hpp>
+#include <kiln/pass/pass_info.hpp>
+#include <kiln/pass/run.hpp>
+#include <kiln/pass/sequential.hpp>
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <vector>
+
+namespace kiln {
+
+template <module_like Module>
+class pass;
+
+namespace detail {
+
+template <class T>
+struct is_erased_pass : std::false_type {};
+template <class Module>
+struct is_erased_pass<pass<Module>> : std::true_type {};
+
+/// What every run-time pass provides. Implemented for static passes here and for run-time
+/// pipelines in `pipeline.hpp`.
+template <class Module>
+struct erased_pass_model {
+  virtual ~erased_pass_model() = default;
+  virtual const pass_info& info() const noexcept = 0;
+  /// The protocol of `run.hpp` with `gate` already decided by the caller.
+  virtual Module run(const Module& m, pass_context& ctx, skip_reason gate) = 0;
+  /// The textual form (`name`, or `name(a,b)` for a pipeline).
+  virtual std::string text() const = 0;
+  /// The resolved steps of a pipeline; a single pass is one step.
+  virtual std::vector<pipeline_step> steps() const = 0;
+  /// The wrapped static pass's type (typeid(void) for run-time pipelines).
+  virtual const std::type_info& type() const noexcept = 0;
+};
+
+template <class Module, class Pass>
+struct static_pass_model final : erased_pass_model<Module> {
+  explicit static_pass_model(Pass p) : wrapped(std::move(p)) {}
+  const pass_info& info() const noexcept override { return pass_info_of<Pass, Module>; }
+  Module run(const Module& m, pass_context& ctx, skip_reason gate) override { return run_protocol(wrapped, m, ctx, gate); }
+  std::string text() const override {
+    if constexpr (is_sequential_type<Pass>)
+      return Pass::element_text();
+    else
+      return std::string(Pass::name);
+  }
+  std::vector<pipeline_step> steps() const override {
+    if constexpr (is_sequential_type<Pass>)
+      return Pass::steps();
+    else
+      return {pipeline_step{Pass::name, false}};
+  }
+  const std::type_info& type() const noexcept override { return typeid(Pass); }
+  Pass wrapped;
+};
+
+}  // namespace detail
+
+/// A pass of any kind, type-erased, running on modules of type `Module`.
+template <module_like Module>
+class pass {
+public:
+  using module_type = Module;
+
+  /// Wraps a compile-time pass or pipeline (copied or moved in).
+  template <class Pass>
+    requires(!detail::is_erased_pass<std::remove_cvref_t<Pass>>::value &&
+             !std::is_convertible_v<Pass, std::shared_ptr<detail::erased_pass_model<Module>>>)
+  pass(Pass&& p)  // NOLINT: implicit, so that a list of passes builds a pipeline
+      : self_(std::make_shared<detail::static_pass_model<Module, std::remove_cvref_t<Pass>>>(std::forward<Pass>(p))) {
+    static_assert(pass_for<std::remove_cvref_t<Pass>, Module>,
+                  "kiln::pass<Module>: the value is not a pass that can run on this module type (see kiln::pass_like "
+                  "and the call shapes in kiln/pass/pass_info.hpp)");
+  }
+  explicit pass(std::shared_ptr<detail::erased_pass_model<Module>> model) : self_(std::move(model)) {}
+
+  const pass_info& info() const noexcept { return self_->info(); }
+  std::string_view name() const noexcept { return info().name; }
+  /// `name`, or `name(a,b)` for a pipeline; parse_pipeline reads it back.
+  std::string text() const { return self_->text(); }
+  std::vector<pipeline_step> steps() const { return self_->steps(); }
+  /// The compile-time pass it wraps, or null (another type, or a run-time pipeline).
+  template <class Pass>
+  Pass* target() const noexcept {
+    if (self_->type() != typeid(Pass)) return nullptr;
+    return &static_cast<detail::static_pass_model<Module, Pass>&>(*self_).wrapped;
+  }
+
+  /// Runs the pass on `m` in `ctx` (the enabled check, instruments, failure handling).
+  Module operator()(const Module& m, pass_context& ctx) const { return self_->run(m, ctx, ctx.check_enabled(info())); }
+  Module operator()(const Module& m) const { return (*this)(m, pass_context::current()); }
+
+  /// For pipelines: runs the protocol with the enabled decision already made.
+  Module run_gated(const Module& m, pass_context& ctx, skip_reason gate) const { return self_->run(m, ctx, gate); }
+
+private:
+  std::shared_ptr<detail::erased_pass_model<Module>> self_;
+};
+
+}  // namespace kiln
