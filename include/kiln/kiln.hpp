@@ -4,6 +4,8 @@
 #pragma once
 
 #include <kiln/ir/ir.hpp>
+#include <kiln/ir/pass_traits.hpp>
+#include <kiln/pass/pass.hpp>
 #include <kiln/support/dtype.hpp>
 #include <kiln/support/error.hpp>
 #include <kiln/version.hpp>

@@ -489,7 +489,11 @@ private:
   }
 
   boost::hana::tuple<Passes...> passes_;
-  typename pulled_storage<plan, std::make_index_sequence<size>>::type pulled_in_;
+  // Depends on well_formed, so that a malformed pipeline is reported (once) before its storage is built.
+  struct no_storage {
+    using type = boost::hana::tuple<>;
+  };
+  typename std::conditional_t<well_formed, pulled_storage<plan, std::make_index_sequence<size>>, no_storage>::type pulled_in_;
 };
 
 /// A pipeline named "sequential" at opt level 0.

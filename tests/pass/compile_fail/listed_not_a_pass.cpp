@@ -1,0 +1,4 @@
+// expect: kiln::sequential: every template argument must be a pass
+#include "common.hpp"
+struct widget {};
+int main() { (void)kiln::sequential<ok_pass, widget>{}; }
