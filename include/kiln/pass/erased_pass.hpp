@@ -43,6 +43,9 @@ struct erased_pass_model {
   virtual const pass_info& info() const noexcept = 0;
   /// The protocol of `run.hpp` with `gate` already decided by the caller.
   virtual Module run(const Module& m, pass_context& ctx, skip_reason gate) = 0;
+  /// Runs the pass when the context has no names and no instruments and enables it: only the
+  /// failure handling of the protocol applies.
+  virtual Module run_direct(const Module& m, pass_context& ctx) = 0;
   /// The textual form (`name`, or `name(a,b)` for a pipeline).
   virtual std::string text() const = 0;
   /// The resolved steps of a pipeline; a single pass is one step.
@@ -56,6 +59,10 @@ struct static_pass_model final : erased_pass_model<Module> {
   explicit static_pass_model(Pass p) : wrapped(std::move(p)) {}
   const pass_info& info() const noexcept override { return pass_info_of<Pass, Module>; }
   Module run(const Module& m, pass_context& ctx, skip_reason gate) override { return run_protocol(wrapped, m, ctx, gate); }
+  Module run_direct(const Module& m, pass_context& ctx) override {
+    auto body = [&]() -> Module { return apply_pass(wrapped, m, ctx); };
+    return run_body<is_sequential_type<Pass>>(pass_info_of<Pass, Module>, body, m, ctx);
+  }
   std::string text() const override {
     if constexpr (is_sequential_type<Pass>)
       return Pass::element_text();
@@ -110,6 +117,8 @@ public:
 
   /// For pipelines: runs the protocol with the enabled decision already made.
   Module run_gated(const Module& m, pass_context& ctx, skip_reason gate) const { return self_->run(m, ctx, gate); }
+  /// For pipelines, when the context enables everything and has no instruments.
+  Module run_direct(const Module& m, pass_context& ctx) const { return self_->run_direct(m, ctx); }
 
 private:
   std::shared_ptr<detail::erased_pass_model<Module>> self_;

@@ -84,6 +84,12 @@ public:
     return opt_level_ >= info.opt_level ? skip_reason::none : skip_reason::opt_level;
   }
 
+  /// True when a pipeline whose passes are all at `max_opt_level` or below can run every pass
+  /// without consulting the context pass by pass: no names, no instruments, level high enough.
+  bool runs_everything_up_to(int max_opt_level) const noexcept {
+    return !has_names_ && hooks_ == 0 && opt_level_ >= max_opt_level;
+  }
+
   // ---- config -----------------------------------------------------------------------------------
 
   /// Sets a registered option. A `usage_error` (and no change) when the key is not registered or
@@ -148,6 +154,8 @@ public:
   // ---- instruments -------------------------------------------------------------------------------
 
   const std::vector<instrument>& instruments() const noexcept { return instruments_; }
+  /// True when some instrument has a hook that runs around passes.
+  bool has_instruments() const noexcept { return hooks_ != 0; }
   /// True when some instrument has hook `h` (one load and test on the pipeline's path).
   bool has_hook(hook h) const noexcept { return (hooks_ & unsigned(h)) != 0; }
 

@@ -22,6 +22,7 @@
 #include <kiln/pass/run.hpp>
 #include <kiln/pass/sequential.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <memory>
@@ -52,11 +53,15 @@ public:
   Module run(const Module& m, pass_context& ctx, skip_reason gate) override {
     return run_protocol_with<true>(info_, [&]() -> Module { return run_steps(m, ctx); }, m, ctx, gate);
   }
+  Module run_direct(const Module& m, pass_context& ctx) override {
+    auto body = [&]() -> Module { return run_steps(m, ctx); };
+    return run_body<true>(info_, body, m, ctx);
+  }
 
   std::string text() const override {
-    std::string s = name_;
-    if (info_.opt_level) s += "<" + std::to_string(info_.opt_level) + ">";
-    return s + "(" + contents_text() + ")";
+    std::string s = name_;  // appends throughout: GCC 12 -O3 warns falsely (-Wrestrict) on "x" + string
+    if (info_.opt_level) s.append("<").append(std::to_string(info_.opt_level)).append(">");
+    return s.append("(").append(contents_text()).append(")");
   }
   std::string contents_text() const {
     std::string s;
@@ -117,12 +122,18 @@ private:
     for (std::size_t s = 0; s < r.steps.size(); ++s) {
       const plan_step& ps = r.steps[s];
       pass<Module> p = ps.user_index >= 0 ? listed_[static_cast<std::size_t>(ps.user_index)] : node_pass[static_cast<std::size_t>(ps.node)];
+      max_opt_level_ = std::max(max_opt_level_, p.info().opt_level);
       steps_.push_back({std::move(p), ps.user_index < 0, std::move(r.dependents[s])});
     }
   }
 
   Module run_steps(const Module& m, pass_context& ctx) {
     if (steps_.empty()) return m;
+    if (ctx.runs_everything_up_to(max_opt_level_)) [[likely]] {  // as in kiln::sequential
+      Module cur = steps_[0].p.run_direct(m, ctx);
+      for (std::size_t s = 1; s < steps_.size(); ++s) cur = steps_[s].p.run_direct(cur, ctx);
+      return cur;
+    }
     gate_.resize(steps_.size());
     decide_gates(
         name_, ctx, std::span<skip_reason>(gate_), [&](std::size_t s) -> const pass_info& { return steps_[s].p.info(); },
@@ -137,6 +148,7 @@ private:
   pass_info info_;
   std::vector<pass<Module>> listed_;
   std::vector<step> steps_;
+  int max_opt_level_ = 0;
   std::vector<skip_reason> gate_;  // reused between runs (a pipeline is not run re-entrantly)
 };
 

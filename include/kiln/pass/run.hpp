@@ -122,6 +122,67 @@ inline std::vector<diagnostic> diagnostics_since(const pass_context& ctx, std::s
   return {all.begin() + static_cast<std::ptrdiff_t>(first), all.end()};
 }
 
+/// A pass failed: stamps and collects its diagnostics, tells the instruments, makes the error.
+template <class Module, class... Policies>
+[[gnu::cold]] pass_error make_pass_error(const pass_info& info, std::string reason, const Module& m, pass_context& ctx,
+                                         std::size_t first_diagnostic, Policies&... policies) {
+  stamp_diagnostics(ctx, first_diagnostic, info.name);
+  pass_error e(std::string(info.name), std::move(reason), diagnostics_since(ctx, first_diagnostic));
+  notify_failed(m, info, e, ctx, policies...);
+  return e;
+}
+
+/// After a pass reported something: stamps the reports with its name, and fails when one is an
+/// error.
+template <class Module, class... Policies>
+[[gnu::cold]] void check_reports(const pass_info& info, const Module& m, pass_context& ctx, std::size_t first_diagnostic,
+                                 Policies&... policies) {
+  stamp_diagnostics(ctx, first_diagnostic, info.name);
+  const auto& all = ctx.diagnostics();
+  std::string reason;
+  bool failed = false;
+  for (std::size_t i = first_diagnostic; i < all.size() && !failed; ++i)
+    if (all[i].severity == severity::error) {
+      failed = true;
+      reason = all[i].message;
+    }
+  if (!failed) return;  // warnings and notes only
+  throw make_pass_error(info, std::move(reason), m, ctx, first_diagnostic, policies...);
+}
+
+/// Runs the pass's body and turns failure into a `pass_error`: an exception it throws, or an error
+/// it reports through the context. What the run costs when nothing goes wrong: loading the number
+/// of diagnostics before and after, and a compare; the exception handling is table-driven.
+template <bool IsPipeline, module_like Module, class Body, class... Policies>
+Module run_body(const pass_info& info, Body& body, const Module& m, pass_context& ctx, Policies&... policies) {
+  const std::size_t first_diagnostic = ctx.diagnostics().size();
+  Module out = [&]() -> Module {
+    if constexpr (IsPipeline) {
+      // A pass inside this pipeline failed and has been reported: say where it ran and pass it
+      // on. Anything else (an instrument's exception, a misconfigured context) leaves untouched.
+      try {
+        return body();
+      } catch (pass_error& e) {
+        notify_failed(m, info, e, ctx, policies...);
+        e.add_pipeline(info.name);
+        throw;
+      }
+    } else {
+      try {
+        return body();
+      } catch (const std::exception& e) {
+        throw make_pass_error(info, e.what(), m, ctx, first_diagnostic, policies...);
+      } catch (...) {
+        throw make_pass_error(info, "it threw an exception that is not a std::exception", m, ctx, first_diagnostic,
+                              policies...);
+      }
+    }
+  }();
+  if (ctx.diagnostics().size() != first_diagnostic) [[unlikely]]
+    check_reports(info, m, ctx, first_diagnostic, policies...);
+  return out;
+}
+
 /// The design's Pass::operator(): runs `p` on `m` under the instrument protocol, unless `gate`
 /// (the enabled check, made by the caller) says why it must not run.
 ///
@@ -130,6 +191,9 @@ inline std::vector<diagnostic> diagnostics_since(const pass_context& ctx, std::s
 template <bool IsPipeline, module_like Module, class Body, class... Policies>
 Module run_protocol_with(const pass_info& info, Body&& body, const Module& m, pass_context& ctx, skip_reason gate,
                          Policies&... policies) {
+  if constexpr (sizeof...(Policies) == 0)
+    if (gate == skip_reason::none && !ctx.has_instruments()) [[likely]]  // nobody to ask or tell
+      return run_body<IsPipeline>(info, body, m, ctx);
   if (gate == skip_reason::none) [[likely]]
     gate = ask_instruments(m, info, ctx, policies...);
   if (gate != skip_reason::none) [[unlikely]] {
@@ -148,48 +212,7 @@ Module run_protocol_with(const pass_info& info, Body&& body, const Module& m, pa
       if (i.has(hook::run_before_pass)) i.run_before_pass(v, info);
   }
 
-  const std::size_t first_diagnostic = ctx.diagnostics().size();
-  const std::size_t errors_before = ctx.error_count();
-  auto fail = [&](std::string reason) -> pass_error {
-    stamp_diagnostics(ctx, first_diagnostic, info.name);
-    pass_error e(std::string(info.name), std::move(reason), diagnostics_since(ctx, first_diagnostic));
-    notify_failed(m, info, e, ctx, policies...);
-    return e;
-  };
-  Module out = [&]() -> Module {
-    if constexpr (IsPipeline) {
-      // A pass inside this pipeline failed and has been reported: say where it ran and pass it
-      // on. Anything else (an instrument's exception, a misconfigured context) leaves untouched.
-      try {
-        return body();
-      } catch (pass_error& e) {
-        notify_failed(m, info, e, ctx, policies...);
-        e.add_pipeline(info.name);
-        throw;
-      }
-    } else {
-      try {
-        return body();
-      } catch (const std::exception& e) {
-        throw fail(e.what());
-      } catch (...) {
-        throw fail("it threw an exception that is not a std::exception");
-      }
-    }
-  }();
-  if (ctx.diagnostics().size() != first_diagnostic) [[unlikely]] {
-    stamp_diagnostics(ctx, first_diagnostic, info.name);
-    if (ctx.error_count() != errors_before) {
-      const auto& all = ctx.diagnostics();
-      std::string reason;
-      for (std::size_t i = first_diagnostic; i < all.size(); ++i)
-        if (all[i].severity == severity::error) {
-          reason = all[i].message;
-          break;
-        }
-      throw fail(reason);
-    }
-  }
+  Module out = run_body<IsPipeline>(info, body, m, ctx, policies...);
 
   (
       [&] {

@@ -45,6 +45,7 @@
 #include <boost/hana/type.hpp>
 #include <boost/hana/unpack.hpp>
 
+#include <algorithm>
 #include <array>
 #include <span>
 #include <string>
@@ -433,6 +434,16 @@ public:
     if constexpr (!well_formed || size == 0) {
       return m;
     } else {
+      if constexpr (sizeof...(Policies) == 0) {
+        // The common case, decided once per run: every pass runs and nobody watches, so the steps
+        // are called back to back, as hand-written code would call them.
+        if (ctx.runs_everything_up_to(max_opt_level<Module>)) [[likely]]
+          return [&]<std::size_t First, std::size_t... S>(std::index_sequence<First, S...>) {
+            Module cur = direct_step<First>(m, ctx);
+            ((cur = direct_step<S>(cur, ctx)), ...);
+            return cur;
+          }(std::make_index_sequence<size>{});
+      }
       std::array<skip_reason, size> gate{};
       if constexpr (plan::has_pulled_in) gate = gates<Module>(ctx);
       return [&]<std::size_t First, std::size_t... S>(std::index_sequence<First, S...>) {
@@ -446,10 +457,13 @@ public:
 private:
   template <class P>
   static std::string element_text_of() {
-    if constexpr (detail::is_sequential_type<P>)
-      return std::string(P::name) + (P::opt_level ? "<" + std::to_string(P::opt_level) + ">" : "") + "(" + P::text() + ")";
-    else
+    if constexpr (detail::is_sequential_type<P>) {
+      std::string s(P::name);  // appends: GCC 12 -O3 warns falsely (-Wrestrict) on "x" + string
+      if (P::opt_level) s.append("<").append(std::to_string(P::opt_level)).append(">");
+      return s.append("(").append(P::text()).append(")");
+    } else {
       return std::string(P::name);
+    }
   }
 
   template <std::size_t S>
@@ -458,6 +472,18 @@ private:
       return boost::hana::at_c<static_cast<std::size_t>(plan::steps[S].user_index)>(passes_);
     else
       return boost::hana::at_c<plan::template pulled_in_slot<S>>(pulled_in_);
+  }
+
+  template <class Module>
+  static constexpr int max_opt_level = []<std::size_t... S>(std::index_sequence<S...>) {
+    return std::max({0, opt_level_of<typename plan::template step_type<S>>...});
+  }(std::make_index_sequence<size>{});
+
+  template <std::size_t S, class Module>
+  Module direct_step(const Module& m, pass_context& ctx) {
+    using pass_type = typename plan::template step_type<S>;
+    auto body = [&]() -> Module { return detail::apply_pass(instance<S>(), m, ctx); };
+    return detail::run_body<detail::is_sequential_type<pass_type>>(pass_info_of<pass_type, Module>, body, m, ctx);
   }
 
   template <std::size_t S, class Module, class... Policies>
