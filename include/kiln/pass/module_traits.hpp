@@ -122,7 +122,8 @@ inline constexpr module_ops module_ops_for{
 /// instruments receive. Two pointers; valid only during the hook call it is passed to.
 class module_view {
 public:
-  template <module_like Module>
+  template <class Module>
+    requires(!std::same_as<Module, module_view> && module_like<Module>)  // not a copy: no recursion
   explicit module_view(const Module& m) noexcept : module_(&m), ops_(&detail::module_ops_for<Module>) {}
 
   /// The module as a `Module`, or null when it is a module of another type.
