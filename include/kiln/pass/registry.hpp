@@ -47,8 +47,7 @@ public:
                   "it on each lookup); register a factory with add(name, factory) instead");
     // Requirements are registered once, when their dependent is first added (which also ends the
     // recursion for requirements that form a cycle; the pipeline reports the cycle).
-    if (insert(std::string(Pass::name), [] { return pass<Module>(Pass{}); }, typeid(Pass)))
-      [this]<class... Required>(pass_list<Required...>) { (add<Required>(), ...); }(required_of<Pass>{});
+    if (insert(std::string(Pass::name), [] { return pass<Module>(Pass{}); }, typeid(Pass))) add_all(required_of<Pass>{});
     return *this;
   }
 
@@ -60,6 +59,11 @@ public:
   }
 
 private:
+  template <class... Passes>
+  void add_all(pass_list<Passes...>) {
+    (add<Passes>(), ...);
+  }
+
   /// True when `name` was not registered before.
   bool insert(std::string name, factory make, const std::type_info& type) {
     if (!is_valid_pass_name(name))

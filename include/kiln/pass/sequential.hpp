@@ -22,7 +22,7 @@
 ///
 /// How it is built, at compile time, each step one line below:
 /// - `closure`: the listed pass types and everything they require, transitively, each once
-///   (Hana fold to a fixed point; O(n^2) type comparisons for n distinct passes);
+///   (breadth first, one step per type, membership by inheritance from a tag per member: O(n));
 /// - `graph`: for each type, the indices of the types it requires;
 /// - `plan`: `detail::resolve` run as a constant expression on the graph (O(n + edges));
 /// - `steps`: the plan as arrays the run loop is unrolled over (one `run_protocol` call per step).
@@ -34,22 +34,17 @@
 #include <kiln/pass/run.hpp>
 #include <kiln/support/fixed_string.hpp>
 
-#include <boost/hana/append.hpp>
 #include <boost/hana/at.hpp>
-#include <boost/hana/contains.hpp>
 #include <boost/hana/flatten.hpp>
-#include <boost/hana/fold_left.hpp>
-#include <boost/hana/if.hpp>
-#include <boost/hana/length.hpp>
 #include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-#include <boost/hana/unpack.hpp>
 
 #include <algorithm>
 #include <array>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -107,36 +102,63 @@ constexpr fixed_string<512> cycle_message(const std::array<std::string_view, N>&
 
 // ---- closure of requirements (Hana) ---------------------------------------------------------------
 
+// A set of types with O(1) membership: a class deriving from one tag per member.
 template <class T>
-constexpr auto requirements_as_types() {
-  if constexpr (pass_like<T>)
-    return []<class... R>(pass_list<R...>) { return hana::tuple<hana::type<R>...>{}; }(kiln::required_of<T>{});
-  else
-    return hana::tuple<>{};
-}
+struct type_tag {};
+template <class... Ts>
+struct type_set : type_tag<Ts>... {};
 
-constexpr auto add_if_absent = [](auto types, auto t) {
-  return hana::if_(hana::contains(types, t), types, hana::append(types, t));
+template <class List, class T>
+struct add_if_absent;
+template <class... Ts, class T>
+struct add_if_absent<pass_list<Ts...>, T> {
+  using type = std::conditional_t<std::is_base_of_v<type_tag<T>, type_set<Ts...>>, pass_list<Ts...>, pass_list<Ts..., T>>;
 };
 
-/// The types in `types` and everything they require, each once, in discovery order.
-template <class Types>
-constexpr auto requirement_closure(Types types) {
-  auto grown = hana::fold_left(types, types, [](auto acc, auto t) {
-    return hana::fold_left(requirements_as_types<typename decltype(t)::type>(), acc, add_if_absent);
-  });
-  if constexpr (decltype(hana::length(grown) == hana::length(types))::value)
-    return types;
-  else
-    return requirement_closure(grown);
-}
+template <class List, class Add>
+struct add_all_absent;
+template <class List>
+struct add_all_absent<List, pass_list<>> {
+  using type = List;
+};
+template <class List, class T, class... Rest>
+struct add_all_absent<List, pass_list<T, Rest...>> : add_all_absent<typename add_if_absent<List, T>::type, pass_list<Rest...>> {};
 
+template <class T>
+struct requirements_or_none {
+  using type = pass_list<>;
+};
+template <pass_like T>
+struct requirements_or_none<T> {
+  using type = kiln::required_of<T>;
+};
+
+template <std::size_t I, class List>
+struct list_at;
+template <std::size_t I, class... Ts>
+struct list_at<I, pass_list<Ts...>> {
+  using type = std::tuple_element_t<I, std::tuple<Ts...>>;
+};
+template <class List>
+struct list_size;
 template <class... Ts>
-constexpr auto unique_types() {
-  return hana::fold_left(hana::tuple<hana::type<Ts>...>{}, hana::tuple<>{}, add_if_absent);
-}
+struct list_size<pass_list<Ts...>> : std::integral_constant<std::size_t, sizeof...(Ts)> {};
 
-/// A Hana tuple of types as a pass_list.
+/// Breadth-first: the types of `List` from position I on have not had their requirements added
+/// yet. One step per type, so O(n) steps with O(1) membership tests.
+template <std::size_t I, class List, bool Done = (I == list_size<List>::value)>
+struct breadth_first {
+  using type = List;
+};
+template <std::size_t I, class List>
+struct breadth_first<I, List, false>
+    : breadth_first<I + 1, typename add_all_absent<List, typename requirements_or_none<typename list_at<I, List>::type>::type>::type> {};
+
+/// The pass types of a pipeline of `Passes...` and everything they require, each once, in
+/// discovery order.
+template <class... Passes>
+using closure_of = typename breadth_first<0, typename add_all_absent<pass_list<>, pass_list<Passes...>>::type>::type;
+
 /// The position of `T` in `Ts...`, or -1.
 template <class T, class... Ts>
 constexpr int index_in() {
@@ -149,10 +171,6 @@ constexpr int index_in(pass_list<Ts...>) {
   return index_in<T, Ts...>();
 }
 
-template <class... Types>
-pass_list<typename Types::type...> to_pass_list(hana::tuple<Types...>);  // only named in decltype
-template <class Types>
-using as_pass_list = decltype(to_pass_list(std::declval<Types>()));
 
 
 /// The positions in `Ts...` of the passes `T` requires.
@@ -180,9 +198,6 @@ struct closure_nodes<pass_list<Ts...>> {
   static constexpr std::vector<std::vector<int>> graph() { return {requirement_indices<Ts>(all{})...}; }
 };
 
-/// The pass types of a pipeline of `Passes...` and everything they require.
-template <class... Passes>
-using closure_of = as_pass_list<decltype(requirement_closure(unique_types<Passes...>()))>;
 
 /// `detail::resolve` on the pipeline's requirement graph (a constant expression).
 template <class... Passes>
