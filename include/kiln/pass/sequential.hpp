@@ -52,8 +52,6 @@ namespace kiln {
 
 namespace detail {
 
-namespace hana = boost::hana;
-
 // ---- compile-time diagnostics -------------------------------------------------------------------
 
 template <class... Ts>
@@ -171,15 +169,11 @@ constexpr int index_in(pass_list<Ts...>) {
   return index_in<T, Ts...>();
 }
 
-
-
 /// The positions in `Ts...` of the passes `T` requires.
 template <class T, class... Ts>
 constexpr std::vector<int> requirement_indices(pass_list<Ts...>) {
-  if constexpr (pass_like<T>)
-    return []<class... R>(pass_list<R...>) { return std::vector<int>{index_in<R, Ts...>()...}; }(kiln::required_of<T>{});
-  else
-    return {};
+  return []<class... R>(pass_list<R...>) { return std::vector<int>{index_in<R, Ts...>()...}; }(
+      typename requirements_or_none<T>::type{});
 }
 
 template <class Pass>
@@ -192,12 +186,29 @@ struct closure_nodes<pass_list<Ts...>> {
   static constexpr std::size_t size = sizeof...(Ts);
   template <std::size_t I>
   using at = std::tuple_element_t<I, std::tuple<Ts...>>;
-  template <class T>
-  static constexpr int index = index_in<T, Ts...>();
   using all = pass_list<Ts...>;
   static constexpr std::vector<std::vector<int>> graph() { return {requirement_indices<Ts>(all{})...}; }
+  /// False when some pass requires a type that is not a pass (each such pair is reported).
+  static constexpr bool requirements_are_passes() {
+    return (requirements_are_passes_of<Ts>() && ...);
+  }
+  template <class T>
+  static constexpr bool requirements_are_passes_of() {
+    if constexpr (pass_like<T>)
+      return []<class... R>(pass_list<R...>) {
+        return ([] {
+          if constexpr (!pass_like<R>) {
+            (void)report_requirement_not_a_pass<T, R>{};
+            return false;
+          } else {
+            return true;
+          }
+        }() && ...);
+      }(kiln::required_of<T>{});
+    else
+      return true;
+  }
 };
-
 
 /// `detail::resolve` on the pipeline's requirement graph (a constant expression).
 template <class... Passes>
@@ -210,37 +221,7 @@ constexpr resolution resolve_plan() {
 template <class... Passes>
 struct sequential_plan {
   using closure = closure_of<Passes...>;
-
-  template <class List>
-  struct in;
-  template <class... Ts>
-  struct in<pass_list<Ts...>> {
-    static constexpr std::size_t size = sizeof...(Ts);
-    template <std::size_t I>
-    using at = std::tuple_element_t<I, std::tuple<Ts...>>;
-    /// Every (pass, required type) pair where the type is not a pass, the first of them.
-    static constexpr bool requirements_are_passes() {
-      return (requirements_are_passes_of<Ts>() && ...);
-    }
-    template <class T>
-    static constexpr bool requirements_are_passes_of() {
-      if constexpr (pass_like<T>)
-        return []<class... R>(pass_list<R...>) {
-          return ([] {
-            if constexpr (!pass_like<R>) {
-              (void)report_requirement_not_a_pass<T, R>{};
-              return false;
-            } else {
-              return true;
-            }
-          }() && ...);
-        }(kiln::required_of<T>{});
-      else
-        return true;
-    }
-  };
-  using nodes = in<closure>;
-
+  using nodes = closure_nodes<closure>;
 
   static constexpr std::size_t cycle_length = resolve_plan<Passes...>().cycle.size();
   static constexpr std::array<int, cycle_length> cycle = [] {
