@@ -106,6 +106,9 @@ namespace detail {
   constexpr bool HOOK##_bare = requires(I& i, const pass_info& info, Extra&&... extra) { i.HOOK(info, extra...); }; \
   template <class I, class M, class... Extra>                                                                    \
   constexpr bool has_##HOOK = HOOK##_typed<I, M, Extra...> || HOOK##_erased<I, Extra...> || HOOK##_bare<I, Extra...>; \
+  /* a member with the hook's name, whatever its signature (checked by check_instrument) */                      \
+  template <class I>                                                                                             \
+  constexpr bool names_##HOOK = requires { &I::HOOK; };                                                          \
   template <class I, class M, class... Extra>                                                                    \
   decltype(auto) call_##HOOK(I& i, const M& m, const pass_info& info, Extra&&... extra) {                        \
     if constexpr (HOOK##_typed<I, M, Extra...>)                                                                  \
@@ -129,16 +132,6 @@ template <class I>
 constexpr bool has_exit_pass_ctx = requires(I& i) { i.exit_pass_ctx(); };
 
 // A member with a hook's name that fits none of the accepted forms is a mistake worth a diagnostic.
-template <class I>
-constexpr bool names_should_run = requires { &I::should_run; };
-template <class I>
-constexpr bool names_run_before_pass = requires { &I::run_before_pass; };
-template <class I>
-constexpr bool names_run_after_pass = requires { &I::run_after_pass; };
-template <class I>
-constexpr bool names_run_before_skipped_pass = requires { &I::run_before_skipped_pass; };
-template <class I>
-constexpr bool names_run_after_pass_failed = requires { &I::run_after_pass_failed; };
 template <class I>
 constexpr bool names_enter_pass_ctx = requires { &I::enter_pass_ctx; };
 template <class I>

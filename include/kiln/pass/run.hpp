@@ -20,6 +20,7 @@
 
 #include <exception>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -58,33 +59,65 @@ Module apply_pass(Pass& p, const Module& m, pass_context& ctx, Policies&... poli
   }
 }
 
-template <class Module, class... Policies>
-void notify_skipped(const Module& m, const pass_info& info, skip_reason why, pass_context& ctx, Policies&... policies) {
-  (
-      [&] {
-        if constexpr (has_run_before_skipped_pass<Policies, Module, skip_reason>)
-          call_run_before_skipped_pass(policies, m, info, why);
-      }(),
-      ...);
-  if (ctx.has_hook(hook::run_before_skipped_pass)) [[unlikely]] {
-    module_view v(m);
-    for (const instrument& i : ctx.instruments())
-      if (i.has(hook::run_before_skipped_pass)) i.run_before_skipped_pass(v, info, why);
+// The hooks that only tell (all but should_run), each as a tag: its bit, whether a policy has it,
+// and how to call it (one call serves policies, with the typed module, and run-time instruments,
+// with the module_view).
+struct before_pass_hook {
+  static constexpr hook bit = hook::run_before_pass;
+  template <class P, class M>
+  static constexpr bool in = has_run_before_pass<P, M>;
+  template <class I, class M>
+  static void call(I& i, const M& m, const pass_info& info) {
+    call_run_before_pass(i, m, info);
   }
-}
+};
+struct after_pass_hook {
+  static constexpr hook bit = hook::run_after_pass;
+  template <class P, class M>
+  static constexpr bool in = has_run_after_pass<P, M>;
+  template <class I, class M>
+  static void call(I& i, const M& m, const pass_info& info) {
+    call_run_after_pass(i, m, info);
+  }
+};
+struct skipped_pass_hook {
+  static constexpr hook bit = hook::run_before_skipped_pass;
+  template <class P, class M>
+  static constexpr bool in = has_run_before_skipped_pass<P, M, skip_reason>;
+  template <class I, class M>
+  static void call(I& i, const M& m, const pass_info& info, skip_reason why) {
+    call_run_before_skipped_pass(i, m, info, why);
+  }
+};
+struct failed_pass_hook {
+  static constexpr hook bit = hook::run_after_pass_failed;
+  template <class P, class M>
+  static constexpr bool in = has_run_after_pass_failed<P, M, const pass_error&>;
+  template <class I, class M>
+  static void call(I& i, const M& m, const pass_info& info, const pass_error& e) {
+    call_run_after_pass_failed(i, m, info, e);
+  }
+};
 
-template <class Module, class... Policies>
-void notify_failed(const Module& m, const pass_info& info, const pass_error& e, pass_context& ctx, Policies&... policies) {
-  (
-      [&] {
-        if constexpr (has_run_after_pass_failed<Policies, Module, const pass_error&>)
-          call_run_after_pass_failed(policies, m, info, e);
-      }(),
-      ...);
-  if (ctx.has_hook(hook::run_after_pass_failed)) [[unlikely]] {
+/// Calls `Hook` on the policies that have it, then on the context's instruments that have it, in
+/// order. Absent policy hooks generate nothing; the run-time list costs one bit test when no
+/// instrument has the hook.
+template <class Hook, class Module, class... Policies, class... Extra>
+void notify(std::tuple<Policies&...> policies, pass_context& ctx, const Module& m, const pass_info& info,
+            const Extra&... extra) {
+  std::apply(
+      [&](auto&... p) {
+        (
+            [&] {
+              if constexpr (Hook::template in<std::remove_cvref_t<decltype(p)>, Module>) Hook::call(p, m, info, extra...);
+            }(),
+            ...);
+      },
+      policies);
+  if (ctx.has_hook(Hook::bit)) [[unlikely]] {
     module_view v(m);
     for (const instrument& i : ctx.instruments())
-      if (i.has(hook::run_after_pass_failed)) i.run_after_pass_failed(v, info, e);
+      if (i.has(Hook::bit)) Hook::call(i, v, info, extra...);
   }
 }
 
@@ -128,7 +161,7 @@ template <class Module, class... Policies>
                                          std::size_t first_diagnostic, Policies&... policies) {
   stamp_diagnostics(ctx, first_diagnostic, info.name);
   pass_error e(std::string(info.name), std::move(reason), diagnostics_since(ctx, first_diagnostic));
-  notify_failed(m, info, e, ctx, policies...);
+  notify<failed_pass_hook>(std::tie(policies...), ctx, m, info, e);
   return e;
 }
 
@@ -163,7 +196,7 @@ Module run_body(const pass_info& info, Body& body, const Module& m, pass_context
       try {
         return body();
       } catch (pass_error& e) {
-        notify_failed(m, info, e, ctx, policies...);
+        notify<failed_pass_hook>(std::tie(policies...), ctx, m, info, e);
         e.add_pipeline(info.name);
         throw;
       }
@@ -197,33 +230,15 @@ Module run_protocol_with(const pass_info& info, Body&& body, const Module& m, pa
   if (gate == skip_reason::none) [[likely]]
     gate = ask_instruments(m, info, ctx, policies...);
   if (gate != skip_reason::none) [[unlikely]] {
-    notify_skipped(m, info, gate, ctx, policies...);
+    notify<skipped_pass_hook>(std::tie(policies...), ctx, m, info, gate);
     return m;
   }
 
-  (
-      [&] {
-        if constexpr (has_run_before_pass<Policies, Module>) call_run_before_pass(policies, m, info);
-      }(),
-      ...);
-  if (ctx.has_hook(hook::run_before_pass)) [[unlikely]] {
-    module_view v(m);
-    for (const instrument& i : ctx.instruments())
-      if (i.has(hook::run_before_pass)) i.run_before_pass(v, info);
-  }
+  notify<before_pass_hook>(std::tie(policies...), ctx, m, info);
 
   Module out = run_body<IsPipeline>(info, body, m, ctx, policies...);
 
-  (
-      [&] {
-        if constexpr (has_run_after_pass<Policies, Module>) call_run_after_pass(policies, out, info);
-      }(),
-      ...);
-  if (ctx.has_hook(hook::run_after_pass)) [[unlikely]] {
-    module_view v(out);
-    for (const instrument& i : ctx.instruments())
-      if (i.has(hook::run_after_pass)) i.run_after_pass(v, info);
-  }
+  notify<after_pass_hook>(std::tie(policies...), ctx, out, info);
   return out;
 }
 
