@@ -20,4 +20,11 @@ public:
   using error::error;
 };
 
+/// Malformed input bytes: an executable file, an `.npy` file. The message names the source, the
+/// byte offset or section, and what was expected there.
+class format_error : public error {
+public:
+  using error::error;
+};
+
 }  // namespace kiln
