@@ -107,7 +107,7 @@ class tensor_node final : public object {
 public:
   std::string_view type_name() const noexcept override { return "runtime.Tensor"; }
 
-  object_ptr<storage> data;
+  object_ptr<const storage> data;
   std::size_t byte_offset = 0;
   dtype type = dtype::float32;
   shape_vector shape;
@@ -152,7 +152,7 @@ public:
     return from_values<T>(std::move(shape), std::span<const T>(values.begin(), values.size()), a);
   }
   /// A tensor over existing storage; checks that every element lies inside it.
-  static tensor from_storage(object_ptr<storage> st, std::size_t byte_offset, dtype t, shape_vector shape,
+  static tensor from_storage(object_ptr<const storage> st, std::size_t byte_offset, dtype t, shape_vector shape,
                              shape_vector strides = {}) {
     constexpr std::string_view what = "kiln::runtime::tensor::from_storage";
     if (!st) throw usage_error(std::string(what) + ": storage is null");
@@ -197,7 +197,7 @@ public:
   std::size_t nbytes() const noexcept { return std::size_t(numel()) * size_of(type()); }
   std::size_t byte_offset() const noexcept { return n_->byte_offset; }
   device dev() const noexcept { return n_->data->dev(); }
-  const object_ptr<storage>& data_storage() const noexcept { return n_->data; }
+  const object_ptr<const storage>& data_storage() const noexcept { return n_->data; }
   const tensor_node* node() const noexcept { return n_.get(); }
   const object_ptr<const tensor_node>& handle() const noexcept { return n_; }
 
@@ -345,7 +345,7 @@ public:
   }
 
 private:
-  static tensor make(object_ptr<storage> st, std::size_t off, dtype t, shape_vector shape, shape_vector strides) {
+  static tensor make(object_ptr<const storage> st, std::size_t off, dtype t, shape_vector shape, shape_vector strides) {
     auto n = make_object<tensor_node>();
     n->data = std::move(st);
     n->byte_offset = off;

@@ -78,9 +78,8 @@ public:
     f.num_args = std::int64_t(param_names.size());
     f.register_file_size = register_file_size;
     f.param_names = std::move(param_names);
-    f.start_instr = std::int64_t(exec_.num_instructions());
-    f.end_instr = f.start_instr + 1;  // checked as if it had one instruction
-    if (auto msg = detail::check_function(exec_, f)) fail(*msg);
+    f.start_instr = f.end_instr = std::int64_t(exec_.num_instructions());
+    if (auto msg = detail::check_function(exec_, f, /*check_range=*/false)) fail(*msg);
     snapshot_ = snapshot{exec_.instr_offset.size(), exec_.instr_data.size(), exec_.functions.size(), std::nullopt};
     std::size_t index;
     if (auto i = exec_.find_function(name)) {

@@ -176,8 +176,8 @@ inline std::optional<std::string> check_instruction(const executable& e, const f
   return std::nullopt;
 }
 
-/// Problems of the function table entry `f` alone.
-inline std::optional<std::string> check_function(const executable& e, const function_info& f) {
+/// Problems of the function table entry `f` alone (with its instruction range when `check_range`).
+inline std::optional<std::string> check_function(const executable& e, const function_info& f, bool check_range = true) {
   const std::string where = "function '" + f.name + "'";
   if (f.name.empty()) return std::string("a function has an empty name");
   switch (f.kind) {
@@ -185,7 +185,7 @@ inline std::optional<std::string> check_function(const executable& e, const func
       if (f.num_args < -1) return where + ": " + std::to_string(f.num_args) + " arguments";
       return std::nullopt;
     case function_kind::bytecode:
-      if (f.start_instr < 0 || f.start_instr >= f.end_instr || f.end_instr > std::int64_t(e.num_instructions()))
+      if (check_range && (f.start_instr < 0 || f.start_instr >= f.end_instr || f.end_instr > std::int64_t(e.num_instructions())))
         return where + ": instruction range [" + std::to_string(f.start_instr) + ", " + std::to_string(f.end_instr) +
                ") is empty or outside the " + std::to_string(e.num_instructions()) + " instructions";
       [[fallthrough]];

@@ -120,12 +120,16 @@ public:
     requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
   value(T v) noexcept : i_(std::int64_t(v)), k_(value_kind::int_) {}
   value(bool v) noexcept : i_(0), k_(value_kind::bool_) { b_ = v; }
+  /// No value from a pointer (it would silently become a bool).
+  template <class T>
+  value(T*) = delete;
+  value(const char* s) : value(std::string(s)) {}
+  value(char* s) : value(std::string(s)) {}
   value(double v) noexcept : f_(v), k_(value_kind::float_) {}
   value(float v) noexcept : f_(double(v)), k_(value_kind::float_) {}
   value(vm_context* vm) noexcept : vm_(vm), k_(value_kind::vm) {}
   value(std::string s) : value(runtime::make_object<string_obj>(std::move(s))) {}
   value(std::string_view s) : value(std::string(s)) {}
-  value(const char* s) : value(std::string(s)) {}
   value(const tensor& t) noexcept : value(object_ptr<const object>(t.node()), t.defined() ? value_kind::tensor : value_kind::null) {}
   value(object_ptr<const string_obj> p) noexcept : value(std::move(p), value_kind::string) {}
   value(object_ptr<const shape_obj> p) noexcept : value(std::move(p), value_kind::shape) {}

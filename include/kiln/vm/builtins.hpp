@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// The VM's built-in native functions, under the design's names, and `global_registry()` which
+/// holds them.
+///
+/// Shape matching works on a *shape heap*, an int64 tensor where symbolic dimensions live:
+///
+///     vm.builtin.alloc_shape_heap(%vm, size)                -> int64[size] tensor
+///     vm.builtin.match_shape(x, heap, ndim, (mode, v)*ndim, err_ctx)
+///         x is a tensor (its shape) or a shape; per dimension `mode`:
+///         0 assert_equal_to_imm   dim == v
+///         1 store_to_heap         heap[v] = dim
+///         2 no_op
+///         3 assert_equal_to_load  dim == heap[v]
+///     vm.builtin.make_shape(heap, ndim, (mode, v)*ndim)     -> shape
+///         0 use_imm: v;  1 load_shape: heap[v]
+///     vm.builtin.match_prim_value(x, heap, mode, v, err_ctx)  the match_shape modes on an int
+///
+/// and for the code the compiler emits:
+///
+///     vm.builtin.copy(x) -> x                      vm.builtin.null_value() -> null
+///     vm.builtin.read_if_cond(x) -> bool           (int, bool, or a one-element tensor)
+///     vm.builtin.alloc_storage(%vm, shape, device, dtype, scope) -> storage of numel x dtype bytes
+///     vm.builtin.alloc_tensor(storage, byte_offset, shape, dtype) -> tensor viewing the storage
+///     vm.builtin.make_tuple(x...) -> tuple         vm.builtin.tuple_getitem(t, i) -> t[i]
+///     vm.builtin.tuple_size(t) -> int              vm.builtin.shape_of(x) -> shape
+///     vm.builtin.make_closure(f, captured...) -> closure with captured args bound last
+///     vm.builtin.invoke_closure(%vm, f, args...) -> f(args..., captured...)
+///     vm.builtin.check_tensor_info(x, ndim, dtype, err_ctx)   ndim -1 / dtype "" accept any
+///     vm.builtin.check_shape_info(x, ndim, err_ctx)   vm.builtin.check_tuple_info(x, size, err_ctx)
+///
+/// A mismatch throws `value_error` whose message starts with the built-in's name, then the
+/// error context the compiler passed (which function, which argument), then the expected and
+/// the actual value.
+#pragma once
+
+#include <kiln/runtime/allocator.hpp>
+#include <kiln/runtime/tensor.hpp>
+#include <kiln/vm/context.hpp>
+#include <kiln/vm/native.hpp>
+#include <kiln/vm/value.hpp>
+
+#include <string>
+
+namespace kiln::vm {
+
+/// Modes of `vm.builtin.match_shape` and `vm.builtin.match_prim_value`.
+enum class match_shape_code : std::int64_t { assert_equal_to_imm = 0, store_to_heap = 1, no_op = 2, assert_equal_to_load = 3 };
+/// Modes of `vm.builtin.make_shape`.
+enum class make_shape_code : std::int64_t { use_imm = 0, load_shape = 1 };
+
+namespace detail {
+
+[[noreturn]] inline void builtin_fail(std::string_view builtin, std::string_view err_ctx, const std::string& msg) {
+  std::string s = "vm.builtin.";
+  s.append(builtin).append(": ");
+  if (!err_ctx.empty()) s.append(err_ctx).append(": ");
+  throw value_error(s.append(msg));
+}
+
+/// The int64 heap tensor (or null when the program uses no symbolic dimensions).
+inline std::int64_t* heap_data(const value& heap, std::string_view builtin, std::int64_t& size) {
+  if (heap.is_null()) {
+    size = 0;
+    return nullptr;
+  }
+  const tensor t = heap.as_tensor();
+  if (t.type() != dtype::int64 || t.ndim() != 1 || !t.is_contiguous())
+    builtin_fail(builtin, "", "the shape heap must be a contiguous 1-d int64 tensor, got " + describe(t));
+  size = t.shape(0);
+  return static_cast<std::int64_t*>(t.data());
+}
+
+inline std::int64_t& heap_slot(std::int64_t* heap, std::int64_t size, std::int64_t index, std::string_view builtin,
+                               std::string_view ctx) {
+  if (index < 0 || index >= size)
+    builtin_fail(builtin, ctx, "shape heap index " + std::to_string(index) + " is outside the heap of " + std::to_string(size));
+  return heap[index];
+}
+
+/// One dimension against one (mode, v) pair.
+inline void match_one(std::int64_t actual, std::int64_t mode, std::int64_t v, std::int64_t* heap, std::int64_t size,
+                      std::string_view builtin, std::string_view ctx, const std::string& what) {
+  switch (match_shape_code(mode)) {
+    case match_shape_code::assert_equal_to_imm:
+      if (actual != v) builtin_fail(builtin, ctx, what + " is " + std::to_string(actual) + ", expected " + std::to_string(v));
+      return;
+    case match_shape_code::store_to_heap: heap_slot(heap, size, v, builtin, ctx) = actual; return;
+    case match_shape_code::no_op: return;
+    case match_shape_code::assert_equal_to_load: {
+      const std::int64_t expected = heap_slot(heap, size, v, builtin, ctx);
+      if (actual != expected)
+        builtin_fail(builtin, ctx, what + " is " + std::to_string(actual) + ", expected " + std::to_string(expected) +
+                                       " (from shape heap slot " + std::to_string(v) + ")");
+      return;
+    }
+  }
+  builtin_fail(builtin, ctx, "unknown match mode " + std::to_string(mode));
+}
+
+inline shape_vector shape_of(const value& x, std::string_view builtin, std::string_view ctx) {
+  if (x.is_tensor()) return x.as_tensor().shape();
+  if (x.is_shape()) return x.as_shape();
+  builtin_fail(builtin, ctx, "expected a tensor or a shape, got " + std::string(name(x.kind())));
+}
+
+inline dtype dtype_named(std::string_view s, std::string_view builtin) {
+  auto t = parse_dtype(s);
+  if (!t || !is_known(*t)) builtin_fail(builtin, "", "unknown dtype '" + std::string(s) + "'");
+  return *t;
+}
+
+}  // namespace detail
+
+/// Adds every built-in to `r`.
+inline void register_builtins(function_registry& r) {
+  using detail::builtin_fail;
+  r.add("vm.builtin.alloc_shape_heap", [](vm_context& vm, std::int64_t size) {
+    if (size < 0) builtin_fail("alloc_shape_heap", "", "negative size " + std::to_string(size));
+    return tensor::zeros({size}, dtype::int64, vm.allocator_for(0));
+  });
+  r.add("vm.builtin.match_shape", [](call_args a) {
+    constexpr std::string_view fn = "match_shape";
+    if (a.size() < 4) builtin_fail(fn, "", "expects (x, heap, ndim, (mode, value)*ndim, err_ctx), got " + std::to_string(a.size()) + " arguments");
+    const std::string ctx = a[a.size() - 1].is_string() ? a[a.size() - 1].as_string() : std::string();
+    const std::int64_t ndim = a[2].as_int();
+    if (ndim < 0 || std::size_t(ndim) * 2 + 4 != a.size())
+      builtin_fail(fn, ctx, std::to_string(a.size()) + " arguments do not match ndim " + std::to_string(ndim));
+    const shape_vector shape = detail::shape_of(a[0], fn, ctx);
+    if (std::int64_t(shape.size()) != ndim)
+      builtin_fail(fn, ctx, "rank is " + std::to_string(shape.size()) + " (shape " + runtime::shape_to_string(shape) +
+                                "), expected " + std::to_string(ndim));
+    std::int64_t size;
+    std::int64_t* heap = detail::heap_data(a[1], fn, size);
+    for (std::int64_t i = 0; i < ndim; ++i)
+      detail::match_one(shape[std::size_t(i)], a[3 + 2 * std::size_t(i)].as_int(), a[4 + 2 * std::size_t(i)].as_int(), heap,
+                        size, fn, ctx, "dimension " + std::to_string(i) + " of shape " + runtime::shape_to_string(shape));
+  });
+  r.add("vm.builtin.make_shape", [](call_args a) {
+    constexpr std::string_view fn = "make_shape";
+    if (a.size() < 2) builtin_fail(fn, "", "expects (heap, ndim, (mode, value)*ndim)");
+    const std::int64_t ndim = a[1].as_int();
+    if (ndim < 0 || std::size_t(ndim) * 2 + 2 != a.size())
+      builtin_fail(fn, "", std::to_string(a.size()) + " arguments do not match ndim " + std::to_string(ndim));
+    std::int64_t size;
+    std::int64_t* heap = detail::heap_data(a[0], fn, size);
+    shape_vector dims(static_cast<std::size_t>(ndim));
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      const std::int64_t mode = a[2 + 2 * i].as_int(), v = a[3 + 2 * i].as_int();
+      if (mode == std::int64_t(make_shape_code::use_imm)) dims[i] = v;
+      else if (mode == std::int64_t(make_shape_code::load_shape)) dims[i] = detail::heap_slot(heap, size, v, fn, "");
+      else builtin_fail(fn, "", "unknown make_shape mode " + std::to_string(mode));
+    }
+    return value::shape(std::move(dims));
+  });
+  r.add("vm.builtin.match_prim_value", [](std::int64_t x, const value& heap, std::int64_t mode, std::int64_t v, std::string_view ctx) {
+    std::int64_t size;
+    std::int64_t* h = detail::heap_data(heap, "match_prim_value", size);
+    detail::match_one(x, mode, v, h, size, "match_prim_value", ctx, "the value");
+  });
+  r.add("vm.builtin.copy", [](const value& x) { return x; });
+  r.add("vm.builtin.null_value", [] { return value(); });
+  r.add("vm.builtin.read_if_cond", [](const value& x) -> bool {
+    if (x.is_bool()) return x.as_bool();
+    if (x.is_int()) return x.as_int() != 0;
+    if (x.is_tensor()) {
+      const tensor t = x.as_tensor();
+      if (t.numel() != 1) builtin_fail("read_if_cond", "", "the condition tensor " + describe(t) + " has more than one element");
+      const void* p = t.data();
+      switch (t.type()) {
+        case dtype::bool_: return *static_cast<const bool*>(p);
+        case dtype::int8: return *static_cast<const std::int8_t*>(p) != 0;
+        case dtype::uint8: return *static_cast<const std::uint8_t*>(p) != 0;
+        case dtype::int32: return *static_cast<const std::int32_t*>(p) != 0;
+        case dtype::int64: return *static_cast<const std::int64_t*>(p) != 0;
+        case dtype::float32: return *static_cast<const float*>(p) != 0;
+        case dtype::float64: return *static_cast<const double*>(p) != 0;
+        case dtype::float16: return (*static_cast<const std::uint16_t*>(p) & 0x7fff) != 0;
+        case dtype::void_: break;
+      }
+    }
+    builtin_fail("read_if_cond", "", "expected bool, int or a one-element tensor, got " + std::string(name(x.kind())));
+  });
+  r.add("vm.builtin.alloc_storage",
+        [](vm_context& vm, const shape_vector& shape, std::int64_t device, std::string_view dtype_name, std::string_view /*scope*/) {
+          const dtype t = detail::dtype_named(dtype_name, "alloc_storage");
+          const std::int64_t n = runtime::checked_numel(shape, "vm.builtin.alloc_storage");
+          std::size_t bytes;
+          if (__builtin_mul_overflow(std::size_t(n), size_of(t), &bytes))
+            builtin_fail("alloc_storage", "", runtime::shape_to_string(shape) + " elements do not fit in memory");
+          return object_ptr<const runtime::storage>(runtime::make_storage(bytes, vm.allocator_for(device)));
+        });
+  r.add("vm.builtin.alloc_tensor", [](object_ptr<const runtime::storage> st, std::int64_t offset, const shape_vector& shape,
+                                      std::string_view dtype_name) {
+    if (offset < 0) builtin_fail("alloc_tensor", "", "negative byte offset " + std::to_string(offset));
+    return tensor::from_storage(std::move(st), std::size_t(offset), detail::dtype_named(dtype_name, "alloc_tensor"), shape);
+  });
+  auto make_tuple = [](call_args a) {
+    std::vector<value> items;
+    items.reserve(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) items.push_back(a[i]);
+    return value::tuple(std::move(items));
+  };
+  r.add("vm.builtin.make_tuple", make_tuple);
+  r.add("runtime.Tuple", make_tuple);
+  r.add("vm.builtin.tuple_getitem", [](std::span<const value> t, std::int64_t i) {
+    if (i < 0 || std::size_t(i) >= t.size())
+      builtin_fail("tuple_getitem", "", "index " + std::to_string(i) + " is out of range for a tuple of " + std::to_string(t.size()));
+    return t[std::size_t(i)];
+  });
+  r.add("vm.builtin.tuple_size", [](std::span<const value> t) { return std::int64_t(t.size()); });
+  r.add("vm.builtin.shape_of", [](tensor t) { return t.shape(); });
+  r.add("vm.builtin.make_closure", [](const value& f, call_args captured) {
+    std::vector<value> bound;
+    for (std::size_t i = 0; i < captured.size(); ++i) bound.push_back(captured[i]);
+    return bind_last_args(f.as_closure(), std::move(bound));
+  });
+  r.add("vm.builtin.invoke_closure", [](vm_context& vm, const value& f, call_args args) { return vm.call(f, args); });
+  r.add("vm.builtin.check_tensor_info", [](const value& x, std::int64_t ndim, std::string_view dt, std::string_view ctx) {
+    if (!x.is_tensor()) builtin_fail("check_tensor_info", ctx, "expected a tensor, got " + std::string(name(x.kind())));
+    const tensor t = x.as_tensor();
+    if (ndim >= 0 && std::int64_t(t.ndim()) != ndim)
+      builtin_fail("check_tensor_info", ctx, "rank is " + std::to_string(t.ndim()) + ", expected " + std::to_string(ndim));
+    if (!dt.empty() && name(t.type()) != dt)
+      builtin_fail("check_tensor_info", ctx, "dtype is " + std::string(name(t.type())) + ", expected " + std::string(dt));
+  });
+  r.add("vm.builtin.check_shape_info", [](const value& x, std::int64_t ndim, std::string_view ctx) {
+    if (!x.is_shape()) builtin_fail("check_shape_info", ctx, "expected a shape, got " + std::string(name(x.kind())));
+    if (ndim >= 0 && std::int64_t(x.as_shape().size()) != ndim)
+      builtin_fail("check_shape_info", ctx, "rank is " + std::to_string(x.as_shape().size()) + ", expected " + std::to_string(ndim));
+  });
+  r.add("vm.builtin.check_tuple_info", [](const value& x, std::int64_t size, std::string_view ctx) {
+    if (!x.is_tuple()) builtin_fail("check_tuple_info", ctx, "expected a tuple, got " + std::string(name(x.kind())));
+    if (std::int64_t(x.as_tuple().size()) != size)
+      builtin_fail("check_tuple_info", ctx, "size is " + std::to_string(x.as_tuple().size()) + ", expected " + std::to_string(size));
+  });
+}
+
+/// The process-wide registry VMs resolve names in by default; it starts with the built-ins, and
+/// users add their own functions to it (or make a registry of their own).
+inline function_registry& global_registry() {
+  static function_registry* r = [] {
+    auto* reg = new function_registry();  // never destroyed: VMs may run during static destruction
+    register_builtins(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace kiln::vm

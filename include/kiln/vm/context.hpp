@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `kiln::vm::vm_context`: what native functions may ask of the VM that calls them. The design
+/// passes the VM itself as an argument (`%vm`, the special `vm_register`); a native function
+/// receives it as `vm_context&`.
+#pragma once
+
+#include <kiln/runtime/allocator.hpp>
+#include <kiln/vm/value.hpp>
+
+namespace kiln::vm {
+
+class vm_context {
+public:
+  /// The allocator of device `index` (0 is the CPU, always present).
+  virtual runtime::allocator& allocator_for(std::int64_t device_index) = 0;
+  virtual std::int64_t num_devices() const noexcept = 0;
+  /// Calls `func` — a closure of a native function or of a function of this VM — with `args`
+  /// (the closure's bound arguments are appended).
+  virtual value call(const value& func, call_args args) = 0;
+  /// Constant `index` of the executable (for compiled functions).
+  virtual const value& constant(std::size_t index) const = 0;
+
+protected:
+  vm_context() = default;
+  vm_context(const vm_context&) = default;
+  vm_context& operator=(const vm_context&) = default;
+  ~vm_context() = default;
+};
+
+}  // namespace kiln::vm

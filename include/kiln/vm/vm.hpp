@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Everything in `kiln/vm/`: values, bytecode, executables and their serialization, the builder,
+/// native functions and built-ins, and the virtual machine.
+#pragma once
+
+#include <kiln/vm/builtins.hpp>
+#include <kiln/vm/bytecode.hpp>
+#include <kiln/vm/context.hpp>
+#include <kiln/vm/exec_builder.hpp>
+#include <kiln/vm/executable.hpp>
+#include <kiln/vm/native.hpp>
+#include <kiln/vm/serialize.hpp>
+#include <kiln/vm/value.hpp>
+#include <kiln/vm/virtual_machine.hpp>
