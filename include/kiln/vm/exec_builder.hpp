@@ -65,6 +65,8 @@ public:
     if (kind != function_kind::bytecode)
       if (auto msg = detail::check_function(exec_, f)) fail(*msg);
     exec_.functions.push_back(std::move(f));
+    defined_.resize(exec_.functions.size(), false);
+    called_.resize(exec_.functions.size(), false);
     return std::int64_t(exec_.functions.size() - 1);
   }
 
@@ -181,9 +183,9 @@ public:
   }
   void emit_ret(reg_name result) { emit({exec_word(opcode::ret), result}); }
   void emit_goto(std::int64_t pc_offset) { emit({exec_word(opcode::goto_), pc_offset}); }
-  void emit_goto(label l) { emit_with_label({exec_word(opcode::goto_), 0}, l); }
+  void emit_goto(label l) { emit_with_label({exec_word(opcode::goto_), 1}, l); }  // offset set by end_function
   void emit_if(reg_name cond, std::int64_t false_offset) { emit({exec_word(opcode::if_), cond, false_offset}); }
-  void emit_if(reg_name cond, label false_target) { emit_with_label({exec_word(opcode::if_), cond, 0}, false_target); }
+  void emit_if(reg_name cond, label false_target) { emit_with_label({exec_word(opcode::if_), cond, 1}, false_target); }
 
   label new_label() {
     labels_.emplace_back();
@@ -220,10 +222,7 @@ private:
 
   std::int64_t function_index(std::string name) {
     if (auto i = exec_.find_function(name)) return std::int64_t(*i);
-    const auto index = declare_function(std::move(name), function_kind::native);
-    defined_.resize(exec_.functions.size(), false);
-    called_.resize(exec_.functions.size(), false);
-    return index;
+    return declare_function(std::move(name), function_kind::native);
   }
   void check_label(label l) const {
     if (!current_) fail("labels belong to a function; none is open");

@@ -172,11 +172,13 @@ struct typed_native {
   }
   template <std::size_t... I>
   value call(call_args a, std::index_sequence<I...>) const {
+    // Braced initialisation converts the arguments left to right, so the first bad one is named.
+    std::tuple<decltype(arg<I>(a))...> converted{arg<I>(a)...};
     if constexpr (std::is_void_v<typename sig::result>) {
-      f(arg<I>(a)...);
+      f(std::get<I>(std::move(converted))...);
       return value();
     } else {
-      return to_value(f(arg<I>(a)...));
+      return to_value(f(std::get<I>(std::move(converted))...));
     }
   }
   static value invoke(const void* state, call_args a) {

@@ -146,10 +146,12 @@ public:
   }
   value(value&& o) noexcept : i_(o.i_), k_(o.k_) { o.k_ = value_kind::null; }
   value& operator=(const value& o) noexcept {
+    const std::int64_t bits = o.i_;  // read first: `o` may be `*this`
+    const value_kind kind = o.k_;
     if (o.holds_object()) o.o_->add_ref();
     reset();
-    i_ = o.i_;
-    k_ = o.k_;
+    i_ = bits;
+    k_ = kind;
     return *this;
   }
   value& operator=(value&& o) noexcept {

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "helpers.hpp"
+
+#include "../common/message_of.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <random>
+
+using namespace kiln;
+using namespace kiln::vm;
+using kiln_test::message_of;
+
+namespace {
+
+/// A program with every kind of constant and a call between bytecode functions.
+executable rich_program() {
+  exec_builder b;
+  const auto weights = b.add_constant(value(tensor::from_values<float>({2, 2}, {1, 2, 3, 4})));
+  b.set_memory_scope(weights, "global");
+  const auto tup = b.add_constant(value::tuple({1, 2.5, true, "x", value(), value::shape({3}), value::tuple({7})}));
+  b.declare_function("helper", function_kind::bytecode, 1);
+  b.begin_function("main", {"n"}, 3);
+  b.emit_call("helper", {b.r(0)}, 1);
+  b.emit_call("vm.builtin.make_tuple", {b.r(1), b.c(weights), b.c(tup), b.f("helper"), b.imm(-5)}, 2);
+  b.emit_ret(2);
+  b.end_function();
+  b.begin_function("helper", {"x"}, 2);
+  b.emit_call("test.add", {b.r(0), b.imm(instr_arg::value_min)}, 1);
+  b.emit_ret(1);
+  b.end_function();
+  return b.get();
+}
+
+std::string load_error(const std::vector<std::byte>& bytes) {
+  return message_of<format_error>([&] { deserialize(bytes, "test bytes"); });
+}
+
+}  // namespace
+
+TEST_CASE("serialize, deserialize: the same executable, and running it gives the same results") {
+  const executable e = rich_program();
+  const auto bytes = serialize(e);
+  const executable back = deserialize(bytes);
+  CHECK(back.functions == e.functions);
+  CHECK(back.instr_offset == e.instr_offset);
+  CHECK(back.instr_data == e.instr_data);
+  CHECK(back.memory_scopes == e.memory_scopes);
+  REQUIRE(back.constants.size() == e.constants.size());
+  for (std::size_t i = 0; i < e.constants.size(); ++i) CHECK(equal(back.constants[i], e.constants[i]));
+  CHECK(serialize(back) == bytes);
+
+  const auto path = std::filesystem::temp_directory_path() / "kiln_test_exec.kvm";
+  save_executable(e, path);
+  virtual_machine original(e, {}, kiln_test::test_registry()), loaded(load_executable(path), {}, kiln_test::test_registry());
+  const value a = original.invoke("main", 10), b = loaded.invoke("main", 10);
+  CHECK(to_string(a) == to_string(b));
+  CHECK(equal(a.as_tuple()[0], b.as_tuple()[0]));
+  CHECK(equal(a.as_tuple()[1], b.as_tuple()[1]));
+  CHECK(a.as_tuple()[0].as_int() == 10 + instr_arg::value_min);
+}
+
+TEST_CASE("the header: magic number first, then the version string") {
+  const auto bytes = serialize(rich_program());
+  std::uint64_t magic = 0;
+  for (int i = 0; i < 8; ++i) magic |= std::uint64_t(std::to_integer<std::uint8_t>(bytes[std::size_t(i)])) << (8 * i);
+  CHECK(magic == 0xD225DE2F4214151EULL);
+  auto bad = bytes;
+  bad[0] = std::byte{0};
+  CHECK(load_error(bad) == "kiln::vm: test bytes: not a kiln executable (bad magic number) (section 'header', byte 8)");
+  auto other = bytes;
+  other[16 + 9] = std::byte{'9'};  // "kiln-vm-0.1" -> "kiln-vm-091"
+  CHECK(load_error(other) ==
+        "kiln::vm: test bytes: the executable was written in format 'kiln-vm-091'; this kiln reads 'kiln-vm-0.1' (section 'header', byte 27)");
+  CHECK(message_of([] { load_executable("/nonexistent/x.kvm"); }) == "kiln::vm::load_executable: cannot open '/nonexistent/x.kvm'");
+}
+
+TEST_CASE("every truncation of a valid executable is a clean error") {
+  const auto bytes = serialize(rich_program());
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    const std::vector<std::byte> cut(bytes.begin(), bytes.begin() + std::ptrdiff_t(n));
+    const std::string msg = load_error(cut);
+    CHECK_MESSAGE(msg.find("kiln::vm: test bytes: ") == 0, msg);
+  }
+  auto longer = bytes;
+  longer.push_back(std::byte{0});
+  CHECK(load_error(longer).find("1 bytes follow the end of the executable") != std::string::npos);
+}
+
+TEST_CASE("every single-bit flip either loads a valid executable or is a clean error") {
+  const auto bytes = serialize(rich_program());
+  std::size_t rejected = 0;
+  for (std::size_t bit = 0; bit < bytes.size() * 8; ++bit) {
+    auto flipped = bytes;
+    flipped[bit / 8] ^= std::byte(1u << (bit % 8));
+    try {
+      const executable e = deserialize(flipped, "flipped");
+      validate(e);  // whatever loads is valid, and a VM can be made from it or refuses cleanly
+      try {
+        virtual_machine vm(e, {}, kiln_test::test_registry());
+      } catch (const kiln::error&) {
+      }
+    } catch (const format_error&) {
+      ++rejected;
+    }
+  }
+  CHECK(rejected > bytes.size() * 4);  // most flips break something
+}
+
+TEST_CASE("random byte strings, with and without a valid header, are clean errors") {
+  std::mt19937_64 rng(42);
+  const auto valid = serialize(rich_program());
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<std::byte> bytes(std::size_t(rng() % 400));
+    for (auto& b : bytes) b = std::byte(rng() & 0xff);
+    if (round % 2 == 0 && bytes.size() > 24)  // keep the header so the later sections get fuzzed
+      std::copy(valid.begin(), valid.begin() + 27, bytes.begin());
+    CHECK_THROWS_AS(deserialize(bytes, "random"), format_error);
+  }
+}
+
+TEST_CASE("the loader names what is out of range: registers, constants, functions, jumps, counts") {
+  const executable good = rich_program();
+  auto check = [&](auto mutate, std::string_view expect) {
+    executable e = good;
+    mutate(e);
+    const std::string msg = load_error(serialize(e));
+    CHECK_MESSAGE(msg.find(expect) != std::string::npos, msg);
+  };
+  // main: call helper(%0) -> %1 ; call make_tuple(...) -> %2 ; ret %2
+  check([](executable& e) { e.instr_data[e.instr_offset[2] + 1] = 3; },
+        "function 'main', instruction 2 (ret): result %3 is outside the register file of 3 registers");
+  check([](executable& e) { e.instr_data[e.instr_offset[1] + 5] = instr_arg::const_idx(9).word(); },
+        "function 'main', instruction 1 (call): argument 1 refers to constant 9, the pool has 2");
+  check([](executable& e) { e.instr_data[e.instr_offset[1] + 7] = instr_arg::func_idx(-1).word(); },
+        "function 'main', instruction 1 (call): argument 3 refers to function -1, the table has 4");
+  check([](executable& e) { e.instr_data[e.instr_offset[0] + 2] = 7; },
+        "function 'main', instruction 0 (call): function index 7 is outside the function table of 4");
+  check([](executable& e) { e.instr_data[e.instr_offset[2]] = exec_word(opcode::goto_); e.instr_data[e.instr_offset[2] + 1] = 3; },
+        "function 'main', instruction 2 (goto): the jump leads to instruction 5, outside the function's 3 instructions");
+  check([](executable& e) { e.instr_data[e.instr_offset[0]] = 9; }, "instruction 0 has unknown opcode 9");
+  check([](executable& e) { e.functions[*e.find_function("main")].register_file_size = std::int64_t(1) << 40; },
+        "function 'main': 1 arguments in a register file of 1099511627776 (at most 1048576)");
+  check([](executable& e) { e.functions[*e.find_function("main")].end_instr = 2; }, "instructions 2 to 2 belong to no function");
+  check([](executable& e) { e.functions[2].name = "main"; }, "function 'main' appears twice in the function table");
+  check([](executable& e) { e.memory_scopes[0].first = 5; }, "memory scope 'global' names constant 5, the pool has 2");
+  check([](executable& e) { e.instr_data[e.instr_offset[0] + 3] = 1000; }, "instruction 0 (call) has 1000 arguments but");
+
+  // A count larger than the rest of the file is caught before anything is allocated.
+  auto bytes = serialize(good);
+  for (int i = 0; i < 8; ++i) bytes[27 + std::size_t(i)] = std::byte{0xff};  // the number of functions
+  CHECK(load_error(bytes).find("the number of functions is 18446744073709551615, more than the") != std::string::npos);
+}
+
+TEST_CASE("only data constants serialize") {
+  exec_builder b;
+  b.begin_function("main", {}, 1);
+  b.emit_call("vm.builtin.null_value", {}, 0);
+  b.emit_ret(0);
+  b.end_function();
+  executable e = b.get();
+  e.constants.push_back(value(object_ptr<const closure_obj>(kiln::runtime::make_object<closure_obj>())));
+  CHECK(message_of([&] { serialize(e); }) ==
+        "kiln::vm::serialize: constant 0 is a closure, which cannot be serialized (constants are null, numbers, strings, shapes, "
+        "tensors and tuples)");
+}

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "helpers.hpp"
+
+#include "../common/message_of.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace kiln;
+using namespace kiln::vm;
+using kiln_test::message_of;
+using kiln_test::test_registry;
+
+TEST_CASE("a counting loop of If, Goto and native calls") {
+  virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
+  CHECK(vm.invoke("main", 0).as_int() == 0);
+  CHECK(vm.invoke("main", 10).as_int() == 45);
+  CHECK(vm.invoke("main", 1000).as_int() == 499500);
+  CHECK(vm.get_function("main")(5).as_int() == 10);
+  CHECK(vm.call_depth() == 0);
+}
+
+TEST_CASE("calls between bytecode functions, and recursion") {
+  virtual_machine vm(kiln_test::factorial(), {}, test_registry());
+  CHECK(vm.invoke("main", 1).as_int() == 1);
+  CHECK(vm.invoke("main", 5).as_int() == 120);
+  CHECK(vm.invoke("main", 20).as_int() == 2432902008176640000);
+  CHECK(vm.invoke("fact", 3).as_int() == 6);  // any function can be entered
+}
+
+TEST_CASE("recursion past the depth limit is an error, and the VM still works afterwards") {
+  vm_options opts;
+  opts.max_call_depth = 100;
+  virtual_machine vm(kiln_test::factorial(), opts, test_registry());
+  CHECK(vm.invoke("main", 98).kind() == value_kind::int_);
+  const std::string msg = message_of<vm_error>([&] { vm.invoke("main", 200); });
+  CHECK(msg.find("kiln::vm: in 'fact' at instruction 5 (call 'fact'): the call stack reached 100 frames (unbounded recursion?); "
+                 "raise vm_options::max_call_depth if intended\n  called from 'fact' at instruction 5") == 0);
+  CHECK(msg.find("called from 'main' at instruction 0") != std::string::npos);
+  CHECK(vm.call_depth() == 0);
+  CHECK(vm.invoke("main", 5).as_int() == 120);
+}
+
+TEST_CASE("a failing native names the function, the instruction and the callee; the VM recovers") {
+  exec_builder b;
+  b.declare_function("inner", function_kind::bytecode, 1);
+  b.begin_function("main", {"why"}, 2);
+  b.emit_call("inner", {b.r(0)}, 1);
+  b.emit_ret(1);
+  b.end_function();
+  b.begin_function("inner", {"why"}, 2);
+  b.emit_call("vm.builtin.copy", {b.r(0)}, 1);
+  b.emit_call("test.fail", {b.r(1)}, 1);
+  b.emit_ret(1);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, test_registry());
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", "disk on fire"); }) ==
+        "kiln::vm: in 'inner' at instruction 1 (call 'test.fail'): disk on fire\n  called from 'main' at instruction 0");
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", 3); }) ==
+        "kiln::vm: in 'inner' at instruction 1 (call 'test.fail'): kiln::vm: native function 'test.fail', argument 0: "
+        "expected string, got int\n  called from 'main' at instruction 0");
+  CHECK(vm.call_depth() == 0);
+  CHECK(message_of<usage_error>([&] { vm.invoke("main"); }) == "kiln::vm: function 'main' takes 1 arguments, got 0");
+  CHECK(message_of<usage_error>([&] { vm.invoke("mian", 1); }) == "kiln::vm: no function 'mian' in the executable (did you mean 'main'?)");
+}
+
+TEST_CASE("If needs an int or a bool") {
+  exec_builder b;
+  b.begin_function("main", {"c"}, 1);
+  b.emit_if(0, 2);
+  b.emit_ret(0);
+  b.emit_ret(0);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, test_registry());
+  CHECK(vm.invoke("main", true).as_bool());
+  CHECK(vm.invoke("main", 0).as_int() == 0);
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", 1.5); }) ==
+        "kiln::vm: in 'main' at instruction 0: If: the condition register holds float, expected int or bool "
+        "(use vm.builtin.read_if_cond for tensors)");
+}
+
+TEST_CASE("loading resolves natives, and reports missing ones and wrong native arities") {
+  exec_builder b;
+  b.begin_function("main", {}, 1);
+  b.emit_call("test.ad", {b.imm(1), b.imm(2)}, 0);
+  b.emit_ret(0);
+  b.end_function();
+  CHECK(message_of([&] { virtual_machine vm(b.get(), {}, test_registry()); }) ==
+        "kiln::vm::virtual_machine: the executable calls functions the registry does not have: 'test.ad' (did you mean 'test.add'?)");
+  exec_builder c;
+  c.begin_function("main", {}, 1);
+  c.emit_call("test.add", {c.imm(1)}, 0);
+  c.emit_ret(0);
+  c.end_function();
+  CHECK(message_of([&] { virtual_machine vm(c.get(), {}, test_registry()); }) ==
+        "kiln::vm::virtual_machine: function 'main', instruction 0 (call) calls native function 'test.add' with 1 arguments, it takes 2");
+}
+
+TEST_CASE("closures: make_closure binds captured values last, invoke_closure gets the VM register") {
+  exec_builder b;
+  b.declare_function("add3", function_kind::bytecode, 3);
+  b.begin_function("main", {"x"}, 4);
+  b.emit_call("vm.builtin.make_closure", {b.f("add3"), b.imm(10), b.imm(100)}, 1);  // add3(_, 10, 100)
+  b.emit_call("vm.builtin.invoke_closure", {b.vm(), b.r(1), b.r(0)}, 2);
+  b.emit_call("vm.builtin.make_closure", {b.f("test.add"), b.imm(1000)}, 3);        // native with a bound arg
+  b.emit_call("vm.builtin.invoke_closure", {b.vm(), b.r(3), b.r(2)}, 2);
+  b.emit_ret(2);
+  b.end_function();
+  b.begin_function("add3", {"a", "b", "c"}, 4);
+  b.emit_call("test.add", {b.r(0), b.r(1)}, 3);
+  b.emit_call("test.add", {b.r(3), b.r(2)}, 3);
+  b.emit_ret(3);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, test_registry());
+  CHECK(vm.invoke("main", 1).as_int() == 1111);
+  // A closure the VM hands out is callable through the context interface too.
+  const value f = vm.function_value(*vm.exec().find_function("add3"));
+  const value one(1), two(2), three(3);
+  const value* args[] = {&one, &two, &three};
+  CHECK(vm.call(f, call_args(args, 3)).as_int() == 6);
+  CHECK(message_of([&] { vm.call(f, call_args(args, 2)); }) == "kiln::vm: closure 'add3' takes 3 arguments, got 2");
+  virtual_machine other(kiln_test::sum_loop(), {}, test_registry());
+  CHECK(message_of([&] { other.call(f, call_args(args, 3)); }) == "kiln::vm: closure 'add3' belongs to another executable");
+}
+
+TEST_CASE("natives that call back into the VM are limited in nesting") {
+  exec_builder b;
+  b.begin_function("main", {"f"}, 2);  // main(f) = invoke_closure(f, f)
+  b.emit_call("vm.builtin.invoke_closure", {b.vm(), b.r(0), b.r(0)}, 1);
+  b.emit_ret(1);
+  b.end_function();
+  vm_options opts;
+  opts.max_reentry_depth = 20;
+  virtual_machine vm(b.get(), opts, test_registry());
+  const value self = vm.function_value(0);
+  const std::string msg = message_of<vm_error>([&] { vm.invoke("main", self); });
+  CHECK(msg.find("20 nested invocations (natives calling back into the VM)") != std::string::npos);
+  CHECK(msg.find("called from 'main' at instruction 0") != std::string::npos);
+  CHECK(vm.call_depth() == 0);
+}
+
+TEST_CASE("the instrument sees every Call before and after, in order, and can skip one") {
+  virtual_machine vm(kiln_test::factorial(), {}, test_registry());
+  std::vector<std::string> log;
+  vm.set_instrument([&](const value& func, std::string_view symbol, bool before, const value& ret, call_args args) {
+    CHECK(func.is_closure());
+    CHECK(func.as_closure().name == symbol);
+    std::string line = std::string(before ? "before " : "after ") + std::string(symbol) + "(";
+    for (std::size_t i = 0; i < args.size(); ++i) line += (i ? "," : "") + to_string(args[i]);
+    line += ")";
+    if (!before) line += " = " + to_string(ret);
+    log.push_back(line);
+    return instrument_action::no_op;
+  });
+  CHECK(vm.invoke("main", 2).as_int() == 2);
+  CHECK(log == std::vector<std::string>{
+                   "before fact(2)", "before test.less(2,2)", "after test.less(2,2) = false", "before test.sub(2,1)",
+                   "after test.sub(2,1) = 1", "before fact(1)", "before test.less(1,2)", "after test.less(1,2) = true",
+                   "before vm.builtin.copy(1)", "after vm.builtin.copy(1) = 1", "after fact(1) = 1", "before test.mul(2,1)",
+                   "after test.mul(2,1) = 2", "after fact(2) = 2"});
+
+  // skip_run: the call does not happen and its destination gets null.
+  virtual_machine sum(kiln_test::sum_loop(), {}, test_registry());
+  int adds = 0;
+  sum.set_instrument([&](const value&, std::string_view symbol, bool before, const value&, call_args args) {
+    if (before && symbol == "test.add" && args[1].as_int() == 1 && args[0].as_int() == 0) return instrument_action::skip_run;
+    if (before && symbol == "test.add") ++adds;
+    return instrument_action::no_op;
+  });
+  // The first "i = i + 1" is skipped, so i becomes null and the next comparison fails.
+  CHECK(message_of<vm_error>([&] { sum.invoke("main", 3); }).find("native function 'test.less', argument 0: expected int, got null") !=
+        std::string::npos);
+  sum.set_instrument(nullptr);
+  CHECK(sum.invoke("main", 3).as_int() == 3);
+}
+
+TEST_CASE("the stateful interface, saved functions and the time evaluator") {
+  virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
+  vm.set_input("main", 4);
+  vm.invoke_stateful("main");
+  CHECK(vm.get_outputs("main").as_int() == 6);
+  CHECK(message_of<usage_error>([&] { vm.invoke_stateful("other"); }) ==
+        "kiln::vm::invoke_stateful: no inputs were set for 'other' (call set_input first)");
+  CHECK(message_of<usage_error>([&] { vm.set_input("main", 1, 2); }) == "kiln::vm::set_input: function 'main' takes 1 arguments, got 2");
+  virtual_machine fresh(kiln_test::sum_loop(), {}, test_registry());
+  CHECK(message_of<usage_error>([&] { (void)fresh.get_outputs("main"); }) ==
+        "kiln::vm::get_outputs: 'main' has not been run with invoke_stateful");
+
+  vm.save_function("main", "main_100", 100);
+  CHECK(vm.invoke("main_100").as_int() == 4950);
+  CHECK(message_of<usage_error>([&] { vm.invoke("main_100", 1); }) ==
+        "kiln::vm: saved function 'main_100' has its arguments bound; call it with none");
+
+  auto timer = vm.time_evaluator("main", 3, 4);
+  const value arg(50);
+  const timing_result r = timer(std::span<const value>(&arg, 1));
+  CHECK(r.results.size() == 4);
+  CHECK(r.number == 3);
+  for (double t : r.results) CHECK(t > 0);
+  CHECK(r.min() <= r.median());
+  CHECK(r.median() <= r.max());
+  // min_repeat_ms raises `number` until one repeat lasts long enough.
+  const timing_result slow = vm.time_evaluator("main", 1, 1, 2.0)(std::span<const value>(&arg, 1));
+  CHECK(slow.number > 1);
+  CHECK(slow.results[0] * slow.number >= 0.002);
+  CHECK(message_of<usage_error>([&] { vm.time_evaluator("main", 0); }).find("number and repeat must be at least 1") != std::string::npos);
+}
+
+TEST_CASE("compiled functions get the register file with their arguments in registers 0..N-1") {
+  function_registry reg;
+  register_builtins(reg);
+  reg.add("test.add", [](std::int64_t a, std::int64_t b) { return a + b; });
+  reg.add_compiled("twice_plus", [](vm_context& vm, std::span<value> r) -> value {
+    CHECK(r.size() == 3);
+    r[2] = r[0].as_int() * 2 + r[1].as_int() + vm.constant(0).as_int();
+    return r[2];
+  });
+  exec_builder b;
+  b.add_constant(value(1000));
+  b.declare_function("twice_plus", function_kind::compiled, 2, 3);
+  b.begin_function("main", {"x"}, 2);
+  b.emit_call("twice_plus", {b.r(0), b.imm(5)}, 1);
+  b.emit_ret(1);
+  b.end_function();
+  const executable e = b.get();
+  virtual_machine vm(e, {}, reg);
+  CHECK(vm.invoke("main", 10).as_int() == 1025);
+  CHECK(vm.invoke("twice_plus", 1, 1).as_int() == 1003);
+  function_registry empty;
+  register_builtins(empty);
+  CHECK(message_of([&] { virtual_machine x(e, {}, empty); }).find("'__vmtir__twice_plus'") != std::string::npos);
+}
+
+TEST_CASE("every device gets an allocator; pooled by default, naive on request") {
+  exec_builder b;
+  b.begin_function("main", {"dev"}, 3);
+  b.emit_call("vm.builtin.null_value", {}, 1);  // no shape heap
+  b.emit_call("vm.builtin.make_shape", {b.r(1), b.imm(1), b.imm(0), b.imm(256)}, 1);
+  b.emit_call("vm.builtin.alloc_storage", {b.vm(), b.r(1), b.r(0), b.c(b.add_constant(value("float32"))), b.c(b.add_constant(value("global")))}, 2);
+  b.emit_ret(2);
+  b.end_function();
+  const executable e = b.get();
+  vm_options two;
+  two.num_devices = 2;
+  virtual_machine pooled(e, two, test_registry());
+  pooled.invoke("main", 1);  // the storage dies at once and goes back to device 1's pool
+  pooled.invoke("main", 1);
+  CHECK(pooled.allocator_stats(1).allocations == 2);
+  CHECK(pooled.allocator_stats(1).reused == 1);
+  CHECK(pooled.allocator_stats(0).allocations == 0);
+  CHECK(message_of<vm_error>([&] { pooled.invoke("main", 2); }).find("device index 2 is out of range; the VM has 2 devices") !=
+        std::string::npos);
+  vm_options naive;
+  naive.allocator = kiln::runtime::allocator_kind::naive;
+  virtual_machine plain(e, naive, test_registry());
+  plain.invoke("main", 0);
+  plain.invoke("main", 0);
+  CHECK(plain.allocator_stats().system_allocations == 2);
+  CHECK(plain.allocator_stats().reused == 0);
+}
+
+TEST_CASE("typed native functions convert arguments and results, and name what does not fit") {
+  const native_function f = make_native("demo", [](std::int32_t a, double b, const std::string& s, bool flag) {
+    return s + std::to_string(a) + (flag ? "+" : "-") + std::to_string(int(b * 10));
+  });
+  CHECK(f.arity == 4);
+  const value a(7), b(1.5), s("n="), t(true), big(std::int64_t(1) << 40);
+  const value* args[] = {&a, &b, &s, &t};
+  CHECK(f(call_args(args, 4)).as_string() == "n=7+15");
+  const value* wide[] = {&big, &b, &s, &t};
+  CHECK(message_of<value_error>([&] { f(call_args(wide, 4)); }) == "kiln::vm: native function 'demo', argument 0: 1099511627776 is out of range");
+  const value* swapped[] = {&a, &s, &b, &t};
+  CHECK(message_of<value_error>([&] { f(call_args(swapped, 4)); }) == "kiln::vm: native function 'demo', argument 1: expected float, got string");
+  CHECK(message_of<value_error>([&] { f(call_args(args, 3)); }) == "kiln::vm: native function 'demo' takes 4 arguments, got 3");
+  const native_function rest = make_native("rest", [](std::int64_t first, call_args more) { return first + std::int64_t(more.size()); });
+  CHECK(rest.arity == -1);
+  CHECK(rest(call_args(args, 4)).as_int() == 10);
+  CHECK(message_of<value_error>([&] { rest(call_args(args, 0)); }) == "kiln::vm: native function 'rest' takes at least 1 arguments, got 0");
+}
