@@ -44,7 +44,8 @@ TEST_CASE("copies share objects through the count, moves do not touch it") {
   a = 5;  // overwriting releases
   CHECK(node->use_count() == 1);
   value d(t);
-  d = d;  // self-assignment keeps the object
+  const value& alias = d;
+  d = alias;  // self-assignment keeps the object
   CHECK(node->use_count() == 2);
   d.reset();
   CHECK(node->use_count() == 1);
