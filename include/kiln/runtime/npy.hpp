@@ -16,11 +16,10 @@
 
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/support/error.hpp>
+#include <kiln/support/file.hpp>
 
 #include <cstddef>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
@@ -228,10 +227,7 @@ inline tensor parse_npy(std::span<const std::byte> bytes, std::string_view sourc
 
 /// Reads an `.npy` file.
 inline tensor load_npy(const std::filesystem::path& path, allocator& a = default_allocator()) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("kiln::runtime::load_npy: cannot open '" + path.string() + "'");
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_npy(std::as_bytes(std::span(raw)), "'" + path.string() + "'", a);
+  return parse_npy(kiln::detail::read_file(path, "kiln::runtime::load_npy"), "'" + path.string() + "'", a);
 }
 
 /// The bytes of an `.npy` file holding `t` (version 1.0 or 2.0, little-endian, C order).
@@ -260,10 +256,7 @@ inline std::vector<std::byte> to_npy(const tensor& t) {
 
 /// Writes `t` to an `.npy` file.
 inline void save_npy(const std::filesystem::path& path, const tensor& t) {
-  const auto bytes = to_npy(t);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  if (!out) throw error("kiln::runtime::save_npy: cannot write '" + path.string() + "'");
+  kiln::detail::write_file(path, to_npy(t), "kiln::runtime::save_npy");
 }
 
 }  // namespace kiln::runtime

@@ -27,14 +27,13 @@
 #pragma once
 
 #include <kiln/support/error.hpp>
+#include <kiln/support/file.hpp>
 #include <kiln/vm/executable.hpp>
 
 #include <bit>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <span>
 #include <string>
 #include <vector>
@@ -280,18 +279,12 @@ inline executable deserialize(std::span<const std::byte> bytes, std::string_view
 
 /// Writes `serialize(e)` to a file.
 inline void save_executable(const executable& e, const std::filesystem::path& path) {
-  const auto bytes = serialize(e);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  if (!out) throw error("kiln::vm::save_executable: cannot write '" + path.string() + "'");
+  kiln::detail::write_file(path, serialize(e), "kiln::vm::save_executable");
 }
 
 /// Reads and validates an executable file.
 inline executable load_executable(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error("kiln::vm::load_executable: cannot open '" + path.string() + "'");
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return deserialize(std::as_bytes(std::span(raw)), "'" + path.string() + "'");
+  return deserialize(kiln::detail::read_file(path, "kiln::vm::load_executable"), "'" + path.string() + "'");
 }
 
 }  // namespace kiln::vm

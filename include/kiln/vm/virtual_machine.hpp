@@ -177,12 +177,7 @@ public:
       for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = &args[i];
       return c.native.fn(c.native.state, call_args(ptrs.data(), ptrs.size()));
     }
-    if (std::int64_t(args.size()) != c.info->num_args)
-      throw usage_error("kiln::vm: function '" + c.info->name + "' takes " + std::to_string(c.info->num_args) +
-                        " arguments, got " + std::to_string(args.size()));
-    return enter(c, [&](value* regs) {
-      for (std::size_t i = 0; i < args.size(); ++i) regs[i] = args[i];
-    });
+    return enter_with_args(c, "kiln::vm: function", args.size(), [&](std::size_t i) -> const value& { return args[i]; });
   }
 
   // ---- stateful interface ---------------------------------------------------------------------
@@ -192,10 +187,7 @@ public:
   void set_input(std::string_view name, Args&&... args) {
     const std::size_t index = function_index(name);
     std::vector<value> vals{value(std::forward<Args>(args))...};
-    const auto& f = exec_->functions[index];
-    if (f.kind != function_kind::native && std::int64_t(vals.size()) != f.num_args)
-      throw usage_error("kiln::vm::set_input: function '" + f.name + "' takes " + std::to_string(f.num_args) +
-                        " arguments, got " + std::to_string(vals.size()));
+    if (callees_[index].kind != function_kind::native) check_arity(callees_[index], "kiln::vm::set_input: function", vals.size());
     inputs_[std::string(name)] = std::move(vals);
   }
   /// Runs `name` on the arguments `set_input` stored, keeping the result for `get_outputs`.
@@ -271,13 +263,8 @@ public:
     if (c.is_native()) return c.native(all);
     if (c.owner != exec_.get())
       throw usage_error("kiln::vm: closure '" + c.name + "' belongs to another executable");
-    const callee& target = callees_[std::size_t(c.func_index)];
-    if (std::int64_t(all.size()) != target.info->num_args)
-      throw usage_error("kiln::vm: closure '" + c.name + "' takes " + std::to_string(target.info->num_args) +
-                        " arguments, got " + std::to_string(all.size()));
-    return enter(target, [&](value* regs) {
-      for (std::size_t i = 0; i < all.size(); ++i) regs[i] = all[i];
-    });
+    return enter_with_args(callees_[std::size_t(c.func_index)], "kiln::vm: closure", all.size(),
+                           [&](std::size_t i) -> const value& { return all[i]; });
   }
   const value& constant(std::size_t index) const override { return literals_.at(index); }
 
@@ -505,6 +492,25 @@ private:
 
   // ---- running --------------------------------------------------------------------------------
 
+  /// Throws "<who> '<name>' takes N arguments, got M" unless `c` takes `n` arguments.
+  static void check_arity(const callee& c, std::string_view who, std::size_t n) {
+    if (std::int64_t(n) != c.info->num_args) [[unlikely]]
+      arity_error(c, who, n);
+  }
+  [[noreturn]] __attribute__((noinline, cold)) static void arity_error(const callee& c, std::string_view who, std::size_t n) {
+    throw usage_error(std::string(who) + " '" + c.info->name + "' takes " + std::to_string(c.info->num_args) +
+                      " arguments, got " + std::to_string(n));
+  }
+
+  /// Calls bytecode or compiled function `c` from C++ with the `n` arguments `arg(i)`.
+  template <class Arg>
+  value enter_with_args(const callee& c, std::string_view who, std::size_t n, Arg&& arg) {
+    check_arity(c, who, n);
+    return enter(c, [&](value* regs) {
+      for (std::size_t i = 0; i < n; ++i) regs[i] = arg(i);
+    });
+  }
+
   /// Pushes a frame for `c`, lets `fill` write the arguments, runs to the matching Ret.
   template <class Fill>
   value enter(const callee& c, Fill&& fill) {
@@ -581,7 +587,7 @@ private:
     instrument_args_.pop_back();
     std::vector<const value*> ptrs;
     for (auto& a : args) ptrs.push_back(&a);
-    instrument_(literals_[exec_->constants.size() + done.callee], exec_->functions[done.callee].name, false, rv,
+    instrument_(function_value(done.callee), exec_->functions[done.callee].name, false, rv,
                 call_args(ptrs.data(), ptrs.size()));
   }
 
@@ -593,7 +599,7 @@ private:
     if constexpr (!Instrumented) {
       return c.native.fn(c.native.state, args);
     } else {
-      const value& func = literals_[exec_->constants.size() + o.a];
+      const value& func = function_value(o.a);
       if (instrument_(func, c.info->name, true, value(), args) == instrument_action::skip_run) return value();
       value rv = c.native.fn(c.native.state, args);
       instrument_(func, c.info->name, false, rv, args);
@@ -673,7 +679,7 @@ private:
               if constexpr (Instrumented) {
                 KILN_VM_ARGS(o)
                 const call_args args(argv, o.nargs);
-                run_it = instrument_(literals[exec_->constants.size() + o.a], c.info->name, true, value(), args) !=
+                run_it = instrument_(function_value(o.a), c.info->name, true, value(), args) !=
                          instrument_action::skip_run;
                 if (run_it) {
                   auto& saved = instrument_args_.emplace_back();
@@ -704,7 +710,7 @@ private:
               KILN_VM_ARGS(o)
               bool skipped = false;
               if constexpr (Instrumented)
-                skipped = instrument_(literals[exec_->constants.size() + o.a], c.info->name, true, value(),
+                skipped = instrument_(function_value(o.a), c.info->name, true, value(),
                                       call_args(argv, o.nargs)) == instrument_action::skip_run;
               value rv;
               if (!skipped) {
@@ -713,7 +719,7 @@ private:
                   for (std::uint32_t i = 0; i < o.nargs; ++i) r[i] = *argv[i];
                 });
                 if constexpr (Instrumented)
-                  instrument_(literals[exec_->constants.size() + o.a], c.info->name, false, rv, call_args(argv, o.nargs));
+                  instrument_(function_value(o.a), c.info->name, false, rv, call_args(argv, o.nargs));
               }
               if (o.b != no_register) regs[o.b] = std::move(rv);
               ++pc;
