@@ -94,10 +94,10 @@ TEST_CASE("equal compares contents, to_string renders values for traces") {
 TEST_CASE("bind_last_args appends its arguments after the caller's and after earlier bindings") {
   closure_obj c;
   c.name = "f";
-  c.native.fn = [](const void*, call_args a) -> value {
+  c.native.fn = [](const void*, call_args a) {
     std::string s;
     for (std::size_t i = 0; i < a.size(); ++i) s += std::to_string(a[i].as_int());
-    return value(s);
+    return value(s).into_raw();
   };
   value once = bind_last_args(c, {3});
   value twice = bind_last_args(once.as_closure(), {2});

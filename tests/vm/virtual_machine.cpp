@@ -40,6 +40,70 @@ TEST_CASE("recursion past the depth limit is an error, and the VM still works af
   CHECK(vm.invoke("main", 5).as_int() == 120);
 }
 
+TEST_CASE("deep recursion crosses register-stack chunks and comes back with every register released") {
+  vm_options opts;
+  opts.max_call_depth = 50000;
+  virtual_machine vm(kiln_test::factorial(), opts, test_registry());
+  // 40,000 frames of 5 registers (4 and the sink) span several 16,384-register chunks.
+  for (int round = 0; round < 2; ++round) {
+    CHECK(vm.invoke("main", 40000).kind() == value_kind::int_);
+    CHECK(vm.call_depth() == 0);
+  }
+  // Failing at the limit, mid-chunk, unwinds all of them too.
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", 60000); }).find("the call stack reached 50000 frames") != std::string::npos);
+  CHECK(vm.call_depth() == 0);
+  CHECK(vm.invoke("main", 5).as_int() == 120);
+}
+
+TEST_CASE("vm_options::max_call_depth must be between 1 and 2^22") {
+  vm_options opts;
+  opts.max_call_depth = 0;
+  CHECK(message_of<usage_error>([&] { virtual_machine(kiln_test::factorial(), opts, test_registry()); }) ==
+        "kiln::vm::vm_options: max_call_depth must be between 1 and 4194304, got 0");
+  opts.max_call_depth = (std::size_t(1) << 22) + 1;
+  CHECK(message_of<usage_error>([&] { virtual_machine(kiln_test::factorial(), opts, test_registry()); }) ==
+        "kiln::vm::vm_options: max_call_depth must be between 1 and 4194304, got 4194305");
+  opts.max_call_depth = 1;
+  virtual_machine shallow(kiln_test::factorial(), opts, test_registry());
+  CHECK(shallow.invoke("fact", 1).as_int() == 1);  // the entry frame is the one frame allowed
+  CHECK(message_of<vm_error>([&] { shallow.invoke("main", 1); }).find("the call stack reached 1 frames") != std::string::npos);
+}
+
+TEST_CASE("a Call with a void destination drops its result; one may overwrite an argument register") {
+  // main(x): t = tensor; void <- copy(t); x <- copy(x); void <- noop(); return x
+  exec_builder b;
+  b.begin_function("main", {"x"}, 2);
+  b.emit_call("vm.builtin.copy", {b.c(b.add_constant(value(tensor::zeros({2}, dtype::int32))))}, 1);
+  b.emit_call("vm.builtin.copy", {b.r(1)}, void_register);
+  b.emit_call("vm.builtin.copy", {b.r(0)}, 0);
+  b.emit_call("test.noop", {}, void_register);
+  b.emit_ret(0);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, test_registry());
+  const auto t = vm.constant(0).as_tensor();
+  const auto refs = t.node()->use_count();
+  CHECK(vm.invoke("main", 7).as_int() == 7);
+  CHECK(t.node()->use_count() == refs);  // the sink kept no reference once the frame was gone
+}
+
+TEST_CASE("a hand-written native returns its result as a raw_value that owns any reference") {
+  native_function n;
+  n.fn = [](const void*, call_args a) { return value::shape({std::int64_t(a.size()), 2}).into_raw(); };
+  n.arity = -1;
+  function_registry r;
+  register_builtins(r);
+  r.add("shape_of_args", n);
+  exec_builder b;
+  b.begin_function("main", {"x"}, 2);
+  b.emit_call("shape_of_args", {b.r(0), b.r(0), b.imm(3)}, 1);
+  b.emit_call("shape_of_args", {b.r(0)}, 1);  // overwriting releases the first shape
+  b.emit_ret(1);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, r);
+  CHECK(equal(vm.invoke("main", 1), value::shape({1, 2})));
+  CHECK(equal(n(call_args()), value::shape({0, 2})));
+}
+
 TEST_CASE("a failing native names the function, the instruction and the callee; the VM recovers") {
   exec_builder b;
   b.declare_function("inner", function_kind::bytecode, 1);

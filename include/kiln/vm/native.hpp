@@ -41,7 +41,8 @@ namespace detail {
 template <class T>
 inline constexpr bool always_false = false;
 
-/// Reads a register value as parameter type `T`.
+/// Reads a register value as parameter type `T`: `accepts(v)` says whether `get(v)` succeeds
+/// (the fast path checks it first), `get(v)` converts or throws `value_error`.
 template <class T>
 struct from_value {
   static_assert(always_false<T>,
@@ -52,6 +53,7 @@ struct from_value {
 template <class T>
   requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
 struct from_value<T> {
+  static bool accepts(const value& v) noexcept { return v.is_int() && std::in_range<T>(v.raw_bits()); }
   static T get(const value& v) {
     const std::int64_t i = v.as_int();
     if constexpr (!std::is_same_v<T, std::int64_t>)
@@ -61,42 +63,52 @@ struct from_value<T> {
 };
 template <>
 struct from_value<bool> {
+  static bool accepts(const value& v) noexcept { return v.is_bool(); }
   static bool get(const value& v) { return v.as_bool(); }
 };
 template <std::floating_point T>
 struct from_value<T> {
+  static bool accepts(const value& v) noexcept { return v.is_float() || v.is_int(); }
   static T get(const value& v) { return T(v.as_float()); }
 };
 template <>
 struct from_value<std::string> {
+  static bool accepts(const value& v) noexcept { return v.is_string(); }
   static const std::string& get(const value& v) { return v.as_string(); }
 };
 template <>
 struct from_value<std::string_view> {
+  static bool accepts(const value& v) noexcept { return v.is_string(); }
   static std::string_view get(const value& v) { return v.as_string(); }
 };
 template <>
 struct from_value<tensor> {
+  static bool accepts(const value& v) noexcept { return v.is_tensor(); }
   static tensor get(const value& v) { return v.as_tensor(); }
 };
 template <>
 struct from_value<shape_vector> {
+  static bool accepts(const value& v) noexcept { return v.is_shape(); }
   static const shape_vector& get(const value& v) { return v.as_shape(); }
 };
 template <>
 struct from_value<std::span<const value>> {
+  static bool accepts(const value& v) noexcept { return v.is_tuple(); }
   static std::span<const value> get(const value& v) { return v.as_tuple(); }
 };
 template <>
 struct from_value<vm_context> {
+  static bool accepts(const value& v) noexcept { return v.kind() == value_kind::vm; }
   static vm_context& get(const value& v) { return v.as_vm(); }
 };
 template <>
 struct from_value<value> {
+  static bool accepts(const value&) noexcept { return true; }
   static const value& get(const value& v) noexcept { return v; }
 };
 template <class T>
 struct from_value<object_ptr<const T>> {
+  static bool accepts(const value& v) noexcept { return v.holds_object() && dynamic_cast<const T*>(&v.as_object()) != nullptr; }
   static object_ptr<const T> get(const value& v) { return v.as_object<T>(); }
 };
 
@@ -156,32 +168,50 @@ struct typed_native {
                       std::to_string(fixed) + " arguments, got " + std::to_string(got));
   }
   template <std::size_t I>
-  decltype(auto) arg(call_args a) const {
+  static bool accepts(call_args a) noexcept {
     using P = param_t<std::tuple_element_t<I, params>>;
-    if constexpr (std::is_same_v<P, call_args>) {
-      return a.drop_front(I);
-    } else {
-      try {
-        return from_value<P>::get(a[I]);
-      } catch (const value_error& e) {
-        std::string why = e.what();
-        if (why.starts_with("kiln::vm::value: ")) why.erase(0, 17);
-        throw value_error("kiln::vm: native function '" + name + "', argument " + std::to_string(I) + ": " + why);
-      }
+    if constexpr (std::is_same_v<P, call_args>) return true;
+    else return from_value<P>::accepts(a[I]);
+  }
+  template <std::size_t I>
+  static decltype(auto) arg(call_args a) {
+    using P = param_t<std::tuple_element_t<I, params>>;
+    if constexpr (std::is_same_v<P, call_args>) return a.drop_front(I);
+    else return from_value<P>::get(a[I]);
+  }
+  /// Throws the error of argument `I` if it is not accepted (the cold path: off the call's frame).
+  template <std::size_t I>
+  void explain(call_args a) const {
+    if (accepts<I>(a)) return;
+    std::string why = "cannot convert " + std::string(kiln::vm::name(a[I].kind()));
+    try {
+      (void)arg<I>(a);
+    } catch (const value_error& e) {
+      why = e.what();
+      if (why.starts_with("kiln::vm::value: ")) why.erase(0, 17);
     }
+    throw value_error("kiln::vm: native function '" + name + "', argument " + std::to_string(I) + ": " + why);
   }
   template <std::size_t... I>
-  value call(call_args a, std::index_sequence<I...>) const {
-    // Braced initialisation converts the arguments left to right, so the first bad one is named.
+  [[noreturn]] __attribute__((noinline, cold)) void bad_arguments([[maybe_unused]] call_args a, std::index_sequence<I...>) const {
+    (explain<I>(a), ...);  // left to right: the first bad argument is named
+    throw value_error("kiln::vm: native function '" + name + "': bad arguments");
+  }
+  template <std::size_t... I>
+  raw_value call([[maybe_unused]] call_args a, std::index_sequence<I...> seq) const {
+    if (!(accepts<I>(a) && ...)) [[unlikely]]
+      bad_arguments(a, seq);
+    // Braced initialisation converts the arguments left to right (a conversion that still throws,
+    // an allocation say, names no argument).
     std::tuple<decltype(arg<I>(a))...> converted{arg<I>(a)...};
     if constexpr (std::is_void_v<typename sig::result>) {
       f(std::get<I>(std::move(converted))...);
-      return value();
+      return raw_value{0, value_kind::null};
     } else {
-      return to_value(f(std::get<I>(std::move(converted))...));
+      return to_value(f(std::get<I>(std::move(converted))...)).into_raw();
     }
   }
-  static value invoke(const void* state, call_args a) {
+  static raw_value invoke(const void* state, call_args a) {
     const auto& self = *static_cast<const typed_native*>(state);
     if (variadic ? a.size() < fixed : a.size() != fixed) [[unlikely]]
       self.bad_arity(a.size());

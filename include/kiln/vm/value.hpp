@@ -78,10 +78,19 @@ private:
   std::size_t n_ = 0;
 };
 
-/// A C++ function the VM can call: one indirect call through `fn` with `state`.
-/// `make_native` (vm/native.hpp) builds one from any typed callable.
+/// A value's payload and kind in a trivially copyable form, so that a function can return it in
+/// two machine registers. It owns what the value owned: `value::into_raw` hands a reference over
+/// and `value::from_raw` takes it back; a raw_value must end in exactly one `from_raw`.
+struct raw_value {
+  std::int64_t bits;
+  value_kind kind;
+};
+
+/// A C++ function the VM can call: one indirect call through `fn` with `state`. The result comes
+/// back as a `raw_value` in registers, which the VM stores straight into the destination
+/// register. `make_native` (vm/native.hpp) builds one from any typed callable.
 struct native_function {
-  using fn_type = value (*)(const void* state, call_args args);
+  using fn_type = raw_value (*)(const void* state, call_args args);
   fn_type fn = nullptr;
   const void* state = nullptr;
   std::shared_ptr<const void> owner;  ///< keeps `state` alive
@@ -225,6 +234,29 @@ public:
   /// Raw payload bits (for the VM's fast paths and for hashing).
   std::int64_t raw_bits() const noexcept { return i_; }
 
+  /// Hands this value's payload over (an object reference included), leaving null.
+  raw_value into_raw() && noexcept {
+    const raw_value r{i_, k_};
+    k_ = value_kind::null;
+    return r;
+  }
+  /// Takes over what `into_raw` handed out.
+  static value from_raw(raw_value r) noexcept {
+    value v;
+    v.i_ = r.bits;
+    v.k_ = r.kind;
+    return v;
+  }
+  /// `*this = from_raw(r)`, without the temporary. The old value is released after the new one is
+  /// in place (its destructor may run arbitrary code).
+  void assign_raw(raw_value r) noexcept {
+    const value_kind old_kind = k_;
+    const object* const old = o_;
+    i_ = r.bits;
+    k_ = r.kind;
+    if (old_kind >= value_kind::string) old->release();
+  }
+
 private:
   value(object_ptr<const object> p, value_kind k) noexcept : i_(0), k_(p ? k : value_kind::null) {
     o_ = p.detach();
@@ -298,7 +330,7 @@ inline value value::from_object(object_ptr<const object> p) noexcept {
   return value(std::move(p), k);
 }
 
-inline value native_function::operator()(call_args args) const { return fn(state, args); }
+inline value native_function::operator()(call_args args) const { return value::from_raw(fn(state, args)); }
 
 /// `bind_last_args`: a closure calling `c` with `args` appended after the caller's arguments.
 inline value bind_last_args(const closure_obj& c, std::vector<value> args) {

@@ -4,20 +4,26 @@
 ///
 /// Loading (the constructor) validates the executable, gives every device an allocator (pooled by
 /// default), resolves native and compiled functions in a `function_registry`, checks the arity of
-/// every native call it can, loads the constants, and *pre-decodes* the bytecode into a compact
-/// internal form: each Call knows its callee's kind and entry point, each argument is an index
-/// into the frame's registers or into one literal table (constants, functions, immediates and
-/// `%vm`), each jump an absolute target. The run loop then does no decoding, no lookups and no
-/// allocation:
+/// every native call it can, loads the constants, and *pre-decodes* the bytecode into ops: each
+/// Call knows its callee's kind and entry (a native's function pointer and state are in the op),
+/// each argument is a register's byte offset or a literal's address (constants, functions,
+/// immediates and `%vm`), each jump an op pointer. The run loop then does no decoding, no lookups
+/// and no allocation:
 ///
-///     call_native    args -> pointers, one indirect call, result moved into dst
-///     call_bytecode  push a frame (registers from a chunked stack that never moves), copy args
+///     call_native0..3, call_native   argument pointers on the stack, one indirect call, the
+///                                    result returned in registers and stored into dst
+///     call_bytecode  push a frame (from one array) and its registers (from a chunked stack that
+///                    never moves), construct the arguments in place
 ///     call_compiled  push a frame, hand the register file to the generated code, pop
-///     ret            move the result out, reset the frame's registers, resume the caller
-///     goto / if      set pc
+///     ret            hand the result to the caller's register, reset the frame's registers
+///     goto / if      set the op pointer
 ///
-/// Dispatch is a `switch` or, with `KILN_VM_COMPUTED_GOTO=1`, a computed goto; the handlers are
-/// the same in both modes (see the README for the measurements that chose the default).
+/// Every frame has one register more than the function declares, the *sink*: a Call whose
+/// result is void writes there, so no handler tests for a void destination.
+///
+/// Dispatch is computed goto with direct threading (each op holds its handler's address) where
+/// the compiler supports it, else a `switch`; `KILN_VM_COMPUTED_GOTO=0` forces the switch. The
+/// handlers are the same in both modes; the README has the measurements that chose the default.
 /// Instrumentation (`set_instrument`) runs a second instantiation of the loop, so the plain
 /// loop has no instrument check at all.
 ///
@@ -45,8 +51,13 @@
 #include <unordered_map>
 #include <vector>
 
+// Computed goto (GCC's and Clang's labels as values) by default; define it to 0 for a switch.
 #ifndef KILN_VM_COMPUTED_GOTO
+#if defined(__GNUC__)
+#define KILN_VM_COMPUTED_GOTO 1
+#else
 #define KILN_VM_COMPUTED_GOTO 0
+#endif
 #endif
 
 namespace kiln::vm {
@@ -75,7 +86,7 @@ using instrument_fn =
 struct vm_options {
   runtime::allocator_kind allocator = runtime::allocator_kind::pooled;
   std::int64_t num_devices = 1;             ///< devices 0..N-1 (all CPU today); 0 is used for shapes
-  std::size_t max_call_depth = 10000;       ///< frames on the bytecode call stack
+  std::size_t max_call_depth = 10000;       ///< frames on the bytecode call stack (at most 2^22)
   std::size_t max_reentry_depth = 256;      ///< nested run loops (natives calling back into the VM)
 };
 
@@ -137,9 +148,12 @@ public:
     if (!exec_) throw usage_error("kiln::vm::virtual_machine: the executable is null");
     validate(*exec_, "virtual_machine");
     init_devices();
+    init_frames();
     init_function_pool(registry);
     decode();
-    frames_.reserve(64);
+#if KILN_VM_COMPUTED_GOTO
+    run<false>(nullptr, nullptr);  // stores each op's handler address (direct threading)
+#endif
   }
   virtual_machine(const virtual_machine&) = delete;
   virtual_machine& operator=(const virtual_machine&) = delete;
@@ -170,13 +184,11 @@ public:
 
   /// Calls the function at `index` of the function table.
   value call_function(std::size_t index, std::span<const value> args) {
-    if (index >= callees_.size()) throw usage_error("kiln::vm: no function " + std::to_string(index));
+    if (index >= num_functions_) [[unlikely]]
+      throw usage_error("kiln::vm: no function " + std::to_string(index));
     const callee& c = callees_[index];
-    if (c.kind == function_kind::native) {
-      std::vector<const value*> ptrs(args.size());
-      for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = &args[i];
-      return c.native.fn(c.native.state, call_args(ptrs.data(), ptrs.size()));
-    }
+    if (c.kind == function_kind::native) [[unlikely]]
+      return call_native_from_cpp(c, args);
     return enter_with_args(c, "kiln::vm: function", args.size(), [&](std::size_t i) -> const value& { return args[i]; });
   }
 
@@ -257,14 +269,12 @@ public:
   std::int64_t num_devices() const noexcept override { return std::int64_t(allocators_.size()); }
   value call(const value& func, call_args args) override {
     const closure_obj& c = func.as_closure();
-    std::vector<const value*> ptrs(args.data(), args.data() + args.size());
-    for (const auto& b : c.bound) ptrs.push_back(&b);
-    const call_args all(ptrs.data(), ptrs.size());
-    if (c.is_native()) return c.native(all);
-    if (c.owner != exec_.get())
+    if (!c.is_native() && c.owner != exec_.get())
       throw usage_error("kiln::vm: closure '" + c.name + "' belongs to another executable");
-    return enter_with_args(callees_[std::size_t(c.func_index)], "kiln::vm: closure", all.size(),
-                           [&](std::size_t i) -> const value& { return all[i]; });
+    const std::size_t n = args.size() + c.bound.size();
+    auto arg = [&](std::size_t i) -> const value& { return i < args.size() ? args[i] : c.bound[i - args.size()]; };
+    if (c.is_native()) return with_pointers(n, arg, c.native);
+    return enter_with_args(callees_[std::size_t(c.func_index)], "kiln::vm: closure", n, arg);
   }
   const value& constant(std::size_t index) const override { return literals_.at(index); }
 
@@ -273,94 +283,129 @@ public:
   /// Statistics of device `index`'s allocator.
   runtime::allocator_stats allocator_stats(std::int64_t device_index = 0) { return allocator_for(device_index).stats(); }
   /// Current bytecode frames (0 when idle).
-  std::size_t call_depth() const noexcept { return frames_.size(); }
+  std::size_t call_depth() const noexcept { return std::size_t(top_ - frames_.get()); }
 
 private:
   // ---- pre-decoded program --------------------------------------------------------------------
 
-#define KILN_VM_INTERNAL_OPS(X) X(call_native) X(call_bytecode) X(call_compiled) X(ret) X(goto_) X(if_)
+  /// The run loop's instructions. Calls come first (`trace` relies on it). Native calls of 0 to 3
+  /// arguments have their own ops, which gather their argument pointers without a loop; a call
+  /// with more than `inline_args` arguments has its own op so that the others keep no spill buffer.
+#define KILN_VM_INTERNAL_OPS(X)                                                                     \
+  X(call_native0) X(call_native1) X(call_native2) X(call_native3) X(call_native) X(call_native_long) \
+  X(call_bytecode) X(call_compiled) X(ret) X(goto_) X(if_)
   enum op_code : std::uint8_t {
 #define KILN_VM_OP_ENUM(id) op_##id,
     KILN_VM_INTERNAL_OPS(KILN_VM_OP_ENUM)
 #undef KILN_VM_OP_ENUM
   };
-  static constexpr std::uint32_t no_register = UINT32_MAX;
+  static constexpr std::uint32_t inline_args = 16;
 
-  /// An argument: `base` 0 is the frame's registers, 1 the literal table.
-  struct operand {
-    std::uint32_t index;
-    std::uint32_t base;
+  /// A Call argument resolved at load: a literal's address with bit 0 set, or the byte offset of a
+  /// register in the frame (values are 8-byte aligned, so bit 0 is free).
+  using operand = std::uintptr_t;
+  /// The register at byte offset `offset` of a frame.
+  static value& slot(value* regs, std::uint32_t offset) noexcept {
+    return *reinterpret_cast<value*>(reinterpret_cast<char*>(regs) + offset);
+  }
+  static constexpr std::uint32_t offset_of(std::int64_t reg) noexcept { return std::uint32_t(reg * std::int64_t(sizeof(value))); }
+  static const value& resolve(operand w, const value* regs) noexcept {
+    return w & 1 ? *reinterpret_cast<const value*>(w - 1)
+                 : *reinterpret_cast<const value*>(reinterpret_cast<const char*>(regs) + w);
+  }
+
+  struct op;
+  struct native_target {
+    native_function::fn_type fn;
+    const void* state;
+  };
+  struct code_target {
+    const op* entry;          ///< call_bytecode: the callee's first op; goto: target; if: false target
+    std::uint32_t registers;  ///< call_bytecode: the callee's frame size (its registers and the sink)
   };
   struct op {
+    void* handler = nullptr;  ///< computed-goto mode: the plain run loop's handler (direct threading)
     op_code code;
-    std::uint32_t a;      ///< call: callee; ret: result register; goto: target; if: cond register
-    std::uint32_t b;      ///< call: dst register or no_register; if: false target
-    std::uint32_t nargs;  ///< call: number of operands
-    std::uint32_t first;  ///< call: index of the first operand
+    std::uint32_t nargs = 0;  ///< call: number of operands
+    std::uint32_t a = 0;      ///< call: function index; ret: result register; if: condition register
+    std::uint32_t dst = 0;    ///< call: destination register (a void destination is the frame's sink)
+    // Registers in ops (a of ret and if, dst) are byte offsets into the frame: see `slot`.
+    const operand* args = nullptr;
+    union {
+      native_target native;  ///< call_native, call_native_long
+      code_target code;      ///< call_bytecode, goto, if
+    } to{};
   };
   struct callee {
     function_kind kind;
+    std::uint32_t index = 0;  ///< in the function table
     native_function native;
     compiled_function compiled;
-    std::uint32_t start = 0;
-    std::uint32_t registers = 0;
+    const op* entry = nullptr;
+    std::uint32_t registers = 0;  ///< frame size: the register file and one sink register
     const function_info* info = nullptr;
   };
+  /// A bytecode or compiled function's activation. Frames live in one array allocated at load
+  /// (`max_call_depth` entries, committed by the OS only as deep as calls go), so they never move.
   struct frame {
     value* regs;
-    std::uint32_t registers;
+    const op* return_ip;      ///< where the caller resumes (frames pushed by the run loop)
+    value* return_dst;        ///< the caller's register receiving the result
+    std::uint32_t registers;  ///< frame size, sink included
     std::uint32_t callee;     ///< function table index
-    std::uint32_t return_pc;  ///< where the caller resumes (run loop frames only)
-    std::uint32_t return_dst; ///< the caller's register receiving the result, or no_register
-    std::uint32_t pc;         ///< the instruction a caller frame is executing (for error traces)
     bool instrumented;        ///< entered through an instrumented call: report its return
   };
 
   /// Register files, allocated LIFO from chunks that never move (so pointers into them stay valid
-  /// while natives call back into the VM).
+  /// while natives call back into the VM). Every register above the top is null.
   class register_stack {
   public:
     value* push(std::size_t n) {
-      if (current_ < chunks_.size()) {
-        chunk& c = chunks_[current_];
-        if (c.used + n <= c.size) {
-          value* p = c.data.get() + c.used;
-          c.used += n;
-          return p;
-        }
-      }
-      return push_slow(n);
+      if (std::size_t(limit_ - top_) < n) [[unlikely]]
+        return push_slow(n);
+      value* p = top_;
+      top_ += n;
+      return p;
     }
     /// Resets and releases the `n` registers at `p`, the most recent push.
     void pop(value* p, std::size_t n) noexcept {
-      if (n == 0) return;
       for (std::size_t i = 0; i < n; ++i) p[i].reset();
-      chunk& c = chunks_[current_];
-      c.used -= n;
-      if (c.used == 0 && current_ > 0) --current_;
+      top_ = p;
+      if (p == begin_ && current_ > 0) [[unlikely]]
+        pop_chunk();
     }
 
   private:
     struct chunk {
       std::unique_ptr<value[]> data;
-      std::size_t size = 0, used = 0;
+      std::size_t size = 0;
+      value* saved_top = nullptr;  ///< the top when a later chunk took over
     };
-    value* push_slow(std::size_t n) {
-      if (!chunks_.empty() && chunks_[current_].used != 0) ++current_;
-      while (current_ < chunks_.size() && chunks_[current_].size < n) chunks_.erase(chunks_.begin() + std::ptrdiff_t(current_));
-      if (current_ >= chunks_.size()) {
-        chunk c;
-        c.size = std::max<std::size_t>(n, 16384);
-        c.data = std::make_unique<value[]>(c.size);
-        chunks_.push_back(std::move(c));
-        current_ = chunks_.size() - 1;
+    __attribute__((noinline)) value* push_slow(std::size_t n) {
+      std::size_t next = chunks_.empty() || top_ == begin_ ? current_ : current_ + 1;
+      while (next < chunks_.size() && chunks_[next].size < n) chunks_.erase(chunks_.begin() + std::ptrdiff_t(next));
+      if (next == chunks_.size()) {
+        const std::size_t size = std::max<std::size_t>(n, 16384);
+        chunks_.push_back(chunk{std::make_unique<value[]>(size), size, nullptr});
       }
-      chunk& c = chunks_[current_];
-      c.used = n;
-      return c.data.get();
+      if (next != current_) chunks_[current_].saved_top = top_;
+      current_ = next;
+      begin_ = chunks_[next].data.get();
+      limit_ = begin_ + chunks_[next].size;
+      top_ = begin_ + n;
+      return begin_;
+    }
+    void pop_chunk() noexcept {
+      --current_;
+      begin_ = chunks_[current_].data.get();
+      limit_ = begin_ + chunks_[current_].size;
+      top_ = chunks_[current_].saved_top;
     }
     std::vector<chunk> chunks_;
     std::size_t current_ = 0;
+    value* begin_ = nullptr;
+    value* top_ = nullptr;
+    value* limit_ = nullptr;
   };
 
   struct saved_call {
@@ -370,10 +415,22 @@ private:
 
   // ---- loading --------------------------------------------------------------------------------
 
+  static constexpr std::size_t max_frames = std::size_t(1) << 22;
+
   void init_devices() {
     if (options_.num_devices < 1) throw usage_error("kiln::vm::vm_options: num_devices must be at least 1 (device 0 is the CPU)");
     for (std::int64_t d = 0; d < options_.num_devices; ++d)
       allocators_.push_back(runtime::make_allocator(options_.allocator, runtime::cpu(std::int32_t(d))));
+  }
+
+  void init_frames() {
+    if (options_.max_call_depth < 1 || options_.max_call_depth > max_frames)
+      throw usage_error("kiln::vm::vm_options: max_call_depth must be between 1 and " + std::to_string(max_frames) + ", got " +
+                        std::to_string(options_.max_call_depth));
+    // Entry 0 is the idle sentinel; uninitialised, so untouched pages are never committed.
+    frames_.reset(new frame[options_.max_call_depth + 1]);
+    top_ = frames_.get();
+    frames_end_ = frames_.get() + options_.max_call_depth + 1;
   }
 
   void init_function_pool(const function_registry& registry) {
@@ -384,9 +441,9 @@ private:
       const auto& f = e.functions[i];
       callee c;
       c.kind = f.kind;
+      c.index = std::uint32_t(i);
       c.info = &f;
-      c.start = std::uint32_t(f.start_instr);
-      c.registers = std::uint32_t(f.register_file_size);
+      c.registers = std::uint32_t(f.register_file_size) + 1;
       auto clo = runtime::make_object<closure_obj>();
       clo->name = f.name;
       if (f.kind == function_kind::native) {
@@ -415,70 +472,97 @@ private:
       throw error(msg);
     }
     literals_.push_back(value(static_cast<vm_context*>(this)));  // %vm
+    num_functions_ = callees_.size();
   }
 
+  /// Translates the bytecode into `ops_`. Operands are first collected as literal-table indices
+  /// or register numbers, and become addresses once the literal table has stopped growing.
   void decode() {
     const auto& e = *exec_;
-    const std::uint32_t vm_literal = std::uint32_t(e.constants.size() + e.functions.size());
-    std::unordered_map<std::int64_t, std::uint32_t> immediates;
+    const std::size_t vm_literal = e.constants.size() + e.functions.size();
+    struct pending {
+      std::size_t index;
+      bool literal;
+    };
+    std::vector<pending> args;
+    std::vector<std::size_t> first_arg(e.num_instructions(), 0);
+    std::unordered_map<std::int64_t, std::size_t> immediates;
     ops_.resize(e.num_instructions());
-    for (std::size_t pc = 0; pc < e.num_instructions(); ++pc) {
-      const instruction in = e.at(pc);
-      op& o = ops_[pc];
-      switch (in.op) {
-        case opcode::call: {
-          const auto& c = callees_[std::size_t(in.func_idx)];
-          o.code = c.kind == function_kind::native ? op_call_native
-                   : c.kind == function_kind::bytecode ? op_call_bytecode : op_call_compiled;
-          if (c.kind == function_kind::native && c.native.arity >= 0 && std::size_t(c.native.arity) != in.args.size())
-            throw error("kiln::vm::virtual_machine: " + detail::instr_where(owner_of(pc), std::int64_t(pc), in.op) +
-                        " calls native function '" + c.info->name + "' with " + std::to_string(in.args.size()) +
-                        " arguments, it takes " + std::to_string(c.native.arity));
-          o.a = std::uint32_t(in.func_idx);
-          o.b = in.dst == void_register ? no_register : std::uint32_t(in.dst);
-          o.nargs = std::uint32_t(in.args.size());
-          o.first = std::uint32_t(operands_.size());
-          for (std::size_t i = 0; i < in.args.size(); ++i) {
-            const instr_arg a = in.arg(i);
-            const std::int64_t v = a.value();
-            switch (a.kind()) {
-              case arg_kind::reg:
-                operands_.push_back(v == vm_register ? operand{vm_literal, 1} : operand{std::uint32_t(v), 0});
+    for (std::size_t fi = 0; fi < e.functions.size(); ++fi) {
+      const function_info& fn = e.functions[fi];
+      if (fn.kind != function_kind::bytecode) continue;
+      callees_[fi].entry = ops_.data() + fn.start_instr;
+      const auto sink = std::uint32_t(fn.register_file_size);
+      for (auto pc = std::size_t(fn.start_instr); pc < std::size_t(fn.end_instr); ++pc) {
+        const instruction in = e.at(pc);
+        op& o = ops_[pc];
+        switch (in.op) {
+          case opcode::call: {
+            const callee& c = callees_[std::size_t(in.func_idx)];
+            if (c.kind == function_kind::native && c.native.arity >= 0 && std::size_t(c.native.arity) != in.args.size())
+              throw error("kiln::vm::virtual_machine: " + detail::instr_where(fn, std::int64_t(pc), in.op) +
+                          " calls native function '" + c.info->name + "' with " + std::to_string(in.args.size()) +
+                          " arguments, it takes " + std::to_string(c.native.arity));
+            o.nargs = std::uint32_t(in.args.size());
+            o.a = std::uint32_t(in.func_idx);
+            o.dst = offset_of(in.dst == void_register ? sink : in.dst);
+            switch (c.kind) {
+              case function_kind::native:
+                o.code = o.nargs > inline_args ? op_call_native_long
+                         : o.nargs <= 3        ? op_code(op_call_native0 + o.nargs)
+                                               : op_call_native;
+                o.to.native = {c.native.fn, c.native.state};
                 break;
-              case arg_kind::const_idx: operands_.push_back({std::uint32_t(v), 1}); break;
-              case arg_kind::func_idx: operands_.push_back({std::uint32_t(e.constants.size() + std::size_t(v)), 1}); break;
-              case arg_kind::immediate: {
-                auto [it, fresh] = immediates.emplace(v, std::uint32_t(literals_.size()));
-                if (fresh) literals_.push_back(value(v));
-                operands_.push_back({it->second, 1});
-                break;
+              case function_kind::bytecode: o.code = op_call_bytecode; break;  // entry: below
+              case function_kind::compiled: o.code = op_call_compiled; break;
+            }
+            first_arg[pc] = args.size();
+            for (std::size_t i = 0; i < in.args.size(); ++i) {
+              const instr_arg a = in.arg(i);
+              const std::int64_t v = a.value();
+              switch (a.kind()) {
+                case arg_kind::reg:
+                  args.push_back(v == vm_register ? pending{vm_literal, true} : pending{std::size_t(v), false});
+                  break;
+                case arg_kind::const_idx: args.push_back({std::size_t(v), true}); break;
+                case arg_kind::func_idx: args.push_back({e.constants.size() + std::size_t(v), true}); break;
+                case arg_kind::immediate: {
+                  auto [it, fresh] = immediates.emplace(v, literals_.size());
+                  if (fresh) literals_.push_back(value(v));
+                  args.push_back({it->second, true});
+                  break;
+                }
               }
             }
+            break;
           }
-          break;
+          case opcode::ret:
+            o.code = op_ret;
+            o.a = offset_of(in.result);
+            break;
+          case opcode::goto_:
+            o.code = op_goto_;
+            o.to.code = {ops_.data() + (std::int64_t(pc) + in.pc_offset), 0};
+            break;
+          case opcode::if_:
+            o.code = op_if_;
+            o.a = offset_of(in.cond);
+            o.to.code = {ops_.data() + (std::int64_t(pc) + in.false_offset), 0};
+            break;
         }
-        case opcode::ret:
-          o.code = op_ret;
-          o.a = std::uint32_t(in.result);
-          break;
-        case opcode::goto_:
-          o.code = op_goto_;
-          o.a = std::uint32_t(std::int64_t(pc) + in.pc_offset);
-          break;
-        case opcode::if_:
-          o.code = op_if_;
-          o.a = std::uint32_t(in.cond);
-          o.b = std::uint32_t(std::int64_t(pc) + in.false_offset);
-          break;
       }
     }
-    literals_.shrink_to_fit();  // never resized again: operands index it
-  }
-
-  const function_info& owner_of(std::size_t pc) const {
-    for (const auto& f : exec_->functions)
-      if (f.kind == function_kind::bytecode && std::int64_t(pc) >= f.start_instr && std::int64_t(pc) < f.end_instr) return f;
-    return exec_->functions.front();
+    // The literal table is complete: never resized again, so operands can hold addresses.
+    literals_.shrink_to_fit();
+    operands_.reserve(args.size());
+    for (const pending& p : args)
+      operands_.push_back(p.literal ? reinterpret_cast<operand>(&literals_[p.index]) | 1 : operand(p.index * sizeof(value)));
+    for (std::size_t pc = 0; pc < ops_.size(); ++pc) {
+      op& o = ops_[pc];
+      if (o.code > op_call_compiled) continue;
+      o.args = operands_.data() + first_arg[pc];
+      if (o.code == op_call_bytecode) o.to.code = {callees_[o.a].entry, callees_[o.a].registers};
+    }
   }
 
   std::size_t function_index(std::string_view name) const {
@@ -491,6 +575,25 @@ private:
   }
 
   // ---- running --------------------------------------------------------------------------------
+
+  /// Calls `f` on pointers to the `n` values `arg(i)`: an inline array, or the heap for more than
+  /// `inline_args`.
+  template <class Arg>
+  static value with_pointers(std::size_t n, Arg&& arg, const native_function& f) {
+    const value* inline_ptrs[inline_args];
+    std::vector<const value*> heap;
+    const value** p = inline_ptrs;
+    if (n > inline_args) {
+      heap.resize(n);
+      p = heap.data();
+    }
+    for (std::size_t i = 0; i < n; ++i) p[i] = &arg(i);
+    return f(call_args(p, n));
+  }
+
+  __attribute__((noinline)) static value call_native_from_cpp(const callee& c, std::span<const value> args) {
+    return with_pointers(args.size(), [&](std::size_t i) -> const value& { return args[i]; }, c.native);
+  }
 
   /// Throws "<who> '<name>' takes N arguments, got M" unless `c` takes `n` arguments.
   static void check_arity(const callee& c, std::string_view who, std::size_t n) {
@@ -507,76 +610,76 @@ private:
   value enter_with_args(const callee& c, std::string_view who, std::size_t n, Arg&& arg) {
     check_arity(c, who, n);
     return enter(c, [&](value* regs) {
-      for (std::size_t i = 0; i < n; ++i) regs[i] = arg(i);
+      for (std::size_t i = 0; i < n; ++i) std::construct_at(regs + i, arg(i));  // fresh registers are null
     });
   }
 
   /// Pushes a frame for `c`, lets `fill` write the arguments, runs to the matching Ret.
   template <class Fill>
   value enter(const callee& c, Fill&& fill) {
-    if (depth_ >= options_.max_reentry_depth)
-      throw vm_error(std::to_string(options_.max_reentry_depth) +
-                     " nested invocations (natives calling back into the VM); raise vm_options::max_reentry_depth if intended");
-    if (frames_.size() >= options_.max_call_depth) throw_depth();
-    const std::size_t base = frames_.size();
-    value* regs = stack_.push(c.registers);
-    frames_.push_back(frame{regs, c.registers, std::uint32_t(c.info - exec_->functions.data()), 0, no_register, c.start, false});
-    struct depth_guard {
-      std::size_t& d;
-      explicit depth_guard(std::size_t& x) : d(x) { ++d; }
-      ~depth_guard() { --d; }
-    } guard(depth_);
-    try {
-      fill(regs);
-      if (c.kind == function_kind::compiled) {
-        value r = c.compiled.fn(c.compiled.state, *this, std::span<value>(regs, c.registers));
-        pop_frames(base);
-        return r;
+    if (depth_ >= options_.max_reentry_depth) [[unlikely]]
+      throw_reentry();
+    if (top_ + 1 == frames_end_) [[unlikely]]
+      throw_depth();
+    ++depth_;
+    // Leaving, normally or by an exception: pop what is left of the frames pushed here.
+    struct scope {
+      virtual_machine& vm;
+      frame* const caller;
+      ~scope() {
+        vm.pop_frames(caller);
+        --vm.depth_;
       }
-      return instrument_ ? run<true>(base) : run<false>(base);
-    } catch (...) {
-      pop_frames(base);
-      throw;
+    } guard{*this, top_};
+    value* regs = stack_.push(c.registers);
+    frame* f = ++top_;
+    *f = frame{regs, nullptr, nullptr, c.registers, c.index, false};
+    fill(regs);
+    if (c.kind == function_kind::compiled) return c.compiled.fn(c.compiled.state, *this, std::span<value>(regs, c.registers - 1));
+    return instrument_ ? run<true>(f, c.entry) : run<false>(f, c.entry);
+  }
+
+  /// Pops frames down to `keep`, releasing their registers.
+  void pop_frames(frame* keep) noexcept {
+    for (; top_ != keep; --top_) {
+      stack_.pop(top_->regs, top_->registers);
+      if (top_->instrumented && !instrument_args_.empty()) instrument_args_.pop_back();
     }
   }
 
-  void pop_frames(std::size_t keep) noexcept {
-    while (frames_.size() > keep) {
-      frame& f = frames_.back();
-      stack_.pop(f.regs, f.registers);
-      if (f.instrumented && !instrument_args_.empty()) instrument_args_.pop_back();
-      frames_.pop_back();
-    }
-  }
-
-  [[noreturn]] void throw_depth() const {
+  [[noreturn]] __attribute__((noinline, cold)) void throw_depth() const {
     throw vm_error("the call stack reached " + std::to_string(options_.max_call_depth) +
                    " frames (unbounded recursion?); raise vm_options::max_call_depth if intended");
   }
+  [[noreturn]] __attribute__((noinline, cold)) void throw_reentry() const {
+    throw vm_error(std::to_string(options_.max_reentry_depth) +
+                   " nested invocations (natives calling back into the VM); raise vm_options::max_reentry_depth if intended");
+  }
 
-  /// The message of a failure at `pc` of the top frame, with the bytecode call stack down to `base`.
-  std::string trace(std::uint32_t pc, std::size_t base, const std::string& what) const {
-    const op& o = ops_[pc];
-    const auto& f = exec_->functions[frames_.back().callee];
-    std::string s = "kiln::vm: in '" + f.name + "' at instruction " + std::to_string(std::int64_t(pc) - f.start_instr);
-    if (o.code <= op_call_compiled) s.append(" (call '").append(exec_->functions[o.a].name).append("')");
-    return s.append(": ").append(what).append(call_stack(pc, base, false));
+  std::size_t pc_of(const op* ip) const noexcept { return std::size_t(ip - ops_.data()); }
+
+  /// The message of a failure at `ip` of the top frame, with the bytecode call stack down to `base`.
+  std::string trace(const op* ip, const frame* base, const std::string& what) const {
+    const auto& f = exec_->functions[top_->callee];
+    std::string s = "kiln::vm: in '" + f.name + "' at instruction " + std::to_string(std::int64_t(pc_of(ip)) - f.start_instr);
+    if (ip->code <= op_call_compiled) s.append(" (call '").append(exec_->functions[ip->a].name).append("')");
+    return s.append(": ").append(what).append(call_stack(ip, base, false));
   }
   /// "\n  called from 'f' at instruction 3" for each caller of the top frame down to `base`,
-  /// starting with the top frame itself (at `pc`) when `with_top`.
-  std::string call_stack(std::uint32_t pc, std::size_t base, bool with_top) const {
+  /// starting with the top frame itself (at `ip`) when `with_top`.
+  std::string call_stack(const op* ip, const frame* base, bool with_top) const {
     std::string s;
-    auto line = [&](const frame& f, std::uint32_t at) {
+    auto line = [&](const frame& f, const op* at) {
       const auto& fn = exec_->functions[f.callee];
       s.append("\n  called from '").append(fn.name).append("' at instruction ");
-      s.append(std::to_string(std::int64_t(at) - fn.start_instr));
+      s.append(std::to_string(std::int64_t(pc_of(at)) - fn.start_instr));
     };
-    if (with_top) line(frames_.back(), pc);
-    for (std::size_t i = frames_.size() - 1; i > base; --i) line(frames_[i - 1], frames_[i].return_pc - 1);
+    if (with_top) line(*top_, ip);
+    for (const frame* f = top_; f > base; --f) line(f[-1], f->return_ip - 1);
     return s;
   }
 
-  [[noreturn]] void bad_condition(const value& v) const {
+  [[noreturn]] __attribute__((noinline, cold)) static void bad_condition(const value& v) {
     throw value_error("If: the condition register holds " + std::string(name(v.kind())) +
                       ", expected int or bool (use vm.builtin.read_if_cond for tensors)");
   }
@@ -591,65 +694,71 @@ private:
                 call_args(ptrs.data(), ptrs.size()));
   }
 
-  /// Calls a native callee; instrumented, reports before and after (a skipped call gives null).
+  /// Calls a native callee with `args` into `out`; instrumented, reports before and after (a
+  /// skipped call stores null).
   template <bool Instrumented>
-  value call_native(const op& o, const value* const* argv) {
-    const callee& c = callees_[o.a];
-    const call_args args(argv, o.nargs);
+  void call_native(const op& o, call_args args, value& out) {
     if constexpr (!Instrumented) {
-      return c.native.fn(c.native.state, args);
+      out.assign_raw(o.to.native.fn(o.to.native.state, args));
     } else {
       const value& func = function_value(o.a);
-      if (instrument_(func, c.info->name, true, value(), args) == instrument_action::skip_run) return value();
-      value rv = c.native.fn(c.native.state, args);
-      instrument_(func, c.info->name, false, rv, args);
-      return rv;
+      const std::string& symbol = exec_->functions[o.a].name;
+      if (instrument_(func, symbol, true, value(), args) == instrument_action::skip_run) {
+        out.reset();
+        return;
+      }
+      // `out` may be an argument register: the after-report gets the arguments as they were.
+      value rv = value::from_raw(o.to.native.fn(o.to.native.state, args));
+      instrument_(func, symbol, false, rv, args);
+      out = std::move(rv);
     }
+  }
+  /// A native call of `N` arguments (or `o.nargs` when `N` is `inline_args`).
+  template <bool Instrumented, std::uint32_t N>
+  __attribute__((always_inline)) void call_native_inline(const op& o, value* regs) {
+    const value* argv[N ? N : 1];
+    const std::uint32_t n = N == inline_args ? o.nargs : N;
+    for (std::uint32_t i = 0; i < n; ++i) argv[i] = &resolve(o.args[i], regs);
+    call_native<Instrumented>(o, call_args(argv, n), slot(regs, o.dst));
+  }
+  /// A native call with more than `inline_args` arguments (kept out of the run loop's frame).
+  template <bool Instrumented>
+  __attribute__((noinline)) void call_native_long(const op& o, value* regs) {
+    std::vector<const value*> argv(o.nargs);
+    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve(o.args[i], regs);
+    call_native<Instrumented>(o, call_args(argv.data(), o.nargs), slot(regs, o.dst));
   }
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpedantic"
 #endif
-  /// The run loop: executes from the top frame until the Ret that pops frame `base`.
+  /// The run loop: executes from `entry` in frame `base` (the top frame) until the Ret that pops it.
   template <bool Instrumented>
-  value run(std::size_t base) {
-    const op* const ops = ops_.data();
-    const operand* const operands = operands_.data();
-    const value* const literals = literals_.data();
-    value* regs = frames_.back().regs;
-    std::uint32_t pc = frames_.back().pc;
-    constexpr std::size_t inline_args = 16;
-
-    // Resolves a Call's operands into `argv` (an inline array, or `spill` for long calls).
-#define KILN_VM_ARGS(o)                                                                              \
-  const value* inline_argv[inline_args];                                                             \
-  std::vector<const value*> spill;                                                                   \
-  const value** argv = inline_argv;                                                                  \
-  if ((o).nargs > inline_args) [[unlikely]] {                                                        \
-    spill.resize((o).nargs);                                                                         \
-    argv = spill.data();                                                                             \
-  }                                                                                                  \
-  {                                                                                                  \
-    const value* const bases[2] = {regs, literals};                                                  \
-    const operand* arg = operands + (o).first;                                                       \
-    for (std::uint32_t i = 0; i < (o).nargs; ++i) argv[i] = bases[arg[i].base] + arg[i].index;       \
-  }
-
+  value run(frame* const base, const op* entry) {
 #if KILN_VM_COMPUTED_GOTO
     static void* const dispatch_table[] = {
 #define KILN_VM_OP_LABEL(id) &&handle_##id,
         KILN_VM_INTERNAL_OPS(KILN_VM_OP_LABEL)
 #undef KILN_VM_OP_LABEL
     };
-#define KILN_VM_DISPATCH() goto* dispatch_table[ops[pc].code];
+    if constexpr (!Instrumented) {
+      if (base == nullptr) [[unlikely]] {  // the constructor's call: thread the ops
+        for (op& o : ops_) o.handler = dispatch_table[o.code];
+        return value();
+      }
+    }
+    // The plain loop jumps straight to each op's handler; the instrumented one looks it up.
+#define KILN_VM_DISPATCH() goto*(Instrumented ? dispatch_table[ip->code] : ip->handler);
 #define KILN_VM_HANDLER(id) handle_##id:
 #define KILN_VM_NEXT() KILN_VM_DISPATCH()
 #else
-#define KILN_VM_DISPATCH() switch (ops[pc].code)
+#define KILN_VM_DISPATCH() switch (ip->code)
 #define KILN_VM_HANDLER(id) case op_##id:
 #define KILN_VM_NEXT() continue
 #endif
+    const op* ip = entry;
+    value* regs = base->regs;
 
     try {
 #if !KILN_VM_COMPUTED_GOTO
@@ -659,117 +768,134 @@ private:
         // Each handler's locals live in its own block, closed before the next dispatch (an
         // indirect goto may not leave the scope of an object with a destructor).
         KILN_VM_DISPATCH() {
+          KILN_VM_HANDLER(call_native0) {
+            call_native_inline<Instrumented, 0>(*ip, regs);
+            ++ip;
+            KILN_VM_NEXT();
+          }
+          KILN_VM_HANDLER(call_native1) {
+            call_native_inline<Instrumented, 1>(*ip, regs);
+            ++ip;
+            KILN_VM_NEXT();
+          }
+          KILN_VM_HANDLER(call_native2) {
+            call_native_inline<Instrumented, 2>(*ip, regs);
+            ++ip;
+            KILN_VM_NEXT();
+          }
+          KILN_VM_HANDLER(call_native3) {
+            call_native_inline<Instrumented, 3>(*ip, regs);
+            ++ip;
+            KILN_VM_NEXT();
+          }
           KILN_VM_HANDLER(call_native) {
-            {
-              const op& o = ops[pc];
-              KILN_VM_ARGS(o)
-              value rv = call_native<Instrumented>(o, argv);
-              if (o.b != no_register) regs[o.b] = std::move(rv);
-              ++pc;
-            }
+            call_native_inline<Instrumented, inline_args>(*ip, regs);
+            ++ip;
+            KILN_VM_NEXT();
+          }
+          KILN_VM_HANDLER(call_native_long) {
+            call_native_long<Instrumented>(*ip, regs);
+            ++ip;
             KILN_VM_NEXT();
           }
           KILN_VM_HANDLER(call_bytecode) {
             {
-              const op& o = ops[pc];
-              const callee& c = callees_[o.a];
-              if (frames_.size() >= options_.max_call_depth) [[unlikely]]
+              const op& o = *ip;
+              if (top_ + 1 == frames_end_) [[unlikely]]
                 throw_depth();
-              bool run_it = true, instrumented = false;
+              bool instrumented = false;
               if constexpr (Instrumented) {
-                KILN_VM_ARGS(o)
-                const call_args args(argv, o.nargs);
-                run_it = instrument_(function_value(o.a), c.info->name, true, value(), args) !=
-                         instrument_action::skip_run;
-                if (run_it) {
-                  auto& saved = instrument_args_.emplace_back();
-                  for (std::uint32_t i = 0; i < o.nargs; ++i) saved.push_back(*argv[i]);
-                  instrumented = true;
-                } else {
-                  if (o.b != no_register) regs[o.b].reset();
-                  ++pc;
+                if (!instrument_bytecode_call(o, regs)) {
+                  slot(regs, o.dst).reset();
+                  ++ip;
+                  KILN_VM_NEXT();
                 }
+                instrumented = true;
               }
-              if (run_it) {
-                value* callee_regs = stack_.push(c.registers);
-                const operand* arg = operands + o.first;
-                const value* const bases[2] = {regs, literals};
-                for (std::uint32_t i = 0; i < o.nargs; ++i) callee_regs[i] = bases[arg[i].base][arg[i].index];
-                frames_.back().pc = pc;
-                frames_.push_back(frame{callee_regs, c.registers, o.a, pc + 1, o.b, c.start, instrumented});
-                regs = callee_regs;
-                pc = c.start;
-              }
+              value* callee_regs = stack_.push(o.to.code.registers);
+              // Registers above the stack's top are null, so the arguments are constructed in place.
+              for (std::uint32_t i = 0; i < o.nargs; ++i) std::construct_at(callee_regs + i, resolve(o.args[i], regs));
+              *++top_ = frame{callee_regs, ip + 1, &slot(regs, o.dst), o.to.code.registers, o.a, instrumented};
+              regs = callee_regs;
+              ip = o.to.code.entry;
             }
             KILN_VM_NEXT();
           }
           KILN_VM_HANDLER(call_compiled) {
             {
-              const op& o = ops[pc];
+              const op& o = *ip;
               const callee& c = callees_[o.a];
-              KILN_VM_ARGS(o)
+              const value* argv[inline_args];
+              std::vector<const value*> spill;
+              const value** p = argv;
+              if (o.nargs > inline_args) {
+                spill.resize(o.nargs);
+                p = spill.data();
+              }
+              for (std::uint32_t i = 0; i < o.nargs; ++i) p[i] = &resolve(o.args[i], regs);
               bool skipped = false;
               if constexpr (Instrumented)
-                skipped = instrument_(function_value(o.a), c.info->name, true, value(),
-                                      call_args(argv, o.nargs)) == instrument_action::skip_run;
+                skipped = instrument_(function_value(o.a), c.info->name, true, value(), call_args(p, o.nargs)) ==
+                          instrument_action::skip_run;
               value rv;
               if (!skipped) {
-                frames_.back().pc = pc;
                 rv = enter(c, [&](value* r) {
-                  for (std::uint32_t i = 0; i < o.nargs; ++i) r[i] = *argv[i];
+                  for (std::uint32_t i = 0; i < o.nargs; ++i) r[i] = *p[i];
                 });
-                if constexpr (Instrumented)
-                  instrument_(function_value(o.a), c.info->name, false, rv, call_args(argv, o.nargs));
+                if constexpr (Instrumented) instrument_(function_value(o.a), c.info->name, false, rv, call_args(p, o.nargs));
               }
-              if (o.b != no_register) regs[o.b] = std::move(rv);
-              ++pc;
+              slot(regs, o.dst) = std::move(rv);
+              ++ip;
             }
             KILN_VM_NEXT();
           }
           KILN_VM_HANDLER(ret) {
             {
-              value rv = std::move(regs[ops[pc].a]);
-              const frame done = frames_.back();
-              stack_.pop(done.regs, done.registers);
-              frames_.pop_back();
-              if (frames_.size() == base) return rv;
+              frame* const done = top_;
+              value& result = slot(regs, ip->a);
+              if (done == base) {
+                value rv = std::move(result);
+                stack_.pop(done->regs, done->registers);
+                top_ = done - 1;
+                return rv;
+              }
               if constexpr (Instrumented)
-                if (done.instrumented) report_return(done, rv);
-              regs = frames_.back().regs;
-              pc = done.return_pc;
-              if (done.return_dst != no_register) regs[done.return_dst] = std::move(rv);
+                if (done->instrumented) report_return(*done, result);
+              done->return_dst->assign_raw(std::move(result).into_raw());
+              stack_.pop(done->regs, done->registers);
+              ip = done->return_ip;
+              top_ = done - 1;
+              regs = done[-1].regs;
             }
             KILN_VM_NEXT();
           }
           KILN_VM_HANDLER(goto_) {
-            pc = ops[pc].a;
+            ip = ip->to.code.entry;
             KILN_VM_NEXT();
           }
           KILN_VM_HANDLER(if_) {
             {
-              const op& o = ops[pc];
-              const value& cond = regs[o.a];
+              const value& cond = slot(regs, ip->a);
               if (!cond.is_int() && !cond.is_bool()) [[unlikely]]
                 bad_condition(cond);
               // An int's or a bool's payload is nonzero exactly when the condition holds.
               const bool taken = cond.is_int() ? cond.raw_bits() != 0 : cond.as_bool();
-              pc = taken ? pc + 1 : o.b;
+              ip = taken ? ip + 1 : ip->to.code.entry;
             }
             KILN_VM_NEXT();
           }
         }
       }
     } catch (const vm_error& e) {
-      if (!e.located()) throw vm_error(trace(pc, base, e.what()), true);
+      if (!e.located()) throw vm_error(trace(ip, base, e.what()), true);
       // From a nested invocation: add this loop's part of the call stack.
-      throw vm_error(std::string(e.what()) + call_stack(pc, base, true), true);
+      throw vm_error(std::string(e.what()) + call_stack(ip, base, true), true);
     } catch (const std::exception& e) {
-      throw vm_error(trace(pc, base, e.what()), true);
+      throw vm_error(trace(ip, base, e.what()), true);
     }
 #if KILN_VM_COMPUTED_GOTO
     __builtin_unreachable();
 #endif
-#undef KILN_VM_ARGS
 #undef KILN_VM_DISPATCH
 #undef KILN_VM_HANDLER
 #undef KILN_VM_NEXT
@@ -779,15 +905,31 @@ private:
 #endif
 #undef KILN_VM_INTERNAL_OPS
 
+  /// Instrumented bytecode call: reports it and, unless skipped, saves its arguments for the
+  /// after-report. False when the instrument skips the call.
+  bool instrument_bytecode_call(const op& o, const value* regs) {
+    std::vector<const value*> argv(o.nargs);
+    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve(o.args[i], regs);
+    const call_args args(argv.data(), o.nargs);
+    if (instrument_(function_value(o.a), exec_->functions[o.a].name, true, value(), args) == instrument_action::skip_run)
+      return false;
+    auto& saved = instrument_args_.emplace_back();
+    for (std::uint32_t i = 0; i < o.nargs; ++i) saved.push_back(args[i]);
+    return true;
+  }
+
   std::shared_ptr<const executable> exec_;
   vm_options options_;
   std::vector<object_ptr<runtime::allocator>> allocators_;
   std::vector<callee> callees_;
+  std::size_t num_functions_ = 0;
   std::vector<value> literals_;  ///< constants, then the function pool, then %vm, then immediates
   std::vector<op> ops_;
   std::vector<operand> operands_;
   detail::string_map<std::size_t> index_;
-  std::vector<frame> frames_;
+  std::unique_ptr<frame[]> frames_;  ///< [0] is the idle sentinel; frames are 1..max_call_depth
+  frame* top_ = nullptr;             ///< the current frame
+  frame* frames_end_ = nullptr;
   register_stack stack_;
   std::size_t depth_ = 0;
   instrument_fn instrument_;
