@@ -627,7 +627,8 @@ private:
       virtual_machine& vm;
       frame* const caller;
       ~scope() {
-        vm.pop_frames(caller);
+        if (vm.top_ != caller) [[unlikely]]
+          vm.pop_frames(caller);  // an exception, or a compiled function's frame
         --vm.depth_;
       }
     } guard{*this, top_};
@@ -640,7 +641,7 @@ private:
   }
 
   /// Pops frames down to `keep`, releasing their registers.
-  void pop_frames(frame* keep) noexcept {
+  __attribute__((noinline)) void pop_frames(frame* keep) noexcept {
     for (; top_ != keep; --top_) {
       stack_.pop(top_->regs, top_->registers);
       if (top_->instrumented && !instrument_args_.empty()) instrument_args_.pop_back();
