@@ -339,4 +339,32 @@ TEST_CASE("typed native functions convert arguments and results, and name what d
   CHECK(rest.arity == -1);
   CHECK(rest(call_args(args, 4)).as_int() == 10);
   CHECK(message_of<value_error>([&] { rest(call_args(args, 0)); }) == "kiln::vm: native function 'rest' takes at least 1 arguments, got 0");
+  CHECK(bool(f.direct));  // fixed arity: the VM's direct entry
+  CHECK_FALSE(bool(rest.direct));
+}
+
+TEST_CASE("the VM's direct entry reads register and literal operands and reports bad ones as call_args does") {
+  function_registry r;
+  register_builtins(r);
+  r.add("demo", [](std::int32_t a, double b, const std::string& s) { return s + std::to_string(a + int(b)); });
+  // main(x, y): return demo(x, 2.0, y), with a float constant and an immediate beside registers
+  exec_builder b;
+  b.begin_function("main", {"x", "y"}, 3);
+  b.emit_call("demo", {b.r(0), b.c(b.add_constant(value(2.0))), b.r(1)}, 2);
+  b.emit_ret(2);
+  b.end_function();
+  b.begin_function("literal_first", {"y"}, 2);
+  b.emit_call("demo", {b.imm(40), b.r(0), b.c(b.add_constant(value("k=")))}, 1);
+  b.emit_ret(1);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, r);
+  CHECK(vm.invoke("main", 1, "v=").as_string() == "v=3");
+  CHECK(vm.invoke("literal_first", 2).as_string() == "k=42");
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", 1, 5); }) ==
+        "kiln::vm: in 'main' at instruction 0 (call 'demo'): kiln::vm: native function 'demo', argument 2: expected string, got int");
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", std::int64_t(1) << 40, "v="); }) ==
+        "kiln::vm: in 'main' at instruction 0 (call 'demo'): kiln::vm: native function 'demo', argument 0: 1099511627776 is out of range");
+  CHECK(message_of<vm_error>([&] { vm.invoke("literal_first", "no"); }) ==
+        "kiln::vm: in 'literal_first' at instruction 0 (call 'demo'): kiln::vm: native function 'demo', argument 1: expected float, got string");
+  CHECK(vm.invoke("main", 2, "w=").as_string() == "w=4");  // and the VM is fine afterwards
 }

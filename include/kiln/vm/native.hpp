@@ -149,6 +149,13 @@ struct signature<R (*)(Args...) noexcept> : signature<R (*)(Args...)> {};
 template <class F>
 concept has_signature = requires { typename signature<std::remove_cvref_t<F>>::params; };
 
+/// A Call's arguments as the VM's direct entry receives them.
+struct operand_args {
+  const value* regs;
+  const call_operand* operands;
+  const value& operator[](std::size_t i) const noexcept { return resolve_operand(operands[i], regs); }
+};
+
 template <class F>
 struct typed_native {
   F f;
@@ -167,21 +174,24 @@ struct typed_native {
     throw value_error("kiln::vm: native function '" + name + "' takes " + (variadic ? "at least " : "") +
                       std::to_string(fixed) + " arguments, got " + std::to_string(got));
   }
-  template <std::size_t I>
-  static bool accepts(call_args a) noexcept {
+  // `Args` is `call_args` (calls from C++, closures, the instrumented loop) or `operand_args`
+  // (the VM's direct entry): both index to a `const value&`, and both are two pointers, passed by
+  // value so that they stay in machine registers.
+  template <std::size_t I, class Args>
+  static bool accepts(const Args& a) noexcept {
     using P = param_t<std::tuple_element_t<I, params>>;
     if constexpr (std::is_same_v<P, call_args>) return true;
     else return from_value<P>::accepts(a[I]);
   }
-  template <std::size_t I>
-  static decltype(auto) arg(call_args a) {
+  template <std::size_t I, class Args>
+  static decltype(auto) arg(const Args& a) {
     using P = param_t<std::tuple_element_t<I, params>>;
     if constexpr (std::is_same_v<P, call_args>) return a.drop_front(I);
     else return from_value<P>::get(a[I]);
   }
   /// Throws the error of argument `I` if it is not accepted (the cold path: off the call's frame).
-  template <std::size_t I>
-  void explain(call_args a) const {
+  template <std::size_t I, class Args>
+  void explain(const Args& a) const {
     if (accepts<I>(a)) return;
     std::string why = "cannot convert " + std::string(kiln::vm::name(a[I].kind()));
     try {
@@ -192,13 +202,13 @@ struct typed_native {
     }
     throw value_error("kiln::vm: native function '" + name + "', argument " + std::to_string(I) + ": " + why);
   }
-  template <std::size_t... I>
-  [[noreturn]] __attribute__((noinline, cold)) void bad_arguments([[maybe_unused]] call_args a, std::index_sequence<I...>) const {
+  template <class Args, std::size_t... I>
+  [[noreturn]] __attribute__((noinline, cold)) void bad_arguments([[maybe_unused]] Args a, std::index_sequence<I...>) const {
     (explain<I>(a), ...);  // left to right: the first bad argument is named
     throw value_error("kiln::vm: native function '" + name + "': bad arguments");
   }
-  template <std::size_t... I>
-  raw_value call([[maybe_unused]] call_args a, std::index_sequence<I...> seq) const {
+  template <class Args, std::size_t... I>
+  raw_value call([[maybe_unused]] Args a, std::index_sequence<I...> seq) const {
     if (!(accepts<I>(a) && ...)) [[unlikely]]
       bad_arguments(a, seq);
     // Braced initialisation converts the arguments left to right (a conversion that still throws,
@@ -217,6 +227,10 @@ struct typed_native {
       self.bad_arity(a.size());
     return self.call(a, std::make_index_sequence<count>{});
   }
+  /// The VM's direct entry (fixed arity only; the VM has checked the count).
+  static raw_value invoke_direct(const void* state, const value* regs, const call_operand* operands) {
+    return static_cast<const typed_native*>(state)->call(operand_args{regs, operands}, std::make_index_sequence<count>{});
+  }
 };
 
 }  // namespace detail
@@ -231,6 +245,7 @@ native_function make_native(std::string name, F f) {
   auto s = std::make_shared<const state>(state{std::move(f), std::move(name)});
   native_function n;
   n.fn = &state::invoke;
+  if constexpr (!state::variadic) n.direct = &state::invoke_direct;
   n.state = s.get();
   n.owner = std::move(s);
   n.arity = state::variadic ? -1 : int(state::fixed);

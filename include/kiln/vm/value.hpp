@@ -86,12 +86,22 @@ struct raw_value {
   value_kind kind;
 };
 
+/// One argument of a Call as the VM's ops hold it: the byte offset of a register in the caller's
+/// frame, or the address of a literal (a constant, a function, an immediate) with bit 0 set.
+/// Values are 8-byte aligned, so bit 0 is free. `resolve_operand` gives the value.
+using call_operand = std::uintptr_t;
+
 /// A C++ function the VM can call: one indirect call through `fn` with `state`. The result comes
 /// back as a `raw_value` in registers, which the VM stores straight into the destination
 /// register. `make_native` (vm/native.hpp) builds one from any typed callable.
 struct native_function {
   using fn_type = raw_value (*)(const void* state, call_args args);
+  /// The VM's own entry, optional: the arguments are the Call's `operands` against the caller's
+  /// registers `regs`, and their number is already checked (the VM checks `arity` at load). It
+  /// saves the VM gathering argument pointers; `make_native` provides it for fixed arities.
+  using direct_fn_type = raw_value (*)(const void* state, const value* regs, const call_operand* operands);
   fn_type fn = nullptr;
+  direct_fn_type direct = nullptr;
   const void* state = nullptr;
   std::shared_ptr<const void> owner;  ///< keeps `state` alive
   int arity = -1;                     ///< number of arguments, or -1 when it takes any number
@@ -287,6 +297,13 @@ private:
 };
 
 static_assert(sizeof(value) == 16, "kiln::vm::value is meant to be 16 bytes");
+static_assert(alignof(value) >= 2, "call_operand needs bit 0 of a value's address");
+
+/// The value a `call_operand` names, for a frame whose registers start at `regs`.
+inline const value& resolve_operand(call_operand w, const value* regs) noexcept {
+  return w & 1 ? *reinterpret_cast<const value*>(w - 1)
+               : *reinterpret_cast<const value*>(reinterpret_cast<const char*>(regs) + w);
+}
 
 class tuple_obj final : public object {
 public:

@@ -10,8 +10,10 @@
 /// immediates and `%vm`), each jump an op pointer. The run loop then does no decoding, no lookups
 /// and no allocation:
 ///
-///     call_native0..3, call_native   argument pointers on the stack, one indirect call, the
-///                                    result returned in registers and stored into dst
+///     call_native_direct  one indirect call to the native's direct entry, which reads its
+///                         arguments from the op; the result comes back in registers into dst
+///     call_native    the same through an array of argument pointers (natives without a direct
+///                    entry: variadic or hand-written ones)
 ///     call_bytecode  push a frame (from one array) and its registers (from a chunked stack that
 ///                    never moves), construct the arguments in place
 ///     call_compiled  push a frame, hand the register file to the generated code, pop
@@ -288,12 +290,12 @@ public:
 private:
   // ---- pre-decoded program --------------------------------------------------------------------
 
-  /// The run loop's instructions. Calls come first (`trace` relies on it). Native calls of 0 to 3
-  /// arguments have their own ops, which gather their argument pointers without a loop; a call
-  /// with more than `inline_args` arguments has its own op so that the others keep no spill buffer.
-#define KILN_VM_INTERNAL_OPS(X)                                                                     \
-  X(call_native0) X(call_native1) X(call_native2) X(call_native3) X(call_native) X(call_native_long) \
-  X(call_bytecode) X(call_compiled) X(ret) X(goto_) X(if_)
+  /// The run loop's instructions. Calls come first (`trace` relies on it). A native with a direct
+  /// entry reads its arguments from the op's operands itself; others get an array of argument
+  /// pointers, and a call with more than `inline_args` arguments has its own op so that the
+  /// common one keeps no spill buffer.
+#define KILN_VM_INTERNAL_OPS(X) \
+  X(call_native_direct) X(call_native) X(call_native_long) X(call_bytecode) X(call_compiled) X(ret) X(goto_) X(if_)
   enum op_code : std::uint8_t {
 #define KILN_VM_OP_ENUM(id) op_##id,
     KILN_VM_INTERNAL_OPS(KILN_VM_OP_ENUM)
@@ -301,22 +303,20 @@ private:
   };
   static constexpr std::uint32_t inline_args = 16;
 
-  /// A Call argument resolved at load: a literal's address with bit 0 set, or the byte offset of a
-  /// register in the frame (values are 8-byte aligned, so bit 0 is free).
-  using operand = std::uintptr_t;
+  using operand = call_operand;
   /// The register at byte offset `offset` of a frame.
   static value& slot(value* regs, std::uint32_t offset) noexcept {
     return *reinterpret_cast<value*>(reinterpret_cast<char*>(regs) + offset);
   }
   static constexpr std::uint32_t offset_of(std::int64_t reg) noexcept { return std::uint32_t(reg * std::int64_t(sizeof(value))); }
-  static const value& resolve(operand w, const value* regs) noexcept {
-    return w & 1 ? *reinterpret_cast<const value*>(w - 1)
-                 : *reinterpret_cast<const value*>(reinterpret_cast<const char*>(regs) + w);
-  }
+  static const value& resolve(operand w, const value* regs) noexcept { return resolve_operand(w, regs); }
 
   struct op;
   struct native_target {
-    native_function::fn_type fn;
+    union {
+      native_function::fn_type fn;              ///< call_native, call_native_long
+      native_function::direct_fn_type direct;  ///< call_native_direct
+    };
     const void* state;
   };
   struct code_target {
@@ -332,7 +332,7 @@ private:
     // Registers in ops (a of ret and if, dst) are byte offsets into the frame: see `slot`.
     const operand* args = nullptr;
     union {
-      native_target native;  ///< call_native, call_native_long
+      native_target native;  ///< native calls
       code_target code;      ///< call_bytecode, goto, if
     } to{};
   };
@@ -508,10 +508,14 @@ private:
             o.dst = offset_of(in.dst == void_register ? sink : in.dst);
             switch (c.kind) {
               case function_kind::native:
-                o.code = o.nargs > inline_args ? op_call_native_long
-                         : o.nargs <= 3        ? op_code(op_call_native0 + o.nargs)
-                                               : op_call_native;
-                o.to.native = {c.native.fn, c.native.state};
+                o.to.native.state = c.native.state;
+                if (c.native.direct && c.native.arity >= 0) {  // the arity was checked above
+                  o.code = op_call_native_direct;
+                  o.to.native.direct = c.native.direct;
+                } else {
+                  o.code = o.nargs > inline_args ? op_call_native_long : op_call_native;
+                  o.to.native.fn = c.native.fn;
+                }
                 break;
               case function_kind::bytecode: o.code = op_call_bytecode; break;  // entry: below
               case function_kind::compiled: o.code = op_call_compiled; break;
@@ -709,18 +713,18 @@ private:
         return;
       }
       // `out` may be an argument register: the after-report gets the arguments as they were.
-      value rv = value::from_raw(o.to.native.fn(o.to.native.state, args));
+      const native_function& n = callees_[o.a].native;  // the op may hold the direct entry
+      value rv = value::from_raw(n.fn(n.state, args));
       instrument_(func, symbol, false, rv, args);
       out = std::move(rv);
     }
   }
-  /// A native call of `N` arguments (or `o.nargs` when `N` is `inline_args`).
-  template <bool Instrumented, std::uint32_t N>
-  __attribute__((always_inline)) void call_native_inline(const op& o, value* regs) {
-    const value* argv[N ? N : 1];
-    const std::uint32_t n = N == inline_args ? o.nargs : N;
-    for (std::uint32_t i = 0; i < n; ++i) argv[i] = &resolve(o.args[i], regs);
-    call_native<Instrumented>(o, call_args(argv, n), slot(regs, o.dst));
+  /// A native call through `call_args`, with at most `inline_args` arguments.
+  template <bool Instrumented>
+  __attribute__((always_inline)) void call_native_gathered(const op& o, value* regs) {
+    const value* argv[inline_args];
+    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve(o.args[i], regs);
+    call_native<Instrumented>(o, call_args(argv, o.nargs), slot(regs, o.dst));
   }
   /// A native call with more than `inline_args` arguments (kept out of the run loop's frame).
   template <bool Instrumented>
@@ -769,28 +773,18 @@ private:
         // Each handler's locals live in its own block, closed before the next dispatch (an
         // indirect goto may not leave the scope of an object with a destructor).
         KILN_VM_DISPATCH() {
-          KILN_VM_HANDLER(call_native0) {
-            call_native_inline<Instrumented, 0>(*ip, regs);
-            ++ip;
-            KILN_VM_NEXT();
-          }
-          KILN_VM_HANDLER(call_native1) {
-            call_native_inline<Instrumented, 1>(*ip, regs);
-            ++ip;
-            KILN_VM_NEXT();
-          }
-          KILN_VM_HANDLER(call_native2) {
-            call_native_inline<Instrumented, 2>(*ip, regs);
-            ++ip;
-            KILN_VM_NEXT();
-          }
-          KILN_VM_HANDLER(call_native3) {
-            call_native_inline<Instrumented, 3>(*ip, regs);
+          KILN_VM_HANDLER(call_native_direct) {
+            if constexpr (Instrumented) {  // the instrument wants call_args: the generic path
+              if (ip->nargs > inline_args) call_native_long<true>(*ip, regs);
+              else call_native_gathered<true>(*ip, regs);
+            } else {
+              slot(regs, ip->dst).assign_raw(ip->to.native.direct(ip->to.native.state, regs, ip->args));
+            }
             ++ip;
             KILN_VM_NEXT();
           }
           KILN_VM_HANDLER(call_native) {
-            call_native_inline<Instrumented, inline_args>(*ip, regs);
+            call_native_gathered<Instrumented>(*ip, regs);
             ++ip;
             KILN_VM_NEXT();
           }
