@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// What every kernel shares: the error type, the SIMD batch type, dtype dispatch, numpy
+/// broadcasting, and `loop_plan`, which turns a loop over tensors of any shapes and layouts into
+/// the fewest nested loops whose innermost one is as long as possible.
+///
+/// A plan covers one output and its inputs. Each input is broadcast to the output's shape (a
+/// broadcast dimension gets stride 0), then adjacent dimensions are merged wherever every operand
+/// steps through them as through one (so contiguous tensors of any rank become one flat loop),
+/// and dimensions of size 1 are dropped. `for_each_run` then calls the kernel once per innermost
+/// run with each operand's address and stride: the kernel vectorises what is contiguous (stride
+/// of one element) or broadcast (stride 0) and falls back to a scalar loop otherwise.
+#pragma once
+
+#include <kiln/runtime/tensor.hpp>
+#include <kiln/support/error.hpp>
+
+#include <boost/container/small_vector.hpp>
+
+// GCC 12's AVX-512 intrinsics headers trip its own -Wuninitialized (`_mm512_undefined_ps` and
+// friends, GCC bug 105593) wherever they are inlined; the warnings point into those headers.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <xsimd/xsimd.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace kiln::kernels {
+
+using runtime::shape_vector;
+using runtime::tensor;
+
+/// Bad operands of a kernel: wrong dtypes, shapes that do not broadcast, an output of the wrong
+/// shape. The message names the operator and the operands.
+class kernel_error : public usage_error {
+public:
+  using usage_error::usage_error;
+};
+
+/// Throws `kernel_error("kiln::kernels::<op>: <what>")`.
+[[noreturn]] __attribute__((noinline, cold)) inline void fail(std::string_view op, const std::string& what) {
+  throw kernel_error("kiln::kernels::" + std::string(op) + ": " + what);
+}
+
+/// "float32[2, 3]": how messages name an operand.
+inline std::string describe_operand(const tensor& t) { return describe(t); }  // found by ADL
+
+/// The SIMD architecture of the kernels: the best one the translation unit is compiled for
+/// (`-march`): SSE2 by default on x86-64, AVX2 or AVX-512 with `-march=native` where the machine
+/// has them. One exception: xsimd 8.1's AVX-512BW kernels do not compile with GCC without
+/// optimisation (GCC then defines the intrinsics as casting macros), so such builds use AVX2.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__) && XSIMD_WITH_AVX512BW && XSIMD_WITH_FMA3_AVX2
+using simd_arch = xsimd::fma3<xsimd::avx2>;
+#else
+using simd_arch = xsimd::default_arch;
+#endif
+
+template <class T>
+using batch = xsimd::batch<T, simd_arch>;
+
+/// Element types the kernels work on. Bool tensors are read as bytes (any nonzero byte is true)
+/// and written as 0 or 1, so that no byte pattern in a tensor is undefined behaviour.
+template <class T>
+struct type_tag {
+  using type = T;
+};
+
+/// Calls `f(type_tag<T>{})` with the C++ element type of `t`; float16 and void are errors.
+template <class F>
+decltype(auto) visit_dtype(std::string_view op, dtype t, F&& f) {
+  switch (t) {
+    case dtype::bool_: return f(type_tag<std::uint8_t>{});
+    case dtype::uint8: return f(type_tag<std::uint8_t>{});
+    case dtype::int8: return f(type_tag<std::int8_t>{});
+    case dtype::int32: return f(type_tag<std::int32_t>{});
+    case dtype::int64: return f(type_tag<std::int64_t>{});
+    case dtype::float32: return f(type_tag<float>{});
+    case dtype::float64: return f(type_tag<double>{});
+    case dtype::float16:
+    case dtype::void_: break;
+  }
+  fail(op, "dtype " + std::string(name(t)) + " is not supported by the CPU kernels");
+}
+
+// ---- shapes ---------------------------------------------------------------------------------------
+
+using dims = boost::container::small_vector<std::int64_t, 6>;
+
+/// The numpy broadcast of `shapes` (aligned at the right; a dimension of 1 stretches), or a
+/// `kernel_error` naming the operands that do not broadcast.
+inline shape_vector broadcast_shapes(std::string_view op, std::initializer_list<const tensor*> operands) {
+  std::size_t rank = 0;
+  for (const tensor* t : operands) rank = std::max(rank, t->ndim());
+  shape_vector out(rank, 1);
+  for (const tensor* t : operands) {
+    const std::size_t shift = rank - t->ndim();
+    for (std::size_t i = 0; i < t->ndim(); ++i) {
+      const std::int64_t d = t->shape(i);
+      std::int64_t& o = out[shift + i];
+      if (d == o || d == 1) continue;
+      if (o == 1) {
+        o = d;
+        continue;
+      }
+      std::string shapes;
+      for (const tensor* u : operands) shapes.append(shapes.empty() ? "" : " and ").append(runtime::shape_to_string(u->shape()));
+      fail(op, "operands of shapes " + shapes + " do not broadcast (dimension " + std::to_string(shift + i) +
+                   " is " + std::to_string(o) + " in one and " + std::to_string(d) + " in another)");
+    }
+  }
+  return out;
+}
+
+/// Checks that `out` has dtype `type` and shape `shape`.
+inline void check_output(std::string_view op, const tensor& out, dtype type, const shape_vector& shape) {
+  if (!out.defined()) fail(op, "the output tensor is undefined");
+  if (out.type() != type || out.shape() != shape)
+    fail(op, "the output must be " + std::string(name(type)) + runtime::shape_to_string(shape) + ", got " + describe_operand(out));
+}
+
+/// Whether the bytes `out` may write overlap the bytes of `in` without being exactly the same
+/// elements in the same order (which an elementwise kernel handles: each element is read before
+/// it is written).
+inline bool overlaps_differently(const tensor& out, const tensor& in) {
+  if (out.data_storage().get() != in.data_storage().get() || out.numel() == 0 || in.numel() == 0) return false;
+  if (out.data() == in.data() && out.strides() == in.strides() && out.shape() == in.shape() && out.type() == in.type())
+    return false;
+  auto extent = [](const tensor& t) {
+    std::int64_t lo = 0, hi = 0;
+    for (std::size_t i = 0; i < t.ndim(); ++i) {
+      const std::int64_t reach = t.strides()[i] * (t.shape(i) - 1);
+      (reach < 0 ? lo : hi) += reach;
+    }
+    const auto item = std::int64_t(size_of(t.type()));
+    const auto base = static_cast<const char*>(t.data());
+    return std::pair(base + lo * item, base + (hi + 1) * item);
+  };
+  const auto [a0, a1] = extent(out);
+  const auto [b0, b1] = extent(in);
+  return a0 < b1 && b0 < a1;
+}
+
+/// Rejects an output that overlaps one of `inputs` other than element for element.
+inline void check_no_overlap(std::string_view op, const tensor& out, std::initializer_list<const tensor*> inputs) {
+  std::size_t i = 0;
+  for (const tensor* in : inputs) {
+    if (overlaps_differently(out, *in))
+      fail(op, "the output " + describe_operand(out) + " overlaps input " + std::to_string(i) +
+                   " in another layout; write into a separate tensor");
+    ++i;
+  }
+}
+
+// ---- loop plans -----------------------------------------------------------------------------------
+
+/// The loop nest of an elementwise kernel over `N` operands (operand 0 the output). Strides are
+/// in bytes.
+template <std::size_t N>
+class loop_plan {
+public:
+  /// Operand 0 defines the shape; the others broadcast to it (the caller has checked that they do).
+  explicit loop_plan(const std::array<const tensor*, N>& operands) {
+    const tensor& out = *operands[0];
+    const std::size_t rank = out.ndim();
+    numel_ = out.numel();
+    for (std::size_t k = 0; k < N; ++k) base_[k] = static_cast<char*>(operands[k]->data());
+    // Outermost first; drop size-1 dimensions, merge a dimension into the next one when every
+    // operand's stride allows.
+    for (std::size_t i = 0; i < rank; ++i) {
+      const std::int64_t size = out.shape(i);
+      if (size == 1) continue;
+      std::array<std::int64_t, N> st;
+      for (std::size_t k = 0; k < N; ++k) {
+        const tensor& t = *operands[k];
+        const std::size_t shift = rank - t.ndim();
+        st[k] = i < shift || t.shape(i - shift) == 1 ? 0 : t.strides()[i - shift] * std::int64_t(size_of(t.type()));
+      }
+      if (!shape_.empty()) {
+        bool merge = true;
+        for (std::size_t k = 0; k < N && merge; ++k) merge = strides_[k].back() == st[k] * size;
+        if (merge) {
+          shape_.back() *= size;
+          for (std::size_t k = 0; k < N; ++k) strides_[k].back() = st[k];
+          continue;
+        }
+      }
+      shape_.push_back(size);
+      for (std::size_t k = 0; k < N; ++k) strides_[k].push_back(st[k]);
+    }
+  }
+
+  std::int64_t numel() const noexcept { return numel_; }
+  /// Dimensions left after merging (0 for a single element).
+  std::size_t ndim() const noexcept { return shape_.size(); }
+  const dims& shape() const noexcept { return shape_; }
+  const dims& strides(std::size_t operand) const noexcept { return strides_[operand]; }
+
+  /// Calls `f(n, ptrs, strides)` for every innermost run: `n` elements, operand k at `ptrs[k]`
+  /// stepping by `strides[k]` bytes.
+  template <class F>
+  void for_each_run(F&& f) const {
+    if (numel_ == 0) return;
+    std::array<std::int64_t, N> inner{};
+    if (shape_.empty()) {
+      f(std::int64_t(1), base_, inner);
+      return;
+    }
+    const std::size_t d = shape_.size();
+    for (std::size_t k = 0; k < N; ++k) inner[k] = strides_[k][d - 1];
+    const std::int64_t n = shape_[d - 1];
+    if (d == 1) {
+      f(n, base_, inner);
+      return;
+    }
+    // An odometer over the outer dimensions.
+    dims index(d - 1, 0);
+    std::array<char*, N> ptrs = base_;
+    for (;;) {
+      f(n, ptrs, inner);
+      std::size_t axis = d - 1;
+      for (;;) {
+        if (axis == 0) return;
+        --axis;
+        for (std::size_t k = 0; k < N; ++k) ptrs[k] += strides_[k][axis];
+        if (++index[axis] < shape_[axis]) break;
+        for (std::size_t k = 0; k < N; ++k) ptrs[k] -= strides_[k][axis] * shape_[axis];
+        index[axis] = 0;
+      }
+    }
+  }
+
+private:
+  dims shape_;
+  std::array<dims, N> strides_;
+  std::array<char*, N> base_{};
+  std::int64_t numel_ = 0;
+};
+
+}  // namespace kiln::kernels

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Elementwise kernels with numpy broadcasting: binary arithmetic, comparisons and logic, unary
+/// math, `where`, `clip` and `cast`.
+///
+/// Every kernel comes in two forms: destination-passing, `add(a, b, out)`, which checks `out` and
+/// allocates nothing (what compiled code calls), and allocating, `add(a, b)`, which returns a new
+/// contiguous tensor. Operands of one kernel share one dtype (no implicit promotion: `cast`
+/// first); they may have any strides, and `out` may be one of the inputs itself.
+///
+///     tensor y = kernels::add(x, kernels::exp(z));     // broadcasts x and exp(z)
+///     kernels::multiply(a, b, out);                     // into an existing tensor
+///
+/// Vectorized operators run on xsimd batches through `map_run`: contiguous and broadcast operands
+/// are loaded directly, other strides are gathered into a batch; the tail of a run goes through a
+/// padded batch, so all elements get the same arithmetic.
+#pragma once
+
+#include <kiln/kernels/ops.hpp>
+
+namespace kiln::kernels {
+
+namespace detail {
+
+/// Applies a vectorized operator to `n` elements of `NI` inputs of type T, into `out` of type T.
+/// `ptr`/`stride` (bytes) give operand k+1 for input k, operand 0 for the output.
+template <class T, class Op, std::size_t NI>
+void map_run(const Op& op, std::int64_t n, const std::array<char*, NI + 1>& ptr, const std::array<std::int64_t, NI + 1>& stride) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  constexpr std::int64_t item = sizeof(T);
+  T* out = reinterpret_cast<T*>(ptr[0]);
+  const std::int64_t so = stride[0];
+  // The common cases: everything contiguous or broadcast, output contiguous.
+  bool simple = so == item;
+  for (std::size_t k = 1; k <= NI; ++k) simple = simple && (stride[k] == item || stride[k] == 0);
+  auto apply = [&]<std::size_t... K>(std::index_sequence<K...>, auto&& input) { return op(input(K)...); };
+  std::int64_t i = 0;
+  if (simple) {
+    std::array<V, NI> splat;
+    for (std::size_t k = 0; k < NI; ++k)
+      if (stride[k + 1] == 0) splat[k] = V(*reinterpret_cast<const T*>(ptr[k + 1]));
+    auto load = [&](std::size_t k, std::int64_t at) {
+      return stride[k + 1] == 0 ? splat[k] : V::load_unaligned(reinterpret_cast<const T*>(ptr[k + 1]) + at);
+    };
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const V r0 = apply(std::make_index_sequence<NI>{}, [&](std::size_t k) { return load(k, i); });
+      const V r1 = apply(std::make_index_sequence<NI>{}, [&](std::size_t k) { return load(k, i + W); });
+      r0.store_unaligned(out + i);
+      r1.store_unaligned(out + i + W);
+    }
+    for (; i + W <= n; i += W) apply(std::make_index_sequence<NI>{}, [&](std::size_t k) { return load(k, i); }).store_unaligned(out + i);
+    if (i == n) return;
+  }
+  // Strided operands, and the tail: gather up to W elements per operand into a padded buffer.
+  alignas(64) T buf[NI ? NI : 1][W];
+  alignas(64) T res[W];
+  for (; i < n; i += W) {
+    const std::int64_t m = std::min(W, n - i);
+    for (std::size_t k = 0; k < NI; ++k) {
+      const char* p = ptr[k + 1] + i * stride[k + 1];
+      for (std::int64_t j = 0; j < m; ++j) std::memcpy(&buf[k][j], p + j * stride[k + 1], sizeof(T));
+      for (std::int64_t j = m; j < W; ++j) buf[k][j] = buf[k][0];  // valid values: no spurious NaN or traps
+    }
+    apply(std::make_index_sequence<NI>{}, [&](std::size_t k) { return V::load_aligned(buf[k]); }).store_aligned(res);
+    char* q = ptr[0] + i * so;
+    for (std::int64_t j = 0; j < m; ++j) std::memcpy(q + j * so, &res[j], sizeof(T));
+  }
+}
+
+/// The scalar loop for operators that are not vectorized for T (and for bool results): `f(in...)`
+/// of the input element types `In...`, stored as `Out`.
+template <class Out, class... In, class F>
+void scalar_run(F&& f, std::int64_t n, const std::array<char*, sizeof...(In) + 1>& ptr,
+                const std::array<std::int64_t, sizeof...(In) + 1>& stride) {
+  auto at = [&]<class T>(std::size_t k, std::int64_t i) {
+    T v;
+    std::memcpy(&v, ptr[k] + i * stride[k], sizeof(T));
+    return v;
+  };
+  for (std::int64_t i = 0; i < n; ++i) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      const Out r = Out(f(at.template operator()<In>(K + 1, i)...));
+      std::memcpy(ptr[0] + i * stride[0], &r, sizeof(Out));
+    }(std::index_sequence_for<In...>{});
+  }
+}
+
+inline void require_same_dtype(std::string_view op, std::initializer_list<const tensor*> operands) {
+  const tensor& first = **operands.begin();
+  for (const tensor* t : operands) {
+    if (!t->defined()) fail(op, "an operand is undefined");
+    if (t->type() != first.type()) {
+      std::string all;
+      for (const tensor* u : operands) all.append(all.empty() ? "" : " and ").append(describe_operand(*u));
+      fail(op, "operands " + all + " have different dtypes; cast one first");
+    }
+  }
+}
+
+template <class Op>
+void require_accepts(std::string_view op, const tensor& t) {
+  if (!Op::accepts(t.type())) fail(op, "does not take " + std::string(name(t.type())) + " tensors (operand " + describe_operand(t) + ")");
+}
+
+}  // namespace detail
+
+// ---- generic drivers ------------------------------------------------------------------------------
+
+/// `out = op(a, b)` elementwise with broadcasting, for an operator of `ops.hpp` whose result has
+/// the operands' dtype.
+template <class Op>
+void binary(const Op& op, const tensor& a, const tensor& b, const tensor& out) {
+  constexpr std::string_view name = Op::name;
+  detail::require_same_dtype(name, {&a, &b});
+  detail::require_accepts<Op>(name, a);
+  check_output(name, out, a.type(), broadcast_shapes(name, {&a, &b}));
+  check_no_overlap(name, out, {&a, &b});
+  const loop_plan<3> plan({&out, &a, &b});
+  visit_dtype(name, a.type(), [&]<class T>(type_tag<T>) {
+    plan.for_each_run([&](std::int64_t n, const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s) {
+      if constexpr (Op::template vectorized<T>) detail::map_run<T, Op, 2>(op, n, p, s);
+      else detail::scalar_run<T, T, T>(op, n, p, s);
+    });
+  });
+}
+
+/// `out = op(a, b)` for a comparison or logical operator: bool result.
+template <class Op>
+void compare(const Op& op, const tensor& a, const tensor& b, const tensor& out) {
+  constexpr std::string_view name = Op::name;
+  detail::require_same_dtype(name, {&a, &b});
+  detail::require_accepts<Op>(name, a);
+  check_output(name, out, dtype::bool_, broadcast_shapes(name, {&a, &b}));
+  check_no_overlap(name, out, {&a, &b});
+  const loop_plan<3> plan({&out, &a, &b});
+  visit_dtype(name, a.type(), [&]<class T>(type_tag<T>) {
+    plan.for_each_run([&](std::int64_t n, const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s) {
+      detail::scalar_run<std::uint8_t, T, T>(op, n, p, s);
+    });
+  });
+}
+
+/// `out = op(x)` elementwise.
+template <class Op>
+void unary(const Op& op, const tensor& x, const tensor& out) {
+  constexpr std::string_view name = Op::name;
+  detail::require_same_dtype(name, {&x});
+  detail::require_accepts<Op>(name, x);
+  check_output(name, out, x.type(), x.shape());
+  check_no_overlap(name, out, {&x});
+  const loop_plan<2> plan({&out, &x});
+  visit_dtype(name, x.type(), [&]<class T>(type_tag<T>) {
+    plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+      if constexpr (requires { Op::template vectorized<T>; }) {
+        if constexpr (Op::template vectorized<T>) detail::map_run<T, Op, 1>(op, n, p, s);
+        else detail::scalar_run<T, T>(op, n, p, s);
+      } else {
+        detail::scalar_run<T, T>(op, n, p, s);
+      }
+    });
+  });
+}
+
+/// A new contiguous tensor of `shape` and `type` (the allocating forms' output).
+inline tensor new_output(shape_vector shape, dtype type) { return tensor::empty(std::move(shape), type); }
+
+// ---- the operators ----------------------------------------------------------------------------------
+
+#define KILN_KERNELS_BINARY(op_name)                                                                  \
+  inline void op_name(const tensor& a, const tensor& b, const tensor& out) { binary(ops::op_name{}, a, b, out); } \
+  inline tensor op_name(const tensor& a, const tensor& b) {                                           \
+    detail::require_same_dtype(ops::op_name::name, {&a, &b});                                          \
+    tensor out = new_output(broadcast_shapes(ops::op_name::name, {&a, &b}), a.type());               \
+    op_name(a, b, out);                                                                               \
+    return out;                                                                                       \
+  }
+KILN_KERNELS_BINARY(add)
+KILN_KERNELS_BINARY(subtract)
+KILN_KERNELS_BINARY(multiply)
+KILN_KERNELS_BINARY(divide)
+KILN_KERNELS_BINARY(floor_divide)
+KILN_KERNELS_BINARY(power)
+KILN_KERNELS_BINARY(maximum)
+KILN_KERNELS_BINARY(minimum)
+#undef KILN_KERNELS_BINARY
+
+#define KILN_KERNELS_COMPARE(op_name)                                                                  \
+  inline void op_name(const tensor& a, const tensor& b, const tensor& out) { compare(ops::op_name{}, a, b, out); } \
+  inline tensor op_name(const tensor& a, const tensor& b) {                                            \
+    detail::require_same_dtype(ops::op_name::name, {&a, &b});                                           \
+    tensor out = new_output(broadcast_shapes(ops::op_name::name, {&a, &b}), dtype::bool_);             \
+    op_name(a, b, out);                                                                                \
+    return out;                                                                                        \
+  }
+KILN_KERNELS_COMPARE(equal)
+KILN_KERNELS_COMPARE(not_equal)
+KILN_KERNELS_COMPARE(less)
+KILN_KERNELS_COMPARE(less_equal)
+KILN_KERNELS_COMPARE(greater)
+KILN_KERNELS_COMPARE(greater_equal)
+KILN_KERNELS_COMPARE(logical_and)
+KILN_KERNELS_COMPARE(logical_or)
+#undef KILN_KERNELS_COMPARE
+
+#define KILN_KERNELS_UNARY(op_name)                                                                     \
+  inline void op_name(const tensor& x, const tensor& out) { unary(ops::op_name{}, x, out); }            \
+  inline tensor op_name(const tensor& x) {                                                              \
+    if (!x.defined()) fail(ops::op_name::name, "the operand is undefined");                             \
+    tensor out = new_output(x.shape(), x.type());                                                       \
+    op_name(x, out);                                                                                    \
+    return out;                                                                                         \
+  }
+KILN_KERNELS_UNARY(negative)
+KILN_KERNELS_UNARY(abs)
+KILN_KERNELS_UNARY(relu)
+KILN_KERNELS_UNARY(exp)
+KILN_KERNELS_UNARY(log)
+KILN_KERNELS_UNARY(sqrt)
+KILN_KERNELS_UNARY(rsqrt)
+KILN_KERNELS_UNARY(tanh)
+KILN_KERNELS_UNARY(sigmoid)
+KILN_KERNELS_UNARY(erf)
+KILN_KERNELS_UNARY(gelu)
+KILN_KERNELS_UNARY(gelu_tanh)
+KILN_KERNELS_UNARY(logical_not)
+#undef KILN_KERNELS_UNARY
+
+/// min(max(x, lo), hi); either bound may be infinite.
+inline void clip(const tensor& x, double lo, double hi, const tensor& out) {
+  if (lo > hi) fail("clip", "the lower bound " + std::to_string(lo) + " is above the upper bound " + std::to_string(hi));
+  unary(ops::clip{lo, hi}, x, out);
+}
+inline tensor clip(const tensor& x, double lo, double hi) {
+  if (!x.defined()) fail("clip", "the operand is undefined");
+  tensor out = new_output(x.shape(), x.type());
+  clip(x, lo, hi, out);
+  return out;
+}
+
+/// `out[i] = cond[i] ? x[i] : y[i]` with broadcasting of all three; `cond` is bool.
+inline void where(const tensor& cond, const tensor& x, const tensor& y, const tensor& out) {
+  constexpr std::string_view op = "where";
+  if (!cond.defined()) fail(op, "the condition is undefined");
+  if (cond.type() != dtype::bool_) fail(op, "the condition must be a bool tensor, got " + describe_operand(cond));
+  detail::require_same_dtype(op, {&x, &y});
+  check_output(op, out, x.type(), broadcast_shapes(op, {&cond, &x, &y}));
+  check_no_overlap(op, out, {&cond, &x, &y});
+  const loop_plan<4> plan({&out, &cond, &x, &y});
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    plan.for_each_run([&](std::int64_t n, const std::array<char*, 4>& p, const std::array<std::int64_t, 4>& s) {
+      detail::scalar_run<T, std::uint8_t, T, T>([](std::uint8_t c, T a, T b) { return c ? a : b; }, n, p, s);
+    });
+  });
+}
+inline tensor where(const tensor& cond, const tensor& x, const tensor& y) {
+  detail::require_same_dtype("where", {&x, &y});
+  if (!cond.defined()) fail("where", "the condition is undefined");
+  tensor out = new_output(broadcast_shapes("where", {&cond, &x, &y}), x.type());
+  where(cond, x, y, out);
+  return out;
+}
+
+/// `x` converted to `out`'s dtype (see `ops::convert` for the rules); shapes must match.
+inline void cast(const tensor& x, const tensor& out) {
+  constexpr std::string_view op = "cast";
+  if (!x.defined() || !out.defined()) fail(op, "an operand is undefined");
+  check_output(op, out, out.type(), x.shape());
+  check_no_overlap(op, out, {&x});
+  const bool from_bool = x.type() == dtype::bool_, to_bool = out.type() == dtype::bool_;
+  const loop_plan<2> plan({&out, &x});
+  visit_dtype(op, x.type(), [&]<class From>(type_tag<From>) {
+    visit_dtype(op, out.type(), [&]<class To>(type_tag<To>) {
+      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+        detail::scalar_run<To, From>([&](From v) { return ops::convert<To>(v, to_bool, from_bool); }, n, p, s);
+      });
+    });
+  });
+}
+inline tensor cast(const tensor& x, dtype to) {
+  if (!x.defined()) fail("cast", "the operand is undefined");
+  tensor out = new_output(x.shape(), to);
+  cast(x, out);
+  return out;
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// The elementwise operators as function objects, shared by the elementwise kernels
+/// (`elementwise.hpp`) and the fused-expression driver (`fused.hpp`).
+///
+/// An operator says which dtypes it `accepts`, whether it is `vectorized` for an element type,
+/// and applies to xsimd batches of those types (vectorized) or to scalars (the others). The
+/// drivers run a vectorized operator on whole batches only, tails included (through a padded
+/// buffer), so every element of a tensor gets exactly the same arithmetic.
+///
+/// Floating-point semantics follow numpy: `maximum`/`minimum` propagate NaN, `divide` by zero
+/// gives infinities, `sqrt`/`log` of negatives give NaN. Integer arithmetic wraps (as the
+/// hardware does, and without C++'s undefined signed overflow); integer `divide` truncates,
+/// `floor_divide` floors, and both raise `kernel_error` on division by zero, as does a negative
+/// integer `power`.
+#pragma once
+
+#include <kiln/kernels/common.hpp>
+
+#include <cmath>
+#include <limits>
+
+namespace kiln::kernels::ops {
+
+template <class T>
+inline constexpr bool is_simd_type =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
+
+/// The scalar element type of `V` (a batch or a scalar).
+template <class V>
+struct element {
+  using type = V;
+};
+template <class T, class A>
+struct element<xsimd::batch<T, A>> {
+  using type = T;
+};
+template <class V>
+using element_t = typename element<V>::type;
+
+inline bool is_numeric(dtype t) { return t != dtype::bool_ && is_known(t) && t != dtype::float16; }
+inline bool is_floating(dtype t) { return t == dtype::float32 || t == dtype::float64; }
+
+namespace detail {
+template <class T>
+T wrap_add(T a, T b) { return T(std::make_unsigned_t<T>(a) + std::make_unsigned_t<T>(b)); }
+template <class T>
+T wrap_sub(T a, T b) { return T(std::make_unsigned_t<T>(a) - std::make_unsigned_t<T>(b)); }
+template <class T>
+T wrap_mul(T a, T b) { return T(std::make_unsigned_t<T>(a) * std::make_unsigned_t<T>(b)); }
+
+template <class V>
+V nan_select(const V& a, const V& b, const V& r) {
+  if constexpr (std::is_floating_point_v<element_t<V>>) {
+    if constexpr (std::is_floating_point_v<V>) return std::isnan(a) ? a : std::isnan(b) ? b : r;
+    else return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, r));
+  } else {
+    return r;
+  }
+}
+
+[[noreturn]] __attribute__((noinline, cold)) inline void division_by_zero(std::string_view op) {
+  fail(op, "integer division by zero");
+}
+}  // namespace detail
+
+// ---- binary arithmetic ------------------------------------------------------------------------------
+
+struct add {
+  static constexpr std::string_view name = "add";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    if constexpr (std::is_integral_v<V>) return detail::wrap_add(a, b);
+    else return a + b;
+  }
+};
+struct subtract {
+  static constexpr std::string_view name = "subtract";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    if constexpr (std::is_integral_v<V>) return detail::wrap_sub(a, b);
+    else return a - b;
+  }
+};
+struct multiply {
+  static constexpr std::string_view name = "multiply";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    using E = element_t<V>;
+    if constexpr (std::is_integral_v<V>) {
+      return detail::wrap_mul(a, b);
+    } else if constexpr (std::is_integral_v<E>) {
+      // Unsigned: where xsimd multiplies element by element in C++ (int32 on SSE2, int64 before
+      // AVX-512), a signed product that overflows would be undefined behaviour.
+      using U = xsimd::batch<std::make_unsigned_t<E>, typename V::arch_type>;
+      return xsimd::bitwise_cast<V>(xsimd::bitwise_cast<U>(a) * xsimd::bitwise_cast<U>(b));
+    } else {
+      return a * b;
+    }
+  }
+};
+/// Floats: IEEE division. Integers: truncating, error on zero, and MIN / -1 wraps to MIN.
+struct divide {
+  static constexpr std::string_view name = "divide";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = std::is_floating_point_v<T>;
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    if constexpr (std::is_integral_v<V>) {
+      if (b == 0) detail::division_by_zero(name);
+      if (b == -1) return detail::wrap_sub(V(0), a);
+      return V(a / b);
+    } else {
+      return a / b;
+    }
+  }
+};
+/// Floats: floor(a / b). Integers: the quotient rounded down, error on zero.
+struct floor_divide {
+  static constexpr std::string_view name = "floor_divide";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = std::is_floating_point_v<T>;
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    if constexpr (std::is_integral_v<V>) {
+      if (b == 0) detail::division_by_zero(name);
+      if (b == -1) return detail::wrap_sub(V(0), a);
+      const V q = V(a / b);
+      return (a % b != 0 && ((a < 0) != (b < 0))) ? V(q - 1) : q;
+    } else if constexpr (std::is_floating_point_v<V>) {
+      return std::floor(a / b);
+    } else {
+      return xsimd::floor(a / b);
+    }
+  }
+};
+/// Floats: pow. Integers: exact power by squaring (wrapping), error on a negative exponent.
+struct power {
+  static constexpr std::string_view name = "power";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = std::is_floating_point_v<T>;
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    if constexpr (std::is_integral_v<V>) {
+      if constexpr (std::is_signed_v<V>)
+        if (b < 0) fail(name, "negative integer power " + std::to_string(b) + " (cast to a float dtype first)");
+      V result = 1, base = a;
+      for (auto e = std::make_unsigned_t<V>(b); e; e >>= 1) {
+        if (e & 1) result = detail::wrap_mul(result, base);
+        base = detail::wrap_mul(base, base);
+      }
+      return result;
+    } else if constexpr (std::is_floating_point_v<V>) {
+      return std::pow(a, b);
+    } else {
+      return xsimd::pow(a, b);
+    }
+  }
+};
+/// Propagates NaN (numpy's maximum), unlike the hardware's max.
+struct maximum {
+  static constexpr std::string_view name = "maximum";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    if constexpr (std::is_arithmetic_v<V>) return detail::nan_select(a, b, a < b ? b : a);
+    else return detail::nan_select(a, b, xsimd::max(a, b));
+  }
+};
+struct minimum {
+  static constexpr std::string_view name = "minimum";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    if constexpr (std::is_arithmetic_v<V>) return detail::nan_select(a, b, b < a ? b : a);
+    else return detail::nan_select(a, b, xsimd::min(a, b));
+  }
+};
+
+// ---- comparisons and logic (bool results) ---------------------------------------------------------
+
+#define KILN_KERNELS_COMPARISON(op_name, expr)                                   \
+  struct op_name {                                                               \
+    static constexpr std::string_view name = #op_name;                           \
+    static bool accepts(dtype t) { return is_known(t) && t != dtype::float16; }  \
+    template <class T>                                                           \
+    bool operator()(T a, T b) const {                                            \
+      return expr;                                                               \
+    }                                                                            \
+  };
+KILN_KERNELS_COMPARISON(equal, a == b)
+KILN_KERNELS_COMPARISON(not_equal, a != b)
+KILN_KERNELS_COMPARISON(less, a < b)
+KILN_KERNELS_COMPARISON(less_equal, a <= b)
+KILN_KERNELS_COMPARISON(greater, a > b)
+KILN_KERNELS_COMPARISON(greater_equal, a >= b)
+#undef KILN_KERNELS_COMPARISON
+
+struct logical_and {
+  static constexpr std::string_view name = "logical_and";
+  static bool accepts(dtype t) { return t == dtype::bool_; }
+  bool operator()(std::uint8_t a, std::uint8_t b) const { return a && b; }
+};
+struct logical_or {
+  static constexpr std::string_view name = "logical_or";
+  static bool accepts(dtype t) { return t == dtype::bool_; }
+  bool operator()(std::uint8_t a, std::uint8_t b) const { return a || b; }
+};
+
+// ---- unary ------------------------------------------------------------------------------------------
+
+struct negative {
+  static constexpr std::string_view name = "negative";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  template <class V>
+  V operator()(const V& x) const {
+    if constexpr (std::is_integral_v<V>) return detail::wrap_sub(V(0), x);
+    else return -x;
+  }
+};
+struct abs {
+  static constexpr std::string_view name = "abs";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  template <class V>
+  V operator()(const V& x) const {
+    if constexpr (std::is_integral_v<V>) {
+      if constexpr (std::is_signed_v<V>) return x < 0 ? detail::wrap_sub(V(0), x) : x;
+      else return x;
+    } else if constexpr (std::is_floating_point_v<V>) {
+      return std::fabs(x);
+    } else {
+      return xsimd::abs(x);
+    }
+  }
+};
+struct relu {
+  static constexpr std::string_view name = "relu";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  /// max(x, 0), NaN kept.
+  template <class V>
+  V operator()(const V& x) const {
+    if constexpr (std::is_arithmetic_v<V>) return x < V(0) ? V(0) : x;
+    else if constexpr (std::is_integral_v<element_t<V>>) return xsimd::max(x, V(0));
+    else return xsimd::select(x < V(0), V(0), x);  // NaN stays NaN
+  }
+};
+
+/// Unary operators on floating point only, vectorized for float and double.
+#define KILN_KERNELS_FLOAT_UNARY(op_name, body)                            \
+  struct op_name {                                                         \
+    static constexpr std::string_view name = #op_name;                     \
+    static bool accepts(dtype t) { return is_floating(t); }                \
+    template <class T>                                                     \
+    static constexpr bool vectorized = std::is_floating_point_v<T>;        \
+    template <class V>                                                     \
+    V operator()(const V& x) const {                                       \
+      using xsimd::exp, xsimd::log, xsimd::sqrt, xsimd::tanh, xsimd::erf;  \
+      using std::exp, std::log, std::sqrt, std::tanh, std::erf;            \
+      using E = element_t<V>;                                              \
+      (void)sizeof(E);                                                     \
+      return body;                                                         \
+    }                                                                      \
+  };
+KILN_KERNELS_FLOAT_UNARY(exp, exp(x))
+KILN_KERNELS_FLOAT_UNARY(log, log(x))
+KILN_KERNELS_FLOAT_UNARY(sqrt, sqrt(x))
+// Exact 1/sqrt (xsimd's rsqrt is a 12-bit estimate).
+KILN_KERNELS_FLOAT_UNARY(rsqrt, V(E(1)) / sqrt(x))
+KILN_KERNELS_FLOAT_UNARY(tanh, tanh(x))
+KILN_KERNELS_FLOAT_UNARY(sigmoid, V(E(1)) / (V(E(1)) + exp(-x)))
+KILN_KERNELS_FLOAT_UNARY(erf, erf(x))
+// gelu(x) = x/2 (1 + erf(x / sqrt 2))
+KILN_KERNELS_FLOAT_UNARY(gelu, V(E(0.5)) * x * (V(E(1)) + erf(x * V(E(0.70710678118654752440)))))
+// The tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+KILN_KERNELS_FLOAT_UNARY(gelu_tanh,
+                         V(E(0.5)) * x * (V(E(1)) + tanh(V(E(0.79788456080286535588)) * (x + V(E(0.044715)) * x * x * x))))
+#undef KILN_KERNELS_FLOAT_UNARY
+
+/// min(max(x, lo), hi) with NaN kept; `lo` and `hi` converted to the element type.
+/// (Integer batches avoid xsimd::select: xsimd 8.1's integer select for AVX-512BW does not
+/// compile with GCC without optimisation, where GCC's intrinsics are casting macros.)
+struct clip {
+  static constexpr std::string_view name = "clip";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = is_simd_type<T>;
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  template <class V>
+  V operator()(const V& x) const {
+    using E = element_t<V>;
+    const E l = bound<E>(lo), h = bound<E>(hi);
+    if constexpr (std::is_arithmetic_v<V>) return x < l ? l : h < x ? h : x;
+    else if constexpr (std::is_integral_v<E>) return xsimd::min(xsimd::max(x, V(l)), V(h));
+    else return xsimd::select(x < V(l), V(l), xsimd::select(V(h) < x, V(h), x));  // NaN stays NaN
+  }
+  /// `v` in type E, saturating for integers.
+  template <class E>
+  static E bound(double v) {
+    if constexpr (std::is_floating_point_v<E>) {
+      return E(v);
+    } else {
+      if (std::isnan(v)) return 0;
+      if (v <= double(std::numeric_limits<E>::min())) return std::numeric_limits<E>::min();
+      if (v >= double(std::numeric_limits<E>::max())) return std::numeric_limits<E>::max();
+      return E(v);
+    }
+  }
+};
+
+struct logical_not {
+  static constexpr std::string_view name = "logical_not";
+  static bool accepts(dtype t) { return t == dtype::bool_; }
+  std::uint8_t operator()(std::uint8_t x) const { return x == 0; }
+};
+
+// ---- conversion ---------------------------------------------------------------------------------
+
+/// `x` as `To`: float to integer truncates toward zero and saturates (NaN gives 0); anything to
+/// bool is `x != 0`; bool to anything is 0 or 1.
+template <class To, class From>
+To convert(From x, bool to_bool, bool from_bool) {
+  if (from_bool) return To(x != 0);
+  if (to_bool) return To(x != From(0));
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    if (std::isnan(x)) return 0;
+    if (x <= From(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (x >= From(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return To(x);
+  } else if constexpr (std::is_integral_v<From> && std::is_integral_v<To>) {
+    return To(std::make_unsigned_t<To>(x));  // modular, as numpy's astype
+  } else {
+    return To(x);
+  }
+}
+
+}  // namespace kiln::kernels::ops
