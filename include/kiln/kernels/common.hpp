@@ -29,6 +29,7 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -99,36 +100,55 @@ decltype(auto) visit_dtype(std::string_view op, dtype t, F&& f) {
 
 using dims = boost::container::small_vector<std::int64_t, 6>;
 
-/// The numpy broadcast of `shapes` (aligned at the right; a dimension of 1 stretches), or a
-/// `kernel_error` naming the operands that do not broadcast.
-inline shape_vector broadcast_shapes(std::string_view op, std::initializer_list<const tensor*> operands) {
+namespace detail {
+template <class Range, class Get>
+dims broadcast(std::string_view op, const Range& operands, Get get) {
   std::size_t rank = 0;
-  for (const tensor* t : operands) rank = std::max(rank, t->ndim());
-  shape_vector out(rank, 1);
-  for (const tensor* t : operands) {
-    const std::size_t shift = rank - t->ndim();
-    for (std::size_t i = 0; i < t->ndim(); ++i) {
-      const std::int64_t d = t->shape(i);
-      std::int64_t& o = out[shift + i];
-      if (d == o || d == 1) continue;
-      if (o == 1) {
-        o = d;
+  for (const auto& o : operands) rank = std::max(rank, get(o).ndim());
+  dims out(rank, 1);
+  for (const auto& o : operands) {
+    const tensor& t = get(o);
+    const std::size_t shift = rank - t.ndim();
+    for (std::size_t i = 0; i < t.ndim(); ++i) {
+      const std::int64_t d = t.shape(i);
+      std::int64_t& r = out[shift + i];
+      if (d == r || d == 1) continue;
+      if (r == 1) {
+        r = d;
         continue;
       }
       std::string shapes;
-      for (const tensor* u : operands) shapes.append(shapes.empty() ? "" : " and ").append(runtime::shape_to_string(u->shape()));
+      for (const auto& u : operands) shapes.append(shapes.empty() ? "" : " and ").append(runtime::shape_to_string(get(u).shape()));
       fail(op, "operands of shapes " + shapes + " do not broadcast (dimension " + std::to_string(shift + i) +
-                   " is " + std::to_string(o) + " in one and " + std::to_string(d) + " in another)");
+                   " is " + std::to_string(r) + " in one and " + std::to_string(d) + " in another)");
     }
   }
   return out;
 }
+}  // namespace detail
+
+/// The numpy broadcast of the operands' shapes (aligned at the right; a dimension of 1
+/// stretches), or a `kernel_error` naming the operands that do not broadcast. Allocates nothing
+/// up to rank 6.
+inline dims broadcast_dims(std::string_view op, std::initializer_list<const tensor*> operands) {
+  return detail::broadcast(op, operands, [](const tensor* t) -> const tensor& { return *t; });
+}
+inline dims broadcast_dims(std::string_view op, std::span<const tensor> operands) {
+  return detail::broadcast(op, operands, [](const tensor& t) -> const tensor& { return t; });
+}
+/// `broadcast_dims` as a shape_vector (for allocating an output).
+inline shape_vector broadcast_shapes(std::string_view op, std::initializer_list<const tensor*> operands) {
+  const dims d = broadcast_dims(op, operands);
+  return shape_vector(d.begin(), d.end());
+}
 
 /// Checks that `out` has dtype `type` and shape `shape`.
-inline void check_output(std::string_view op, const tensor& out, dtype type, const shape_vector& shape) {
+template <class Shape>
+void check_output(std::string_view op, const tensor& out, dtype type, const Shape& shape) {
   if (!out.defined()) fail(op, "the output tensor is undefined");
-  if (out.type() != type || out.shape() != shape)
-    fail(op, "the output must be " + std::string(name(type)) + runtime::shape_to_string(shape) + ", got " + describe_operand(out));
+  if (out.type() != type || !std::equal(out.shape().begin(), out.shape().end(), shape.begin(), shape.end()))
+    fail(op, "the output must be " + std::string(name(type)) + runtime::shape_to_string(std::span<const std::int64_t>(shape.data(), shape.size())) +
+                 ", got " + describe_operand(out));
 }
 
 /// Whether the bytes `out` may write overlap the bytes of `in` without being exactly the same

@@ -22,6 +22,41 @@ namespace kiln::kernels {
 
 namespace detail {
 
+/// Calls `f.template operator()<M>()` with the compile-time value M == mask (< 2^NI).
+template <std::size_t NI, class F>
+void with_mask(unsigned mask, F&& f) {
+  [&]<unsigned... M>(std::integer_sequence<unsigned, M...>) {
+    ((mask == M ? (f.template operator()<M>(), 0) : 0), ...);
+  }(std::make_integer_sequence<unsigned, (1u << NI)>{});
+}
+
+/// Full batches of a run whose output is contiguous and whose input k is contiguous, or
+/// broadcast when bit k of `Broadcast` is set. Returns how many elements it did.
+template <class T, unsigned Broadcast, std::size_t NI, class Op>
+std::int64_t map_batches(const Op& op, std::int64_t n, const std::array<char*, NI + 1>& ptr) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  T* out = reinterpret_cast<T*>(ptr[0]);
+  std::array<const T*, NI> in;
+  std::array<V, NI> splat;
+  for (std::size_t k = 0; k < NI; ++k) {
+    in[k] = reinterpret_cast<const T*>(ptr[k + 1]);
+    splat[k] = V(Broadcast >> k & 1 ? *in[k] : T(0));
+  }
+  auto at = [&]<std::size_t... K>(std::index_sequence<K...>, std::int64_t i) {
+    return op((Broadcast >> K & 1 ? splat[K] : V::load_unaligned(in[K] + i))...);
+  };
+  std::int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const V r0 = at(std::make_index_sequence<NI>{}, i);
+    const V r1 = at(std::make_index_sequence<NI>{}, i + W);
+    r0.store_unaligned(out + i);
+    r1.store_unaligned(out + i + W);
+  }
+  for (; i + W <= n; i += W) at(std::make_index_sequence<NI>{}, i).store_unaligned(out + i);
+  return i;
+}
+
 /// Applies a vectorized operator to `n` elements of `NI` inputs of type T, into `out` of type T.
 /// `ptr`/`stride` (bytes) give operand k+1 for input k, operand 0 for the output.
 template <class T, class Op, std::size_t NI>
@@ -29,32 +64,22 @@ void map_run(const Op& op, std::int64_t n, const std::array<char*, NI + 1>& ptr,
   using V = batch<T>;
   constexpr std::int64_t W = std::int64_t(V::size);
   constexpr std::int64_t item = sizeof(T);
-  T* out = reinterpret_cast<T*>(ptr[0]);
-  const std::int64_t so = stride[0];
-  // The common cases: everything contiguous or broadcast, output contiguous.
-  bool simple = so == item;
-  for (std::size_t k = 1; k <= NI; ++k) simple = simple && (stride[k] == item || stride[k] == 0);
-  auto apply = [&]<std::size_t... K>(std::index_sequence<K...>, auto&& input) { return op(input(K)...); };
   std::int64_t i = 0;
+  // The common cases: output contiguous, each input contiguous or broadcast.
+  bool simple = stride[0] == item;
+  unsigned broadcast = 0;
+  for (std::size_t k = 0; k < NI; ++k) {
+    simple = simple && (stride[k + 1] == item || stride[k + 1] == 0);
+    if (stride[k + 1] == 0) broadcast |= 1u << k;
+  }
   if (simple) {
-    std::array<V, NI> splat;
-    for (std::size_t k = 0; k < NI; ++k)
-      if (stride[k + 1] == 0) splat[k] = V(*reinterpret_cast<const T*>(ptr[k + 1]));
-    auto load = [&](std::size_t k, std::int64_t at) {
-      return stride[k + 1] == 0 ? splat[k] : V::load_unaligned(reinterpret_cast<const T*>(ptr[k + 1]) + at);
-    };
-    for (; i + 2 * W <= n; i += 2 * W) {
-      const V r0 = apply(std::make_index_sequence<NI>{}, [&](std::size_t k) { return load(k, i); });
-      const V r1 = apply(std::make_index_sequence<NI>{}, [&](std::size_t k) { return load(k, i + W); });
-      r0.store_unaligned(out + i);
-      r1.store_unaligned(out + i + W);
-    }
-    for (; i + W <= n; i += W) apply(std::make_index_sequence<NI>{}, [&](std::size_t k) { return load(k, i); }).store_unaligned(out + i);
+    with_mask<NI>(broadcast, [&]<unsigned M>() { i = map_batches<T, M, NI>(op, n, ptr); });
     if (i == n) return;
   }
   // Strided operands, and the tail: gather up to W elements per operand into a padded buffer.
   alignas(64) T buf[NI ? NI : 1][W];
   alignas(64) T res[W];
+  const std::int64_t so = stride[0];
   for (; i < n; i += W) {
     const std::int64_t m = std::min(W, n - i);
     for (std::size_t k = 0; k < NI; ++k) {
@@ -62,7 +87,7 @@ void map_run(const Op& op, std::int64_t n, const std::array<char*, NI + 1>& ptr,
       for (std::int64_t j = 0; j < m; ++j) std::memcpy(&buf[k][j], p + j * stride[k + 1], sizeof(T));
       for (std::int64_t j = m; j < W; ++j) buf[k][j] = buf[k][0];  // valid values: no spurious NaN or traps
     }
-    apply(std::make_index_sequence<NI>{}, [&](std::size_t k) { return V::load_aligned(buf[k]); }).store_aligned(res);
+    [&]<std::size_t... K>(std::index_sequence<K...>) { op(V::load_aligned(buf[K])...).store_aligned(res); }(std::make_index_sequence<NI>{});
     char* q = ptr[0] + i * so;
     for (std::int64_t j = 0; j < m; ++j) std::memcpy(q + j * so, &res[j], sizeof(T));
   }
@@ -112,9 +137,21 @@ void require_accepts(std::string_view op, const tensor& t) {
 template <class Op>
 void binary(const Op& op, const tensor& a, const tensor& b, const tensor& out) {
   constexpr std::string_view name = Op::name;
+  // The common case first, with the fewest checks: one dtype, one shape, all contiguous.
+  if (a.defined() && b.defined() && out.defined() && a.type() == b.type() && out.type() == a.type() && Op::accepts(a.type()) &&
+      a.shape() == b.shape() && out.shape() == a.shape() && a.is_contiguous() && b.is_contiguous() && out.is_contiguous() &&
+      !overlaps_differently(out, a) && !overlaps_differently(out, b)) {
+    const std::array<char*, 3> p{static_cast<char*>(out.data()), static_cast<char*>(a.data()), static_cast<char*>(b.data())};
+    visit_dtype(name, a.type(), [&]<class T>(type_tag<T>) {
+      const std::array<std::int64_t, 3> s{sizeof(T), sizeof(T), sizeof(T)};
+      if constexpr (Op::template vectorized<T>) detail::map_run<T, Op, 2>(op, out.numel(), p, s);
+      else detail::scalar_run<T, T, T>(op, out.numel(), p, s);
+    });
+    return;
+  }
   detail::require_same_dtype(name, {&a, &b});
   detail::require_accepts<Op>(name, a);
-  check_output(name, out, a.type(), broadcast_shapes(name, {&a, &b}));
+  check_output(name, out, a.type(), broadcast_dims(name, {&a, &b}));
   check_no_overlap(name, out, {&a, &b});
   const loop_plan<3> plan({&out, &a, &b});
   visit_dtype(name, a.type(), [&]<class T>(type_tag<T>) {
@@ -131,7 +168,7 @@ void compare(const Op& op, const tensor& a, const tensor& b, const tensor& out) 
   constexpr std::string_view name = Op::name;
   detail::require_same_dtype(name, {&a, &b});
   detail::require_accepts<Op>(name, a);
-  check_output(name, out, dtype::bool_, broadcast_shapes(name, {&a, &b}));
+  check_output(name, out, dtype::bool_, broadcast_dims(name, {&a, &b}));
   check_no_overlap(name, out, {&a, &b});
   const loop_plan<3> plan({&out, &a, &b});
   visit_dtype(name, a.type(), [&]<class T>(type_tag<T>) {
@@ -244,7 +281,7 @@ inline void where(const tensor& cond, const tensor& x, const tensor& y, const te
   if (!cond.defined()) fail(op, "the condition is undefined");
   if (cond.type() != dtype::bool_) fail(op, "the condition must be a bool tensor, got " + describe_operand(cond));
   detail::require_same_dtype(op, {&x, &y});
-  check_output(op, out, x.type(), broadcast_shapes(op, {&cond, &x, &y}));
+  check_output(op, out, x.type(), broadcast_dims(op, {&cond, &x, &y}));
   check_no_overlap(op, out, {&cond, &x, &y});
   const loop_plan<4> plan({&out, &cond, &x, &y});
   visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {

@@ -1,0 +1,588 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Fused elementwise kernels: a small expression over several input tensors (a tree of the
+/// elementwise operators) evaluated in one pass over memory, with no intermediate tensors. The
+/// compiler's operator fusion lowers to it. It comes in two forms over the same operators
+/// (`ops.hpp`) and the same broadcasting rules:
+///
+/// **Compile time**, from a type: expression templates over `fx::arg<I>`, evaluated per SIMD
+/// batch with everything inlined (no intermediate ever leaves the registers):
+///
+///     constexpr auto e = fx::exp(fx::arg<0>{} * fx::arg<1>{}) + fx::arg<2>{};
+///     kernels::run_fused(e, {a, b, c}, out);           // or run_fused(e, {a, b, c}) -> tensor
+///     using chain = decltype(e);                       // the type alone is the kernel:
+///     kernels::run_fused(chain{}, {a, b, c}, out);     //   default-constructible when it has no constants
+///
+/// **Run time**, from a description: parsed from text or built node by node, compiled into a
+/// short program over slots, and interpreted one tile (2 KB of each operand) at a time, so the
+/// intermediates of a tile stay in L1 and memory is read and written once:
+///
+///     fused_expr e = fused_expr::parse("(add (exp (multiply x0 x1)) x2)");
+///     e.run({a, b, c}, out);
+///
+/// The text form is an s-expression: `(op operand...)` with the operator names of
+/// `elementwise.hpp` (add subtract multiply divide power maximum minimum negative abs relu exp
+/// log sqrt rsqrt tanh sigmoid erf gelu gelu_tanh, and `(clip x lo hi)` with number bounds),
+/// inputs `x0`..`x7`, and numbers. All inputs share one floating-point dtype (float32 or
+/// float64), which is the output's; inputs broadcast against each other as in numpy.
+#pragma once
+
+#include <kiln/kernels/elementwise.hpp>
+#include <kiln/support/strings.hpp>
+
+#include <cctype>
+#include <charconv>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace kiln::kernels {
+
+// ---- the compile-time form -------------------------------------------------------------------------
+
+namespace fx {
+
+/// Input tensor I of the expression.
+template <std::size_t I>
+struct arg {
+  static constexpr std::size_t inputs = I + 1;
+  template <class... V>
+  auto eval(const V&... in) const {
+    return std::get<I>(std::forward_as_tuple(in...));
+  }
+};
+
+/// A number, converted to the element type.
+struct constant {
+  static constexpr std::size_t inputs = 0;
+  double value;
+  template <class V0, class... V>
+  V0 eval(const V0&, const V&...) const {
+    return V0(ops::element_t<V0>(value));
+  }
+};
+
+/// Operator `Op` applied to the children's values.
+template <class Op, class... Children>
+struct node {
+  static constexpr std::size_t inputs = std::max({std::size_t(0), Children::inputs...});
+  [[no_unique_address]] Op op;
+  std::tuple<Children...> children;
+  template <class... V>
+  auto eval(const V&... in) const {
+    return std::apply([&](const auto&... c) { return op(c.eval(in...)...); }, children);
+  }
+};
+
+template <class T>
+inline constexpr bool is_expr = false;
+template <std::size_t I>
+inline constexpr bool is_expr<arg<I>> = true;
+template <>
+inline constexpr bool is_expr<constant> = true;
+template <class Op, class... C>
+inline constexpr bool is_expr<node<Op, C...>> = true;
+
+template <class T>
+concept expr = is_expr<std::remove_cvref_t<T>>;
+
+/// An expression, or a number as a `constant`.
+template <class T>
+constexpr auto lift(const T& x) {
+  if constexpr (expr<T>) return x;
+  else return constant{double(x)};
+}
+
+template <class Op, class... A>
+constexpr auto make(Op op, const A&... a) {
+  return node<Op, decltype(lift(a))...>{op, {lift(a)...}};
+}
+
+template <class A, class B>
+concept operands = (expr<A> || expr<B>) && (expr<A> || std::is_arithmetic_v<A>) && (expr<B> || std::is_arithmetic_v<B>);
+
+template <class A, class B>
+  requires operands<A, B>
+constexpr auto operator+(const A& a, const B& b) { return make(ops::add{}, a, b); }
+template <class A, class B>
+  requires operands<A, B>
+constexpr auto operator-(const A& a, const B& b) { return make(ops::subtract{}, a, b); }
+template <class A, class B>
+  requires operands<A, B>
+constexpr auto operator*(const A& a, const B& b) { return make(ops::multiply{}, a, b); }
+template <class A, class B>
+  requires operands<A, B>
+constexpr auto operator/(const A& a, const B& b) { return make(ops::divide{}, a, b); }
+template <expr A>
+constexpr auto operator-(const A& a) { return make(ops::negative{}, a); }
+
+#define KILN_FX_BINARY(name)                      \
+  template <class A, class B>                     \
+    requires operands<A, B>                       \
+  constexpr auto name(const A& a, const B& b) {   \
+    return make(ops::name{}, a, b);               \
+  }
+KILN_FX_BINARY(power)
+KILN_FX_BINARY(maximum)
+KILN_FX_BINARY(minimum)
+#undef KILN_FX_BINARY
+#define KILN_FX_UNARY(name)                                               \
+  template <expr A>                                                       \
+  constexpr auto name(const A& a) {                                       \
+    return make(ops::name{}, a);                                          \
+  }
+KILN_FX_UNARY(negative)
+KILN_FX_UNARY(abs)
+KILN_FX_UNARY(relu)
+KILN_FX_UNARY(exp)
+KILN_FX_UNARY(log)
+KILN_FX_UNARY(sqrt)
+KILN_FX_UNARY(rsqrt)
+KILN_FX_UNARY(tanh)
+KILN_FX_UNARY(sigmoid)
+KILN_FX_UNARY(erf)
+KILN_FX_UNARY(gelu)
+KILN_FX_UNARY(gelu_tanh)
+#undef KILN_FX_UNARY
+template <expr A>
+constexpr auto clip(const A& a, double lo, double hi) {
+  return make(ops::clip{lo, hi}, a);
+}
+
+/// The expression as an operator for `map_run`: inputs in, value out.
+template <class E>
+struct as_op {
+  E e;
+  template <class T>
+  static constexpr bool vectorized = std::is_floating_point_v<T>;
+  template <class... V>
+  auto operator()(const V&... in) const {
+    return e.eval(in...);
+  }
+};
+
+}  // namespace fx
+
+namespace detail {
+
+constexpr std::size_t max_fused_inputs = 8;
+
+/// Calls `f.template operator()<N>()` with N == n, for 1 <= n <= max_fused_inputs.
+template <class F>
+void with_count(std::size_t n, F&& f) {
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    ((n == K + 1 ? (f.template operator()<K + 1>(), 0) : 0), ...);
+  }(std::make_index_sequence<max_fused_inputs>{});
+}
+
+/// The checks every fused kernel makes; returns the broadcast shape.
+inline dims check_fused(std::string_view op, std::span<const tensor> inputs, std::size_t needed, const tensor* out) {
+  if (inputs.size() < needed || inputs.empty())
+    fail(op, "the expression reads " + std::to_string(needed) + " inputs, " + std::to_string(inputs.size()) + " given");
+  if (inputs.size() > max_fused_inputs) fail(op, "at most " + std::to_string(max_fused_inputs) + " inputs, " + std::to_string(inputs.size()) + " given");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) fail(op, "input " + std::to_string(i) + " is undefined");
+    if (inputs[i].type() != inputs[0].type())
+      fail(op, "input " + std::to_string(i) + " is " + describe_operand(inputs[i]) + " but input 0 is " + describe_operand(inputs[0]) +
+                   "; all inputs need one dtype");
+  }
+  if (!ops::is_floating(inputs[0].type())) fail(op, "inputs must be float32 or float64, got " + describe_operand(inputs[0]));
+  const dims shape = broadcast_dims(op, inputs);
+  if (out) {
+    check_output(op, *out, inputs[0].type(), shape);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (overlaps_differently(*out, inputs[i]))
+        fail(op, "the output " + describe_operand(*out) + " overlaps input " + std::to_string(i) + " in another layout; write into a separate tensor");
+  }
+  return shape;
+}
+
+}  // namespace detail
+
+/// Evaluates the compile-time expression `e` over `inputs` into `out` in one pass.
+template <fx::expr E>
+void run_fused(const E& e, std::span<const tensor> inputs, const tensor& out) {
+  constexpr std::string_view op = "fused";
+  detail::check_fused(op, inputs, E::inputs, &out);
+  const fx::as_op<E> f{e};
+  detail::with_count(inputs.size(), [&]<std::size_t N>() {
+    if constexpr (N >= E::inputs) {  // fewer inputs were rejected by check_fused
+      std::array<const tensor*, N + 1> operands;
+      operands[0] = &out;
+      for (std::size_t i = 0; i < N; ++i) operands[i + 1] = &inputs[i];
+      const loop_plan<N + 1> plan(operands);
+      visit_dtype(op, out.type(), [&]<class T>(type_tag<T>) {
+        if constexpr (std::is_floating_point_v<T>)
+          plan.for_each_run([&](std::int64_t len, const std::array<char*, N + 1>& p, const std::array<std::int64_t, N + 1>& s) {
+            detail::map_run<T, fx::as_op<E>, N>(f, len, p, s);
+          });
+      });
+    }
+  });
+}
+template <fx::expr E>
+void run_fused(const E& e, std::initializer_list<tensor> inputs, const tensor& out) {
+  run_fused(e, std::span<const tensor>(inputs.begin(), inputs.size()), out);
+}
+/// The same into a new contiguous tensor.
+template <fx::expr E>
+tensor run_fused(const E& e, std::span<const tensor> inputs) {
+  const dims shape = detail::check_fused("fused", inputs, E::inputs, nullptr);
+  tensor out = new_output(shape_vector(shape.begin(), shape.end()), inputs[0].type());
+  run_fused(e, inputs, out);
+  return out;
+}
+template <fx::expr E>
+tensor run_fused(const E& e, std::initializer_list<tensor> inputs) {
+  return run_fused(e, std::span<const tensor>(inputs.begin(), inputs.size()));
+}
+
+// ---- the run-time form ------------------------------------------------------------------------------
+
+/// A fused elementwise expression described at run time (see the file comment). Immutable and
+/// cheap to copy; built with `input`, `constant` and `apply`, or parsed from text.
+class fused_expr {
+public:
+  /// The operators a fused expression may use, in the order of `operator_names`.
+  enum class opcode : std::uint8_t {
+    add, subtract, multiply, divide, power, maximum, minimum,                          // binary
+    negative, abs, relu, exp, log, sqrt, rsqrt, tanh, sigmoid, erf, gelu, gelu_tanh,  // unary
+    clip,                                                                             // unary, two bounds
+    copy                                                                              // internal
+  };
+  static constexpr std::string_view operator_names[] = {
+      "add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "negative", "abs", "relu",
+      "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "gelu", "gelu_tanh", "clip"};
+
+  /// Input tensor `i` (0 <= i < 8).
+  static fused_expr input(std::size_t i) {
+    if (i >= detail::max_fused_inputs) fail("fused_expr", "input x" + std::to_string(i) + ": at most 8 inputs (x0..x7)");
+    return fused_expr(std::make_shared<const node>(node{node::input, opcode::copy, i, 0, 0, 0, {}}));
+  }
+  static fused_expr constant(double v) { return fused_expr(std::make_shared<const node>(node{node::constant, opcode::copy, 0, v, 0, 0, {}})); }
+  /// Operator `op` (a name of `operator_names`) on `args`; `clip` also takes its bounds.
+  static fused_expr apply(std::string_view op, std::vector<fused_expr> args, double lo = 0, double hi = 0) {
+    const opcode code = lookup(op);
+    const std::size_t want = code <= opcode::minimum ? 2 : 1;
+    if (args.size() != want)
+      fail("fused_expr", "'" + std::string(op) + "' takes " + std::to_string(want) + " operands, got " + std::to_string(args.size()));
+    if (code == opcode::clip && lo > hi) fail("fused_expr", "clip: the lower bound is above the upper bound");
+    node n{node::apply, code, 0, 0, lo, hi, {}};
+    for (auto& a : args) n.children.push_back(std::move(a.root_));
+    return fused_expr(std::make_shared<const node>(std::move(n)));
+  }
+  /// Parses the s-expression form, e.g. "(add (exp (multiply x0 x1)) (clip x2 -1 1))".
+  static fused_expr parse(std::string_view text) {
+    parser p{text};
+    fused_expr e = p.expression();
+    p.skip_space();
+    if (p.at < text.size()) p.error("unexpected text after the expression");
+    return e;
+  }
+
+  /// The s-expression form (`parse(e.to_string())` gives `e` back).
+  std::string to_string() const {
+    std::string s;
+    print(*root_, s);
+    return s;
+  }
+  /// 1 + the highest input index used.
+  std::size_t num_inputs() const noexcept { return program_->inputs; }
+
+  /// Evaluates the expression over `inputs` into `out` in one pass.
+  void run(std::span<const tensor> inputs, const tensor& out) const {
+    detail::check_fused("fused", inputs, num_inputs(), &out);
+    detail::with_count(inputs.size(), [&]<std::size_t N>() {
+      std::array<const tensor*, N + 1> operands;
+      operands[0] = &out;
+      for (std::size_t i = 0; i < N; ++i) operands[i + 1] = &inputs[i];
+      const loop_plan<N + 1> plan(operands);
+      visit_dtype("fused", out.type(), [&]<class T>(type_tag<T>) {
+        if constexpr (std::is_floating_point_v<T>) evaluate<T, N>(plan);
+      });
+    });
+  }
+  void run(std::initializer_list<tensor> inputs, const tensor& out) const { run(std::span<const tensor>(inputs.begin(), inputs.size()), out); }
+  tensor run(std::span<const tensor> inputs) const {
+    const dims shape = detail::check_fused("fused", inputs, num_inputs(), nullptr);
+    tensor out = new_output(shape_vector(shape.begin(), shape.end()), inputs[0].type());
+    run(inputs, out);
+    return out;
+  }
+  tensor run(std::initializer_list<tensor> inputs) const { return run(std::span<const tensor>(inputs.begin(), inputs.size())); }
+
+  /// Number of operators (nodes that compute), for cost models and tests.
+  std::size_t num_operations() const noexcept { return program_->code.size(); }
+
+private:
+  struct node {
+    enum kind_t : std::uint8_t { input, constant, apply } kind;
+    opcode op;
+    std::size_t index;  ///< input
+    double value;       ///< constant
+    double lo, hi;      ///< clip
+    std::vector<std::shared_ptr<const node>> children;
+  };
+  /// One step of the program: `slot[dst] = op(slot[a], slot[b])`.
+  struct instr {
+    opcode op;
+    std::uint32_t dst, a, b;
+    double lo, hi;
+  };
+  /// Slots: the inputs, then the constants, then temporaries.
+  struct program {
+    std::size_t inputs = 0;
+    std::vector<double> constants;
+    std::size_t temps = 0;
+    std::vector<instr> code;
+    std::uint32_t result = 0;
+  };
+
+  explicit fused_expr(std::shared_ptr<const node> root) : root_(std::move(root)), program_(compile(*root_)) {}
+
+  static opcode lookup(std::string_view op) {
+    for (std::size_t i = 0; i < std::size(operator_names); ++i)
+      if (operator_names[i] == op) return opcode(i);
+    std::vector<std::string> names(std::begin(operator_names), std::end(operator_names));
+    fail("fused_expr", "unknown operator '" + std::string(op) + "'" + kiln::detail::did_you_mean(op, names));
+  }
+
+  static std::shared_ptr<const program> compile(const node& root) {
+    auto p = std::make_shared<program>();
+    // Inputs and constants get fixed slots below the temporaries: count them first.
+    std::size_t constants = 0;
+    auto count = [&](auto& self, const node& n) -> void {
+      if (n.kind == node::input) p->inputs = std::max(p->inputs, n.index + 1);
+      if (n.kind == node::constant) ++constants;
+      for (const auto& c : n.children) self(self, *c);
+    };
+    count(count, root);
+    const auto first_temp = std::uint32_t(detail::max_fused_inputs + constants);
+    std::vector<std::uint32_t> free_temps;
+    // Post-order: a node's result goes into a child's temporary when it has one, else into a
+    // free one, so the program needs about as many temporaries as the tree is deep.
+    auto emit = [&](auto& self, const node& n) -> std::uint32_t {
+      if (n.kind == node::input) return std::uint32_t(n.index);
+      if (n.kind == node::constant) {
+        p->constants.push_back(n.value);
+        return std::uint32_t(detail::max_fused_inputs + p->constants.size() - 1);
+      }
+      std::uint32_t args[2] = {0, 0};
+      for (std::size_t i = 0; i < n.children.size(); ++i) args[i] = self(self, *n.children[i]);
+      std::uint32_t dst = UINT32_MAX;
+      for (std::size_t i = 0; i < n.children.size(); ++i) {
+        if (args[i] < first_temp) continue;
+        if (dst == UINT32_MAX) dst = args[i];
+        else if (args[i] != dst) free_temps.push_back(args[i]);
+      }
+      if (dst == UINT32_MAX) {
+        if (free_temps.empty()) {
+          dst = first_temp + std::uint32_t(p->temps++);
+        } else {
+          dst = free_temps.back();
+          free_temps.pop_back();
+        }
+      }
+      p->code.push_back(instr{n.op, dst, args[0], n.children.size() > 1 ? args[1] : args[0], n.lo, n.hi});
+      return dst;
+    };
+    p->result = emit(emit, root);
+    if (p->code.empty()) {  // a bare input or constant: copy it
+      p->code.push_back(instr{opcode::copy, first_temp, p->result, p->result, 0, 0});
+      p->temps = 1;
+      p->result = first_temp;
+    }
+    return p;
+  }
+
+  static void print(const node& n, std::string& s) {
+    if (n.kind == node::input) {
+      s.append("x").append(std::to_string(n.index));
+    } else if (n.kind == node::constant) {
+      char buf[32];
+      const auto r = std::to_chars(buf, buf + sizeof buf, n.value);
+      s.append(buf, r.ptr);
+    } else {
+      s.append("(").append(operator_names[std::size_t(n.op)]);
+      for (const auto& c : n.children) {
+        s.append(" ");
+        print(*c, s);
+      }
+      if (n.op == opcode::clip) {
+        char buf[32];
+        s.append(" ").append(buf, std::to_chars(buf, buf + sizeof buf, n.lo).ptr);
+        s.append(" ").append(buf, std::to_chars(buf, buf + sizeof buf, n.hi).ptr);
+      }
+      s.append(")");
+    }
+  }
+
+  struct parser {
+    std::string_view text;
+    std::size_t at = 0;
+    [[noreturn]] void error(const std::string& what) const {
+      fail("fused_expr::parse", "at offset " + std::to_string(at) + " of \"" + std::string(text) + "\": " + what);
+    }
+    void skip_space() {
+      while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at]))) ++at;
+    }
+    std::string_view word() {
+      skip_space();
+      const std::size_t start = at;
+      while (at < text.size() && !std::isspace(static_cast<unsigned char>(text[at])) && text[at] != '(' && text[at] != ')') ++at;
+      return text.substr(start, at - start);
+    }
+    std::optional<double> number(std::string_view w) const {
+      double v;
+      const auto r = std::from_chars(w.data(), w.data() + w.size(), v);
+      if (r.ec != std::errc() || r.ptr != w.data() + w.size()) return std::nullopt;
+      return v;
+    }
+    double bound() {
+      const std::string_view w = word();
+      if (auto v = number(w)) return *v;
+      error("clip needs number bounds, got '" + std::string(w) + "'");
+    }
+    fused_expr expression(int depth = 0) {
+      if (depth > 200) error("the expression nests too deeply");
+      skip_space();
+      if (at >= text.size()) error("expected an expression");
+      if (text[at] == ')') error("unexpected ')'");
+      if (text[at] == '(') {
+        ++at;
+        const std::size_t op_at = at;
+        const std::string_view op = word();
+        if (op.empty()) error("expected an operator name after '('");
+        std::vector<fused_expr> args;
+        double lo = 0, hi = 0;
+        for (;;) {
+          skip_space();
+          if (at >= text.size()) error("missing ')'");
+          if (text[at] == ')') break;
+          if (op == "clip" && args.size() == 1) {
+            lo = bound();
+            hi = bound();
+            continue;
+          }
+          args.push_back(expression(depth + 1));
+        }
+        ++at;
+        try {
+          return apply(op, std::move(args), lo, hi);
+        } catch (const kernel_error& e) {
+          at = op_at;
+          std::string why = e.what();
+          error(why.substr(why.find(": ") + 2));
+        }
+      }
+      const std::string_view w = word();
+      if (w.size() > 1 && w[0] == 'x') {
+        std::size_t i = 0;
+        const auto r = std::from_chars(w.data() + 1, w.data() + w.size(), i);
+        if (r.ec == std::errc() && r.ptr == w.data() + w.size()) {
+          if (i >= detail::max_fused_inputs) error("input " + std::string(w) + ": at most 8 inputs (x0..x7)");
+          return input(i);
+        }
+      }
+      if (auto v = number(w)) return constant(*v);
+      error("expected '(', an input x0..x7 or a number, got '" + std::string(w) + "'");
+    }
+  };
+
+  template <class T>
+  static void exec(const instr& in, T* d, const T* a, const T* b, std::int64_t n) {
+    using V = batch<T>;
+    constexpr std::int64_t W = std::int64_t(V::size);
+    auto unary = [&](auto op) {
+      for (std::int64_t j = 0; j < n; j += W) op(V::load_unaligned(a + j)).store_unaligned(d + j);
+    };
+    auto binary = [&](auto op) {
+      for (std::int64_t j = 0; j < n; j += W) op(V::load_unaligned(a + j), V::load_unaligned(b + j)).store_unaligned(d + j);
+    };
+    switch (in.op) {
+      case opcode::add: return binary(ops::add{});
+      case opcode::subtract: return binary(ops::subtract{});
+      case opcode::multiply: return binary(ops::multiply{});
+      case opcode::divide: return binary(ops::divide{});
+      case opcode::power: return binary(ops::power{});
+      case opcode::maximum: return binary(ops::maximum{});
+      case opcode::minimum: return binary(ops::minimum{});
+      case opcode::negative: return unary(ops::negative{});
+      case opcode::abs: return unary(ops::abs{});
+      case opcode::relu: return unary(ops::relu{});
+      case opcode::exp: return unary(ops::exp{});
+      case opcode::log: return unary(ops::log{});
+      case opcode::sqrt: return unary(ops::sqrt{});
+      case opcode::rsqrt: return unary(ops::rsqrt{});
+      case opcode::tanh: return unary(ops::tanh{});
+      case opcode::sigmoid: return unary(ops::sigmoid{});
+      case opcode::erf: return unary(ops::erf{});
+      case opcode::gelu: return unary(ops::gelu{});
+      case opcode::gelu_tanh: return unary(ops::gelu_tanh{});
+      case opcode::clip: return unary(ops::clip{in.lo, in.hi});
+      case opcode::copy: return unary([](const V& x) { return x; });
+    }
+  }
+
+  /// Bytes of each slot buffer: a tile of every operand.
+  static constexpr std::size_t tile_bytes = 2048;
+
+  template <class T, std::size_t N>
+  void evaluate(const loop_plan<N + 1>& plan) const {
+    constexpr std::int64_t tile = tile_bytes / sizeof(T);
+    constexpr std::int64_t W = std::int64_t(batch<T>::size);
+    static_assert(tile % W == 0);
+    const program& p = *program_;
+    const std::size_t first_temp = detail::max_fused_inputs + p.constants.size();
+    const std::size_t slots = first_temp + p.temps;
+    // Buffers: one per input (gathered or broadcast values), constant and temporary.
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> scratch;
+    scratch.resize(slots * std::size_t(tile));
+    auto buffer = [&](std::size_t slot) { return scratch.data() + slot * std::size_t(tile); };
+    for (std::size_t c = 0; c < p.constants.size(); ++c) std::fill_n(buffer(detail::max_fused_inputs + c), tile, T(p.constants[c]));
+    std::vector<const T*> src(slots);
+    for (std::size_t s = detail::max_fused_inputs; s < slots; ++s) src[s] = buffer(s);
+    constexpr auto item = std::int64_t(sizeof(T));
+
+    plan.for_each_run([&](std::int64_t n, const std::array<char*, N + 1>& ptr, const std::array<std::int64_t, N + 1>& stride) {
+      for (std::size_t k = 0; k < N; ++k)
+        if (stride[k + 1] == 0) std::fill_n(buffer(k), tile, *reinterpret_cast<const T*>(ptr[k + 1]));
+      for (std::int64_t i = 0; i < n; i += tile) {
+        const std::int64_t m = std::min(tile, n - i);
+        const std::int64_t padded = (m + W - 1) / W * W;
+        const bool full = m == tile;
+        for (std::size_t k = 0; k < N; ++k) {
+          const char* at = ptr[k + 1] + i * stride[k + 1];
+          if (stride[k + 1] == 0) {
+            src[k] = buffer(k);
+          } else if (full && stride[k + 1] == item) {
+            src[k] = reinterpret_cast<const T*>(at);  // read in place
+          } else {
+            T* b = buffer(k);
+            for (std::int64_t j = 0; j < m; ++j) std::memcpy(b + j, at + j * stride[k + 1], sizeof(T));
+            for (std::int64_t j = m; j < padded; ++j) b[j] = b[0];
+            src[k] = b;
+          }
+        }
+        char* out = ptr[0] + i * stride[0];
+        const bool direct_out = full && stride[0] == item;
+        for (std::size_t c = 0; c < p.code.size(); ++c) {
+          const instr& in = p.code[c];
+          const bool last = c + 1 == p.code.size();
+          T* d = last && direct_out ? reinterpret_cast<T*>(out) : buffer(in.dst);
+          exec<T>(in, d, src[in.a], src[in.b], padded);
+          if (!last) src[in.dst] = d;
+        }
+        if (!direct_out) {
+          const T* r = buffer(p.code.back().dst);
+          for (std::int64_t j = 0; j < m; ++j) std::memcpy(out + j * stride[0], r + j, sizeof(T));
+        }
+      }
+    });
+  }
+
+  std::shared_ptr<const node> root_;
+  std::shared_ptr<const program> program_;
+};
+
+}  // namespace kiln::kernels

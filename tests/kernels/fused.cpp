@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fused elementwise kernels: the compile-time and the run-time form against the same operators
+// applied one kernel at a time (exactly equal: the same arithmetic per element) and against a
+// scalar reference (tolerance 2e-6 relative for float32, 1e-14 for float64, exp and tanh being
+// xsimd's).
+#include <kiln/kernels/fused.hpp>
+
+#include "../common/message_of.hpp"
+#include "reference.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace kiln;
+using namespace kiln::kernels;
+using namespace kiln_test;
+
+namespace {
+
+// relu(x0 * x1 + x2) * 0.5 and exp(x0 - maximum(x1, x2)) / (1 + tanh(x2)): the first is the
+// benchmark's 4-op chain, the second reuses temporaries and inputs.
+constexpr auto chain = fx::relu(fx::arg<0>{} * fx::arg<1>{} + fx::arg<2>{}) * 0.5;
+constexpr auto mixed = fx::exp(fx::arg<0>{} - fx::maximum(fx::arg<1>{}, fx::arg<2>{})) / (1.0 + fx::tanh(fx::arg<2>{}));
+const char* const chain_text = "(multiply (relu (add (multiply x0 x1) x2)) 0.5)";
+const char* const mixed_text = "(divide (exp (subtract x0 (maximum x1 x2))) (add 1 (tanh x2)))";
+
+tensor chain_unfused(const tensor& a, const tensor& b, const tensor& c) {
+  const tensor half = tensor::from_values<float>({}, {0.5f});
+  return a.type() == dtype::float32 ? multiply(relu(add(multiply(a, b), c)), half)
+                                    : multiply(relu(add(multiply(a, b), c)), cast(half, dtype::float64));
+}
+
+}  // namespace
+
+TEST_CASE("compile-time and run-time fused chains equal the unfused kernels, for every size and broadcast") {
+  const fused_expr rt_chain = fused_expr::parse(chain_text), rt_mixed = fused_expr::parse(mixed_text);
+  CHECK(rt_chain.num_operations() == 4);
+  CHECK(rt_chain.num_inputs() == 3);
+  struct shapes {
+    shape_vector a, b, c;
+  };
+  const shapes cases[] = {
+      {{1}, {1}, {1}},       {{7}, {7}, {7}},          {{33}, {33}, {33}},     {{1000}, {1000}, {1000}},
+      {{1025}, {1}, {1025}}, {{3, 700}, {700}, {3, 1}}, {{0, 5}, {5}, {1}},     {{}, {2, 3}, {3}},
+      {{4, 1, 600}, {5, 1}, {600}},
+  };
+  unsigned seed = 1;
+  for (const auto& sh : cases) {
+    CAPTURE(runtime::shape_to_string(sh.a));
+    CAPTURE(runtime::shape_to_string(sh.b));
+    tensor a = random_tensor<float>(sh.a, -2, 2, seed++), b = random_tensor<float>(sh.b, -2, 2, seed++), c = random_tensor<float>(sh.c, -2, 2, seed++);
+    const auto want = chain_unfused(a, b, c).to_vector<float>();
+    check_all_close(run_fused(chain, {a, b, c}).to_vector<float>(), want);
+    check_all_close(rt_chain.run({a, b, c}).to_vector<float>(), want);
+    const auto ct = run_fused(mixed, {a, b, c}).to_vector<float>();
+    check_all_close(rt_mixed.run({a, b, c}).to_vector<float>(), ct);
+    const tensor bc = tensor::from_values<float>({}, {1.f});
+    check_all_close(ct, divide(exp(subtract(a, maximum(b, c))), add(bc, tanh(c))).to_vector<float>());
+  }
+  // float64, and strided inputs and output.
+  tensor base = random_tensor<double>({40, 9}, -1, 1, 77);
+  const tensor t = base.permute({1, 0}), u = random_tensor<double>({9, 40}, -1, 1, 78), v = random_tensor<double>({40}, -1, 1, 79);
+  tensor out_base = tensor::zeros({9, 80}, dtype::float64);
+  const tensor out = out_base.slice(1, 0, 80, 2);
+  rt_chain.run({t, u, v}, out);
+  check_all_close(out.to_vector<double>(), chain_unfused(t, u, v).to_vector<double>());
+  run_fused(chain, {t, u, v}, out);
+  check_all_close(out.to_vector<double>(), chain_unfused(t, u, v).to_vector<double>());
+}
+
+TEST_CASE("fused results against a scalar reference") {
+  // z in [-1, 1] keeps 1 + tanh(z) away from the cancellation near z = -3.
+  tensor a = random_tensor<float>({517}, -3, 3, 5), b = random_tensor<float>({517}, -3, 3, 6), c = random_tensor<float>({517}, -1, 1, 7);
+  std::vector<float> want;
+  for (std::int64_t i = 0; i < 517; ++i) {
+    const float x = a.data<float>()[i], y = b.data<float>()[i], z = c.data<float>()[i];
+    want.push_back(float(std::exp(double(x) - std::max(y, z)) / (1 + std::tanh(double(z)))));
+  }
+  check_all_close(fused_expr::parse(mixed_text).run({a, b, c}).to_vector<float>(), want, 4e-6, 1e-7);
+  check_all_close(run_fused(mixed, {a, b, c}).to_vector<float>(), want, 4e-6, 1e-7);
+}
+
+TEST_CASE("deep and wide run-time expressions reuse temporaries and stay correct") {
+  // ((((x0 + 1) * x1) - 2) ...) 24 levels deep, and a balanced tree over all 8 inputs.
+  fused_expr deep = fused_expr::input(0);
+  for (int i = 0; i < 24; ++i)
+    deep = fused_expr::apply(i % 3 == 0 ? "add" : i % 3 == 1 ? "multiply" : "subtract",
+                             {deep, i % 3 == 1 ? fused_expr::input(1) : fused_expr::constant(0.25 * i)});
+  tensor x0 = random_tensor<double>({300}, -1, 1, 1), x1 = random_tensor<double>({300}, 0.5, 1, 2);
+  std::vector<double> want;
+  for (std::int64_t k = 0; k < 300; ++k) {
+    double v = x0.data<double>()[k];
+    for (int i = 0; i < 24; ++i) v = i % 3 == 0 ? v + 0.25 * i : i % 3 == 1 ? v * x1.data<double>()[k] : v - 0.25 * i;
+    want.push_back(v);
+  }
+  check_all_close(deep.run({x0, x1}).to_vector<double>(), want, 1e-14, 1e-14);
+  CHECK(fused_expr::parse(deep.to_string()).to_string() == deep.to_string());
+
+  std::vector<fused_expr> level;
+  std::vector<tensor> inputs;
+  for (std::size_t i = 0; i < 8; ++i) {
+    level.push_back(fused_expr::input(i));
+    inputs.push_back(random_tensor<float>({100}, -1, 1, unsigned(i) + 10));
+  }
+  while (level.size() > 1) {
+    std::vector<fused_expr> next;
+    for (std::size_t i = 0; i < level.size(); i += 2) next.push_back(fused_expr::apply("maximum", {level[i], level[i + 1]}));
+    level = next;
+  }
+  std::vector<float> top(100, -10);
+  for (const auto& t : inputs)
+    for (std::size_t k = 0; k < 100; ++k) top[k] = std::max(top[k], t.data<float>()[k]);
+  check_all_close(level[0].run(std::span<const tensor>(inputs)).to_vector<float>(), top);
+  // A bare input is a copy; clip takes its bounds.
+  check_all_close(fused_expr::parse("x1").run({x0, x1}).to_vector<double>(), x1.to_vector<double>());
+  check_all_close(fused_expr::parse("(clip x0 -0.5 0.5)").run({x0}).to_vector<double>(), clip(x0, -0.5, 0.5).to_vector<double>());
+  CHECK(fused_expr::parse("(clip x0 -0.5 0.5)").to_string() == "(clip x0 -0.5 0.5)");
+}
+
+TEST_CASE("fused descriptions and operands that are wrong are clear errors") {
+  auto parse_error = [](const char* text) { return message_of<kernel_error>([&] { fused_expr::parse(text); }); };
+  CHECK(parse_error("(ad x0 x1)") ==
+        "kiln::kernels::fused_expr::parse: at offset 1 of \"(ad x0 x1)\": unknown operator 'ad' (did you mean 'add'?)");
+  CHECK(parse_error("(exp x0 x1)") == "kiln::kernels::fused_expr::parse: at offset 1 of \"(exp x0 x1)\": 'exp' takes 1 operands, got 2");
+  CHECK(parse_error("(add x0 x1") == "kiln::kernels::fused_expr::parse: at offset 10 of \"(add x0 x1\": missing ')'");
+  CHECK(parse_error("(add x0 y)") ==
+        "kiln::kernels::fused_expr::parse: at offset 9 of \"(add x0 y)\": expected '(', an input x0..x7 or a number, got 'y'");
+  CHECK(parse_error("(exp x9)") == "kiln::kernels::fused_expr::parse: at offset 7 of \"(exp x9)\": input x9: at most 8 inputs (x0..x7)");
+  CHECK(parse_error("(clip x0 a 1)") == "kiln::kernels::fused_expr::parse: at offset 10 of \"(clip x0 a 1)\": clip needs number bounds, got 'a'");
+  CHECK(parse_error("x0 x1") == "kiln::kernels::fused_expr::parse: at offset 3 of \"x0 x1\": unexpected text after the expression");
+  CHECK(parse_error("") == "kiln::kernels::fused_expr::parse: at offset 0 of \"\": expected an expression");
+  std::string nested;
+  for (int i = 0; i < 300; ++i) nested += "(exp ";
+  CHECK(parse_error(nested.c_str()).find("nests too deeply") != std::string::npos);
+
+  const fused_expr e = fused_expr::parse(chain_text);
+  const tensor f = tensor::zeros({4}, dtype::float32), i = tensor::zeros({4}, dtype::int32);
+  CHECK(message_of<kernel_error>([&] { e.run({f, f}); }) == "kiln::kernels::fused: the expression reads 3 inputs, 2 given");
+  CHECK(message_of<kernel_error>([&] { e.run({f, f, tensor::zeros({4}, dtype::float64)}); }) ==
+        "kiln::kernels::fused: input 2 is float64[4] but input 0 is float32[4]; all inputs need one dtype");
+  CHECK(message_of<kernel_error>([&] { e.run({i, i, i}); }) == "kiln::kernels::fused: inputs must be float32 or float64, got int32[4]");
+  CHECK(message_of<kernel_error>([&] { e.run({f, f, tensor::zeros({3}, dtype::float32)}); }).find("do not broadcast") != std::string::npos);
+  CHECK(message_of<kernel_error>([&] { e.run({f, f, f}, tensor::zeros({5}, dtype::float32)); }) ==
+        "kiln::kernels::fused: the output must be float32[4], got float32[5]");
+  CHECK(message_of<kernel_error>([&] { run_fused(chain, {f, f}); }) == "kiln::kernels::fused: the expression reads 3 inputs, 2 given");
+}
