@@ -6,7 +6,10 @@
 //   add/plain/N    c[i] = a[i] + b[i], compiled with the same flags (-O3 -march=native)
 //   add/kiln/N     kernels::add(a, b, c): the checks, the loop plan and the xsimd loop
 //   exp/std/N      c[i] = std::exp(a[i]);  exp/kiln/N  kernels::exp(a, c)   (same for tanh)
-#include <kiln/kernels/elementwise.hpp>
+//   chain/...      y = relu(a * b + c) * 0.5, four operators over three inputs: a plain fused loop
+//                  (the ceiling: one pass, 16 bytes per element), kiln's compile-time fused
+//                  kernel, the run-time fused_expr, and four separate kernel calls (four passes)
+#include <kiln/kernels/fused.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -101,6 +104,71 @@ void tanh_kiln(benchmark::State& s) {
   s.SetItemsProcessed(s.iterations() * n);
 }
 
+struct chain_operands {
+  tensor a, b, c, y, t1, t2, t3, half;
+  explicit chain_operands(std::int64_t n)
+      : a(tensor::empty({n}, dtype::float32)), b(tensor::empty({n}, dtype::float32)), c(tensor::empty({n}, dtype::float32)),
+        y(tensor::zeros({n}, dtype::float32)), t1(tensor::zeros({n}, dtype::float32)), t2(tensor::zeros({n}, dtype::float32)),
+        t3(tensor::zeros({n}, dtype::float32)), half(tensor::from_values<float>({}, {0.5f})) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      a.data<float>()[i] = float(i % 100) * 0.01f - 0.5f;
+      b.data<float>()[i] = float(i % 7) * 0.25f;
+      c.data<float>()[i] = float(i % 13) * -0.1f;
+    }
+  }
+};
+
+__attribute__((noinline)) void plain_chain(const float* a, const float* b, const float* c, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = a[i] * b[i] + c[i];
+    y[i] = (v < 0 ? 0.f : v) * 0.5f;
+  }
+}
+constexpr auto chain_expr = kernels::fx::relu(kernels::fx::arg<0>{} * kernels::fx::arg<1>{} + kernels::fx::arg<2>{}) * 0.5;
+
+void chain_plain(benchmark::State& s) {
+  const std::int64_t n = s.range(0);
+  chain_operands o(n);
+  for (auto _ : s) {
+    plain_chain(o.a.data<float>(), o.b.data<float>(), o.c.data<float>(), o.y.data<float>(), n);
+    benchmark::ClobberMemory();
+  }
+  bytes(s, n, 4);
+}
+void chain_compile_time(benchmark::State& s) {
+  const std::int64_t n = s.range(0);
+  chain_operands o(n);
+  const tensor in[] = {o.a, o.b, o.c};
+  for (auto _ : s) {
+    kernels::run_fused(chain_expr, in, o.y);
+    benchmark::ClobberMemory();
+  }
+  bytes(s, n, 4);
+}
+void chain_run_time(benchmark::State& s) {
+  const std::int64_t n = s.range(0);
+  chain_operands o(n);
+  const tensor in[] = {o.a, o.b, o.c};
+  const kernels::fused_expr e = kernels::fused_expr::parse("(multiply (relu (add (multiply x0 x1) x2)) 0.5)");
+  for (auto _ : s) {
+    e.run(in, o.y);
+    benchmark::ClobberMemory();
+  }
+  bytes(s, n, 4);
+}
+void chain_unfused(benchmark::State& s) {
+  const std::int64_t n = s.range(0);
+  chain_operands o(n);
+  for (auto _ : s) {
+    kernels::multiply(o.a, o.b, o.t1);
+    kernels::add(o.t1, o.c, o.t2);
+    kernels::relu(o.t2, o.t3);
+    kernels::multiply(o.t3, o.half, o.y);
+    benchmark::ClobberMemory();
+  }
+  bytes(s, n, 4);  // the useful bytes: the same 16 per element as the fused forms
+}
+
 // 1K .. 16M floats: 12 KB (L1) to 192 MB (memory) for the three arrays.
 void sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t n = 1 << 10; n <= 1 << 24; n <<= 2) b->Arg(n);
@@ -110,6 +178,10 @@ void sizes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(add_plain)->Name("add/plain")->Apply(sizes);
 BENCHMARK(add_kiln)->Name("add/kiln")->Apply(sizes);
+BENCHMARK(chain_plain)->Name("chain/plain")->Apply(sizes);
+BENCHMARK(chain_compile_time)->Name("chain/kiln_compile_time")->Apply(sizes);
+BENCHMARK(chain_run_time)->Name("chain/kiln_run_time")->Apply(sizes);
+BENCHMARK(chain_unfused)->Name("chain/kiln_unfused")->Apply(sizes);
 BENCHMARK(exp_std)->Name("exp/std")->Arg(1 << 12)->Arg(1 << 20);
 BENCHMARK(exp_kiln)->Name("exp/kiln")->Arg(1 << 12)->Arg(1 << 20);
 BENCHMARK(tanh_std)->Name("tanh/std")->Arg(1 << 12)->Arg(1 << 20);

@@ -14,6 +14,7 @@
 
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/support/error.hpp>
+#include <kiln/support/strings.hpp>
 
 #include <boost/container/small_vector.hpp>
 
@@ -53,7 +54,7 @@ public:
 
 /// Throws `kernel_error("kiln::kernels::<op>: <what>")`.
 [[noreturn]] __attribute__((noinline, cold)) inline void fail(std::string_view op, const std::string& what) {
-  throw kernel_error("kiln::kernels::" + std::string(op) + ": " + what);
+  throw kernel_error(kiln::detail::concat("kiln::kernels::", op, ": ", what));
 }
 
 /// "float32[2, 3]": how messages name an operand.
@@ -93,7 +94,7 @@ decltype(auto) visit_dtype(std::string_view op, dtype t, F&& f) {
     case dtype::float16:
     case dtype::void_: break;
   }
-  fail(op, "dtype " + std::string(name(t)) + " is not supported by the CPU kernels");
+  fail(op, kiln::detail::concat("dtype ", name(t), " is not supported by the CPU kernels"));
 }
 
 // ---- shapes ---------------------------------------------------------------------------------------
@@ -147,8 +148,8 @@ template <class Shape>
 void check_output(std::string_view op, const tensor& out, dtype type, const Shape& shape) {
   if (!out.defined()) fail(op, "the output tensor is undefined");
   if (out.type() != type || !std::equal(out.shape().begin(), out.shape().end(), shape.begin(), shape.end()))
-    fail(op, "the output must be " + std::string(name(type)) + runtime::shape_to_string(std::span<const std::int64_t>(shape.data(), shape.size())) +
-                 ", got " + describe_operand(out));
+    fail(op, kiln::detail::concat("the output must be ", name(type), runtime::shape_to_string(std::span<const std::int64_t>(shape.data(), shape.size())),
+                                  ", got ", describe_operand(out)));
 }
 
 /// Whether the bytes `out` may write overlap the bytes of `in` without being exactly the same

@@ -125,7 +125,7 @@ inline void require_same_dtype(std::string_view op, std::initializer_list<const 
 
 template <class Op>
 void require_accepts(std::string_view op, const tensor& t) {
-  if (!Op::accepts(t.type())) fail(op, "does not take " + std::string(name(t.type())) + " tensors (operand " + describe_operand(t) + ")");
+  if (!Op::accepts(t.type())) fail(op, kiln::detail::concat("does not take ", name(t.type()), " tensors (operand ", describe_operand(t), ")"));
 }
 
 }  // namespace detail

@@ -265,7 +265,7 @@ public:
     const opcode code = lookup(op);
     const std::size_t want = code <= opcode::minimum ? 2 : 1;
     if (args.size() != want)
-      fail("fused_expr", "'" + std::string(op) + "' takes " + std::to_string(want) + " operands, got " + std::to_string(args.size()));
+      fail("fused_expr", kiln::detail::concat("'", op, "' takes ", want, " operands, got ", args.size()));
     if (code == opcode::clip && lo > hi) fail("fused_expr", "clip: the lower bound is above the upper bound");
     node n{node::apply, code, 0, 0, lo, hi, {}};
     for (auto& a : args) n.children.push_back(std::move(a.root_));
@@ -344,7 +344,7 @@ private:
     for (std::size_t i = 0; i < std::size(operator_names); ++i)
       if (operator_names[i] == op) return opcode(i);
     std::vector<std::string> names(std::begin(operator_names), std::end(operator_names));
-    fail("fused_expr", "unknown operator '" + std::string(op) + "'" + kiln::detail::did_you_mean(op, names));
+    fail("fused_expr", kiln::detail::concat("unknown operator '", op, "'", kiln::detail::did_you_mean(op, names)));
   }
 
   static std::shared_ptr<const program> compile(const node& root) {
@@ -421,7 +421,7 @@ private:
     std::string_view text;
     std::size_t at = 0;
     [[noreturn]] void error(const std::string& what) const {
-      fail("fused_expr::parse", "at offset " + std::to_string(at) + " of \"" + std::string(text) + "\": " + what);
+      fail("fused_expr::parse", kiln::detail::concat("at offset ", at, " of \"", text, "\": ", what));
     }
     void skip_space() {
       while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at]))) ++at;
@@ -441,7 +441,7 @@ private:
     double bound() {
       const std::string_view w = word();
       if (auto v = number(w)) return *v;
-      error("clip needs number bounds, got '" + std::string(w) + "'");
+      error(kiln::detail::concat("clip needs number bounds, got '", w, "'"));
     }
     fused_expr expression(int depth = 0) {
       if (depth > 200) error("the expression nests too deeply");
@@ -480,12 +480,12 @@ private:
         std::size_t i = 0;
         const auto r = std::from_chars(w.data() + 1, w.data() + w.size(), i);
         if (r.ec == std::errc() && r.ptr == w.data() + w.size()) {
-          if (i >= detail::max_fused_inputs) error("input " + std::string(w) + ": at most 8 inputs (x0..x7)");
+          if (i >= detail::max_fused_inputs) error(kiln::detail::concat("input ", w, ": at most 8 inputs (x0..x7)"));
           return input(i);
         }
       }
       if (auto v = number(w)) return constant(*v);
-      error("expected '(', an input x0..x7 or a number, got '" + std::string(w) + "'");
+      error(kiln::detail::concat("expected '(', an input x0..x7 or a number, got '", w, "'"));
     }
   };
 
