@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// The CPU kernels (everything but the VM registration, which is `kernels/register.hpp`).
+#pragma once
+
+#include <kiln/kernels/common.hpp>
+#include <kiln/kernels/elementwise.hpp>
+#include <kiln/kernels/fused.hpp>
+#include <kiln/kernels/ops.hpp>

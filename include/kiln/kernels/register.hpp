@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// The kernels as VM native functions, so that bytecode can call them by name.
+///
+/// Every kernel is registered destination-passing, as compiled code calls it (the design's
+/// `call_dps_packed`): the inputs, then any attributes, then the output tensor, which the
+/// program allocates first (`vm.builtin.alloc_tensor`); the call returns null.
+///
+///     kernels.add(a, b, out)              kernels.exp(x, out)          kernels.where(c, x, y, out)
+///     kernels.clip(x, lo, hi, out)        kernels.cast(x, out)         (out's dtype is the target)
+///     kernels.fused("(add x0 (exp x1))", x0, x1, out)
+///
+/// The names are those of `elementwise.hpp` with the prefix "kernels."; `kernel_names()` lists
+/// them. `kernels.fused` parses each distinct description once and keeps it.
+#pragma once
+
+#include <kiln/kernels/fused.hpp>
+#include <kiln/vm/native.hpp>
+
+#include <mutex>
+#include <unordered_map>
+
+namespace kiln::kernels {
+
+/// Registers every kernel in `r` under "kernels.<name>".
+inline void register_kernels(vm::function_registry& r) {
+  using vm::call_args;
+#define KILN_REGISTER_BINARY(op) r.add("kernels." #op, [](tensor a, tensor b, tensor out) { op(a, b, out); });
+  KILN_REGISTER_BINARY(add)
+  KILN_REGISTER_BINARY(subtract)
+  KILN_REGISTER_BINARY(multiply)
+  KILN_REGISTER_BINARY(divide)
+  KILN_REGISTER_BINARY(floor_divide)
+  KILN_REGISTER_BINARY(power)
+  KILN_REGISTER_BINARY(maximum)
+  KILN_REGISTER_BINARY(minimum)
+  KILN_REGISTER_BINARY(equal)
+  KILN_REGISTER_BINARY(not_equal)
+  KILN_REGISTER_BINARY(less)
+  KILN_REGISTER_BINARY(less_equal)
+  KILN_REGISTER_BINARY(greater)
+  KILN_REGISTER_BINARY(greater_equal)
+  KILN_REGISTER_BINARY(logical_and)
+  KILN_REGISTER_BINARY(logical_or)
+#undef KILN_REGISTER_BINARY
+#define KILN_REGISTER_UNARY(op) r.add("kernels." #op, [](tensor x, tensor out) { op(x, out); });
+  KILN_REGISTER_UNARY(negative)
+  KILN_REGISTER_UNARY(abs)
+  KILN_REGISTER_UNARY(relu)
+  KILN_REGISTER_UNARY(exp)
+  KILN_REGISTER_UNARY(log)
+  KILN_REGISTER_UNARY(sqrt)
+  KILN_REGISTER_UNARY(rsqrt)
+  KILN_REGISTER_UNARY(tanh)
+  KILN_REGISTER_UNARY(sigmoid)
+  KILN_REGISTER_UNARY(erf)
+  KILN_REGISTER_UNARY(gelu)
+  KILN_REGISTER_UNARY(gelu_tanh)
+  KILN_REGISTER_UNARY(logical_not)
+  KILN_REGISTER_UNARY(cast)
+#undef KILN_REGISTER_UNARY
+  r.add("kernels.clip", [](tensor x, double lo, double hi, tensor out) { clip(x, lo, hi, out); });
+  r.add("kernels.where", [](tensor c, tensor x, tensor y, tensor out) { where(c, x, y, out); });
+
+  // Parsed descriptions, shared by every VM the registry serves.
+  struct fused_cache {
+    std::mutex mutex;
+    std::unordered_map<std::string, fused_expr> parsed;
+    fused_expr get(const std::string& text) {
+      std::lock_guard lock(mutex);
+      auto it = parsed.find(text);
+      if (it == parsed.end()) it = parsed.emplace(text, fused_expr::parse(text)).first;
+      return it->second;
+    }
+  };
+  auto cache = std::make_shared<fused_cache>();
+  r.add("kernels.fused", [cache](const std::string& text, call_args rest) {
+    if (rest.size() < 2) fail("fused", kiln::detail::concat("needs the inputs and the output after the description, got ", rest.size(), " tensors"));
+    const fused_expr e = cache->get(text);
+    std::vector<tensor> inputs;
+    inputs.reserve(rest.size() - 1);
+    for (std::size_t i = 0; i + 1 < rest.size(); ++i) {
+      if (!rest[i].is_tensor())
+        fail("fused", kiln::detail::concat("argument ", i + 1, " must be a tensor, got ", vm::name(rest[i].kind())));
+      inputs.push_back(rest[i].as_tensor());
+    }
+    if (!rest[rest.size() - 1].is_tensor()) fail("fused", kiln::detail::concat("the output must be a tensor, got ", vm::name(rest[rest.size() - 1].kind())));
+    e.run(inputs, rest[rest.size() - 1].as_tensor());
+  });
+}
+
+}  // namespace kiln::kernels
