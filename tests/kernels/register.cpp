@@ -66,3 +66,20 @@ TEST_CASE("kernels.fused parses a description once and runs it; kernels.clip tak
   kiln_test::check_all_close(out.to_vector<float>(), kernels::clip(kernels::add(x, kernels::exp(y)), -1, 2).to_vector<float>());
   CHECK(message_of<vm_error>([&] { vm.invoke("main", x, 3, out); }).find("kiln::kernels::fused: argument 2 must be a tensor, got int") != std::string::npos);
 }
+
+TEST_CASE("reductions and softmax through the VM") {
+  exec_builder b;
+  b.begin_function("main", {"x", "s", "m", "out"}, 4);
+  b.emit_call("kernels.sum", {b.r(0), b.c(b.add_constant(value::shape({1}))), b.c(b.add_constant(value(false))), b.r(1)}, void_register);
+  b.emit_call("kernels.argmax", {b.r(0), b.c(b.add_constant(value())), b.c(b.add_constant(value(false))), b.r(2)}, void_register);
+  b.emit_call("kernels.softmax", {b.r(0), b.imm(-1), b.r(3)}, void_register);
+  b.emit_ret(3);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, registry());
+  const tensor x = kiln_test::random_tensor<float>({3, 20}, -2, 2, 8);
+  const tensor s = tensor::zeros({3}, dtype::float32), m = tensor::zeros({}, dtype::int64), out = tensor::zeros({3, 20}, dtype::float32);
+  vm.invoke("main", x, s, m, out);
+  kiln_test::check_all_close(s.to_vector<float>(), kernels::sum(x, {1}).to_vector<float>());
+  CHECK(m.to_vector<std::int64_t>() == kernels::argmax(x).to_vector<std::int64_t>());
+  kiln_test::check_all_close(out.to_vector<float>(), kernels::softmax(x).to_vector<float>());
+}

@@ -7,3 +7,4 @@
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/ops.hpp>
+#include <kiln/kernels/reduce.hpp>

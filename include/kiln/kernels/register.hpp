@@ -9,12 +9,17 @@
 ///     kernels.add(a, b, out)              kernels.exp(x, out)          kernels.where(c, x, y, out)
 ///     kernels.clip(x, lo, hi, out)        kernels.cast(x, out)         (out's dtype is the target)
 ///     kernels.fused("(add x0 (exp x1))", x0, x1, out)
+///     kernels.sum(x, axes, keepdims, out)  (also mean, max, min, prod; axes a shape value, empty: all)
+///     kernels.argmax(x, axis, keepdims, out)  (axis an int, or null for the flattened tensor)
+///     kernels.softmax(x, axis, out)        kernels.log_softmax(x, axis, out)
+///     kernels.layer_norm(x, gamma, beta, axes, epsilon, center, scale, out)
 ///
 /// The names are those of `elementwise.hpp` with the prefix "kernels."; `kernel_names()` lists
 /// them. `kernels.fused` parses each distinct description once and keeps it.
 #pragma once
 
 #include <kiln/kernels/fused.hpp>
+#include <kiln/kernels/reduce.hpp>
 #include <kiln/vm/native.hpp>
 
 #include <mutex>
@@ -61,6 +66,25 @@ inline void register_kernels(vm::function_registry& r) {
 #undef KILN_REGISTER_UNARY
   r.add("kernels.clip", [](tensor x, double lo, double hi, tensor out) { clip(x, lo, hi, out); });
   r.add("kernels.where", [](tensor c, tensor x, tensor y, tensor out) { where(c, x, y, out); });
+
+#define KILN_REGISTER_REDUCE(op)                                                                         \
+  r.add("kernels." #op, [](tensor x, const shape_vector& axes, bool keepdims, tensor out) { op(x, axes, keepdims, out); });
+  KILN_REGISTER_REDUCE(sum)
+  KILN_REGISTER_REDUCE(mean)
+  KILN_REGISTER_REDUCE(max)
+  KILN_REGISTER_REDUCE(min)
+  KILN_REGISTER_REDUCE(prod)
+#undef KILN_REGISTER_REDUCE
+  auto optional_axis = [](const vm::value& v) { return v.is_null() ? std::optional<std::int64_t>() : std::optional(v.as_int()); };
+  r.add("kernels.argmax", [=](tensor x, const vm::value& axis, bool keepdims, tensor out) { argmax(x, optional_axis(axis), keepdims, out); });
+  r.add("kernels.argmin", [=](tensor x, const vm::value& axis, bool keepdims, tensor out) { argmin(x, optional_axis(axis), keepdims, out); });
+  r.add("kernels.softmax", [](tensor x, std::int64_t axis, tensor out) { softmax(x, axis, out); });
+  r.add("kernels.log_softmax", [](tensor x, std::int64_t axis, tensor out) { log_softmax(x, axis, out); });
+  r.add("kernels.layer_norm", [](tensor x, const vm::value& gamma, const vm::value& beta, const shape_vector& axes, double epsilon,
+                                 bool center, bool scale, tensor out) {
+    auto maybe = [](const vm::value& v) { return v.is_null() ? tensor() : v.as_tensor(); };
+    layer_norm(x, maybe(gamma), maybe(beta), axes, epsilon, out, center, scale);
+  });
 
   // Parsed descriptions, shared by every VM the registry serves.
   struct fused_cache {

@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Reductions over any set of axes (sum, mean, max, min, prod; argmax, argmin), numerically stable
+/// softmax and log_softmax along an axis, and layer_norm, with the IR's attributes:
+///
+///     kernels::sum(x, {0, 2}, /*keepdims=*/true)       // axes may be negative; {} reduces all
+///     kernels::softmax(x, -1)                          // max-subtracted: no overflow
+///     kernels::layer_norm(x, gamma, beta, {-1}, 1e-5)  // over the trailing axis
+///
+/// A reduction sees its input as kept dimensions times reduced dimensions (each list merged where
+/// strides allow) and takes one of three loops: the reduced block's innermost run is contiguous
+/// (vector accumulators, one horizontal step per output element); the kept innermost run is
+/// contiguous (whole output rows accumulated with vectors); or neither (scalar). Floating-point
+/// sums therefore associate differently from a sequential loop; tests state the tolerance.
+/// max and min propagate NaN; argmax and argmin return the first extreme index (the first NaN if
+/// any), counted over the reduced axes in row-major order, as int64.
+#pragma once
+
+#include <kiln/kernels/elementwise.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace kiln::kernels {
+
+namespace detail {
+
+inline std::string concat_axis_error(std::int64_t a, std::size_t ndim) {
+  return kiln::detail::concat("axis ", a, " is out of range for a ", ndim, "-d tensor");
+}
+
+/// Which axes of a rank-`ndim` tensor `axes` names (negative counts from the end; empty: all).
+inline std::vector<bool> reduced_axes(std::string_view op, std::size_t ndim, std::span<const std::int64_t> axes) {
+  std::vector<bool> red(ndim, axes.empty());
+  for (std::int64_t a : axes) {
+    const std::int64_t n = a < 0 ? a + std::int64_t(ndim) : a;
+    if (n < 0 || n >= std::int64_t(ndim))
+      fail(op, concat_axis_error(a, ndim));
+    if (red[std::size_t(n)]) fail(op, kiln::detail::concat("axis ", a, " is given twice"));
+    red[std::size_t(n)] = true;
+  }
+  return red;
+}
+
+/// The output shape of a reduction.
+inline shape_vector reduced_shape(const tensor& x, const std::vector<bool>& red, bool keepdims) {
+  shape_vector s;
+  for (std::size_t i = 0; i < x.ndim(); ++i) {
+    if (!red[i]) s.push_back(x.shape(i));
+    else if (keepdims) s.push_back(1);
+  }
+  return s;
+}
+
+/// Dimensions (sizes and strides in elements) with size-1 ones dropped and mergeable neighbours
+/// merged; outermost first.
+struct dim_list {
+  dims shape, stride;
+  void add(std::int64_t size, std::int64_t st) {
+    if (size == 1) return;
+    if (!shape.empty() && stride.back() == st * size) {
+      shape.back() *= size;
+      stride.back() = st;
+      return;
+    }
+    shape.push_back(size);
+    stride.push_back(st);
+  }
+  std::int64_t count() const {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+  /// Calls f(offset) for every index, row-major, skipping the last `skip_inner` dimensions.
+  template <class F>
+  void for_each(std::size_t skip_inner, F&& f) const {
+    const std::size_t d = shape.size() - std::min(skip_inner, shape.size());
+    dims idx(d, 0);
+    std::int64_t off = 0;
+    std::int64_t total = 1;
+    for (std::size_t i = 0; i < d; ++i) total *= shape[i];
+    for (std::int64_t k = 0; k < total; ++k) {
+      f(off);
+      for (std::size_t a = d; a-- > 0;) {
+        off += stride[a];
+        if (++idx[a] < shape[a]) break;
+        off -= stride[a] * shape[a];
+        idx[a] = 0;
+      }
+    }
+  }
+};
+
+/// The reducers: an identity, a combining step for scalars and batches, a horizontal step.
+template <class T>
+struct sum_reducer {
+  static T identity() { return T(0); }
+  template <class V>
+  static V combine(const V& a, const V& b) { return ops::add{}(a, b); }
+  static T horizontal(const batch<T>& v) { return xsimd::hadd(v); }
+};
+template <class T>
+struct prod_reducer {
+  static T identity() { return T(1); }
+  template <class V>
+  static V combine(const V& a, const V& b) { return ops::multiply{}(a, b); }
+  static T horizontal(const batch<T>& v) {
+    alignas(64) T lanes[batch<T>::size];
+    v.store_aligned(lanes);
+    T r = T(1);
+    for (T x : lanes) r = combine(r, x);
+    return r;
+  }
+};
+template <class T>
+struct max_reducer {
+  static T identity() { return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest(); }
+  template <class V>
+  static V combine(const V& a, const V& b) { return ops::maximum{}(a, b); }
+  static T horizontal(const batch<T>& v) {
+    alignas(64) T lanes[batch<T>::size];
+    v.store_aligned(lanes);
+    T r = identity();
+    for (T x : lanes) r = combine(r, x);
+    return r;
+  }
+};
+template <class T>
+struct min_reducer {
+  static T identity() { return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max(); }
+  template <class V>
+  static V combine(const V& a, const V& b) { return ops::minimum{}(a, b); }
+  static T horizontal(const batch<T>& v) {
+    alignas(64) T lanes[batch<T>::size];
+    v.store_aligned(lanes);
+    T r = identity();
+    for (T x : lanes) r = combine(r, x);
+    return r;
+  }
+};
+
+/// Reduces `x` (element type T) over the axes `red` into the contiguous buffer `out` (one
+/// element per kept index, row-major).
+template <class T, template <class> class Reducer>
+void reduce_into(const tensor& x, const std::vector<bool>& red, T* out) {
+  using R = Reducer<T>;
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  constexpr bool vec = ops::is_simd_type<T>;
+  dim_list kept, reduced;
+  for (std::size_t i = 0; i < x.ndim(); ++i) (red[i] ? reduced : kept).add(x.shape(i), x.strides()[i]);
+  const T* in = static_cast<const T*>(x.data());
+  const std::int64_t K = kept.count();
+  if (reduced.shape.empty()) {  // nothing to reduce (all reduced axes have size 1): a copy
+    std::int64_t k = 0;
+    kept.for_each(0, [&](std::int64_t off) { out[k++] = in[off]; });
+    return;
+  }
+  const std::int64_t inner_red = reduced.shape.back(), inner_red_stride = reduced.stride.back();
+  const bool kept_inner_contiguous = !kept.shape.empty() && kept.stride.back() == 1;
+  if constexpr (vec) {
+    if (inner_red_stride == 1 && !kept_inner_contiguous) {
+      // Each output element reduces contiguous runs: vector accumulators.
+      std::int64_t k = 0;
+      kept.for_each(0, [&](std::int64_t base) {
+        V acc(R::identity());
+        T tail = R::identity();
+        reduced.for_each(1, [&](std::int64_t off) {
+          const T* p = in + base + off;
+          std::int64_t j = 0;
+          for (; j + W <= inner_red; j += W) acc = R::combine(acc, V::load_unaligned(p + j));
+          for (; j < inner_red; ++j) tail = R::combine(tail, p[j]);
+        });
+        out[k++] = R::combine(R::horizontal(acc), tail);
+      });
+      return;
+    }
+    if (kept_inner_contiguous) {
+      // Whole output rows accumulate with vectors.
+      const std::int64_t row = kept.shape.back();
+      std::fill_n(out, K, R::identity());
+      std::int64_t r = 0;
+      kept.for_each(1, [&](std::int64_t base) {
+        T* o = out + r * row;
+        reduced.for_each(0, [&](std::int64_t off) {
+          const T* p = in + base + off;
+          std::int64_t j = 0;
+          for (; j + W <= row; j += W) R::combine(V::load_unaligned(o + j), V::load_unaligned(p + j)).store_unaligned(o + j);
+          for (; j < row; ++j) o[j] = R::combine(o[j], p[j]);
+        });
+        ++r;
+      });
+      return;
+    }
+  }
+  std::int64_t k = 0;
+  kept.for_each(0, [&](std::int64_t base) {
+    T acc = R::identity();
+    reduced.for_each(0, [&](std::int64_t off) { acc = R::combine(acc, in[base + off]); });
+    out[k++] = acc;
+  });
+}
+
+/// Writes the contiguous buffer `values` (row-major) into `out` (any layout).
+template <class T>
+void scatter(const T* values, const tensor& out) {
+  if (out.numel() == 0) return;
+  if (out.is_contiguous()) {
+    std::memcpy(out.data(), values, std::size_t(out.numel()) * sizeof(T));
+    return;
+  }
+  T* o = static_cast<T*>(out.data());
+  std::int64_t k = 0;
+  runtime::for_each_offset(out.shape(), out.strides(), [&](std::int64_t off) { o[off] = values[k++]; });
+}
+
+template <template <class> class Reducer>
+void reduce(std::string_view op, const tensor& x, std::span<const std::int64_t> axes, bool keepdims, const tensor& out, bool numeric_only,
+            bool mean = false) {
+  if (!x.defined()) fail(op, "the operand is undefined");
+  if (numeric_only ? !ops::is_numeric(x.type()) : false) fail(op, kiln::detail::concat("does not take ", name(x.type()), " tensors"));
+  if (mean && !ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs a float32 or float64 tensor, got ", describe_operand(x)));
+  const std::vector<bool> red = reduced_axes(op, x.ndim(), axes);
+  const shape_vector shape = reduced_shape(x, red, keepdims);
+  check_output(op, out, x.type(), shape);
+  std::int64_t count = 1;
+  for (std::size_t i = 0; i < x.ndim(); ++i)
+    if (red[i]) count *= x.shape(i);
+  if (count == 0 && !std::is_same_v<Reducer<float>, sum_reducer<float>> && !std::is_same_v<Reducer<float>, prod_reducer<float>>)
+    fail(op, kiln::detail::concat("cannot reduce an empty axis of ", describe_operand(x), " (it has no identity)"));
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    std::vector<T> buf(std::size_t(out.numel()));
+    if (!buf.empty()) reduce_into<T, Reducer>(x, red, buf.data());
+    if constexpr (std::is_floating_point_v<T>)
+      if (mean) {
+        const T scale = count ? T(1) / T(count) : std::numeric_limits<T>::quiet_NaN();
+        for (T& v : buf) v *= scale;
+      }
+    scatter(buf.data(), out);
+  });
+}
+
+template <template <class> class Reducer>
+tensor reduce_new(std::string_view op, const tensor& x, std::span<const std::int64_t> axes, bool keepdims, bool numeric_only, bool mean = false) {
+  if (!x.defined()) fail(op, "the operand is undefined");
+  tensor out = new_output(reduced_shape(x, reduced_axes(op, x.ndim(), axes), keepdims), x.type());
+  reduce<Reducer>(op, x, axes, keepdims, out, numeric_only, mean);
+  return out;
+}
+
+}  // namespace detail
+
+using axis_list = std::initializer_list<std::int64_t>;
+
+#define KILN_KERNELS_REDUCE(op, reducer, numeric, is_mean)                                                                       \
+  inline void op(const tensor& x, std::span<const std::int64_t> axes, bool keepdims, const tensor& out) {                         \
+    detail::reduce<detail::reducer>(#op, x, axes, keepdims, out, numeric, is_mean);                                              \
+  }                                                                                                                              \
+  inline tensor op(const tensor& x, std::span<const std::int64_t> axes = {}, bool keepdims = false) {                             \
+    return detail::reduce_new<detail::reducer>(#op, x, axes, keepdims, numeric, is_mean);                                        \
+  }                                                                                                                              \
+  inline tensor op(const tensor& x, axis_list axes, bool keepdims = false) {                                                     \
+    return op(x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);                                            \
+  }
+KILN_KERNELS_REDUCE(sum, sum_reducer, true, false)
+KILN_KERNELS_REDUCE(mean, sum_reducer, true, true)
+KILN_KERNELS_REDUCE(prod, prod_reducer, true, false)
+KILN_KERNELS_REDUCE(max, max_reducer, false, false)
+KILN_KERNELS_REDUCE(min, min_reducer, false, false)
+#undef KILN_KERNELS_REDUCE
+
+// ---- argmax / argmin --------------------------------------------------------------------------------
+
+namespace detail {
+template <bool Max>
+void arg_extreme(std::string_view op, const tensor& x, std::optional<std::int64_t> axis, bool keepdims, const tensor& out) {
+  if (!x.defined()) fail(op, "the operand is undefined");
+  std::vector<bool> red;
+  if (axis) {
+    const std::int64_t a[] = {*axis};
+    red = reduced_axes(op, x.ndim(), a);
+  } else {
+    red.assign(x.ndim(), true);
+  }
+  check_output(op, out, dtype::int64, reduced_shape(x, red, keepdims));
+  std::int64_t count = 1;
+  for (std::size_t i = 0; i < x.ndim(); ++i)
+    if (red[i]) count *= x.shape(i);
+  if (count == 0) fail(op, kiln::detail::concat("cannot take the ", Max ? "argmax" : "argmin", " of an empty axis of ", describe_operand(x)));
+  // Reduced offsets in row-major order of the reduced axes (not merged: the index counts them).
+  dim_list kept, reduced;
+  for (std::size_t i = 0; i < x.ndim(); ++i) {
+    if (red[i]) {
+      reduced.shape.push_back(x.shape(i));
+      reduced.stride.push_back(x.strides()[i]);
+    } else {
+      kept.add(x.shape(i), x.strides()[i]);
+    }
+  }
+  std::vector<std::int64_t> result(std::size_t(out.numel()));
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    const T* in = static_cast<const T*>(x.data());
+    std::size_t k = 0;
+    kept.for_each(0, [&](std::int64_t base) {
+      std::int64_t best = 0, i = 0;
+      T best_v{};
+      bool found_nan = false;
+      reduced.for_each(0, [&](std::int64_t off) {
+        const T v = in[base + off];
+        if (!found_nan) {
+          if constexpr (std::is_floating_point_v<T>) {
+            if (std::isnan(v)) {
+              found_nan = true;
+              best = i;
+            }
+          }
+          if (!found_nan && (i == 0 || (Max ? best_v < v : v < best_v))) {
+            best = i;
+            best_v = v;
+          }
+        }
+        ++i;
+      });
+      result[k++] = best;
+    });
+  });
+  scatter(result.data(), out);
+}
+}  // namespace detail
+
+/// Index of the largest element along `axis` (over the flattened tensor when none), int64.
+inline void argmax(const tensor& x, std::optional<std::int64_t> axis, bool keepdims, const tensor& out) {
+  detail::arg_extreme<true>("argmax", x, axis, keepdims, out);
+}
+inline void argmin(const tensor& x, std::optional<std::int64_t> axis, bool keepdims, const tensor& out) {
+  detail::arg_extreme<false>("argmin", x, axis, keepdims, out);
+}
+inline tensor argmax(const tensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdims = false) {
+  if (!x.defined()) fail("argmax", "the operand is undefined");
+  std::vector<bool> red(x.ndim(), !axis);
+  if (axis) red = detail::reduced_axes("argmax", x.ndim(), std::array{*axis});
+  tensor out = new_output(detail::reduced_shape(x, red, keepdims), dtype::int64);
+  argmax(x, axis, keepdims, out);
+  return out;
+}
+inline tensor argmin(const tensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdims = false) {
+  if (!x.defined()) fail("argmin", "the operand is undefined");
+  std::vector<bool> red(x.ndim(), !axis);
+  if (axis) red = detail::reduced_axes("argmin", x.ndim(), std::array{*axis});
+  tensor out = new_output(detail::reduced_shape(x, red, keepdims), dtype::int64);
+  argmin(x, axis, keepdims, out);
+  return out;
+}
+
+// ---- softmax, log_softmax ---------------------------------------------------------------------------
+
+namespace detail {
+
+/// Runs `row(T* data, n)` on every row of `x` along `axis`, in a contiguous buffer, and writes the
+/// result to the same row of `out`. Contiguous rows of a contiguous output are done in place.
+template <class T, class Row>
+void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& row) {
+  const std::int64_t n = x.shape(axis);
+  const std::int64_t xs = x.strides()[axis], os = out.strides()[axis];
+  // Iterate the other axes of x and out together (same shapes), unmerged so indices line up.
+  shape_vector other_shape;
+  dims x_str, o_str;
+  for (std::size_t i = 0; i < x.ndim(); ++i) {
+    if (i == axis) continue;
+    other_shape.push_back(x.shape(i));
+    x_str.push_back(x.strides()[i]);
+    o_str.push_back(out.strides()[i]);
+  }
+  const T* in = static_cast<const T*>(x.data());
+  T* o = static_cast<T*>(out.data());
+  std::vector<T, xsimd::aligned_allocator<T, 64>> buf(static_cast<std::size_t>(n));
+  dims idx(other_shape.size(), 0);
+  std::int64_t total = 1;
+  for (auto d : other_shape) total *= d;
+  std::int64_t xo = 0, oo = 0;
+  for (std::int64_t r = 0; r < total; ++r) {
+    const T* src = in + xo;
+    T* dst = o + oo;
+    if (os == 1) {
+      if (xs == 1) {
+        if (dst != src) std::memcpy(dst, src, std::size_t(n) * sizeof(T));
+      } else {
+        for (std::int64_t j = 0; j < n; ++j) dst[j] = src[j * xs];
+      }
+      row(dst, n);
+    } else {
+      for (std::int64_t j = 0; j < n; ++j) buf[std::size_t(j)] = src[j * xs];
+      row(buf.data(), n);
+      for (std::int64_t j = 0; j < n; ++j) dst[j * os] = buf[std::size_t(j)];
+    }
+    for (std::size_t a = other_shape.size(); a-- > 0;) {
+      xo += x_str[a];
+      oo += o_str[a];
+      if (++idx[a] < other_shape[a]) break;
+      xo -= x_str[a] * other_shape[a];
+      oo -= o_str[a] * other_shape[a];
+      idx[a] = 0;
+    }
+  }
+}
+
+/// softmax (or log_softmax) of the contiguous row `p[0..n)`, in place: max-subtracted.
+template <class T, bool Log>
+void softmax_row(T* p, std::int64_t n) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  V vm(max_reducer<T>::identity());
+  T m = max_reducer<T>::identity();
+  std::int64_t j = 0;
+  for (; j + W <= n; j += W) vm = ops::maximum{}(vm, V::load_unaligned(p + j));
+  for (; j < n; ++j) m = ops::maximum{}(m, p[j]);
+  m = ops::maximum{}(m, max_reducer<T>::horizontal(vm));
+  if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp(-inf - 0) = 0, and 0/0 gives NaN as numpy
+  const V mv(m);
+  V vs(T(0));
+  T s = 0;
+  j = 0;
+  for (; j + W <= n; j += W) {
+    const V e = xsimd::exp(V::load_unaligned(p + j) - mv);
+    if constexpr (!Log) e.store_unaligned(p + j);
+    vs += e;
+  }
+  for (; j < n; j += W) {  // the tail through a padded batch: the same exp as the body
+    alignas(64) T lanes[W];
+    const std::int64_t m_ = n - j;
+    for (std::int64_t k = 0; k < W; ++k) lanes[k] = k < m_ ? p[j + k] : m;
+    const V e = xsimd::exp(V::load_aligned(lanes) - mv);
+    e.store_aligned(lanes);
+    for (std::int64_t k = 0; k < m_; ++k) {
+      s += lanes[k];
+      if constexpr (!Log) p[j + k] = lanes[k];
+    }
+  }
+  s += xsimd::hadd(vs);
+  if constexpr (Log) {
+    const V shift(m + std::log(s));
+    j = 0;
+    for (; j + W <= n; j += W) (V::load_unaligned(p + j) - shift).store_unaligned(p + j);
+    for (; j < n; ++j) p[j] = p[j] - (m + std::log(s));
+  } else {
+    const V inv(T(1) / s);
+    j = 0;
+    for (; j + W <= n; j += W) (V::load_unaligned(p + j) * inv).store_unaligned(p + j);
+    for (; j < n; ++j) p[j] = p[j] * (T(1) / s);
+  }
+}
+
+template <bool Log>
+void softmax_impl(std::string_view op, const tensor& x, std::int64_t axis, const tensor& out) {
+  if (!x.defined()) fail(op, "the operand is undefined");
+  if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs a float32 or float64 tensor, got ", describe_operand(x)));
+  if (x.ndim() == 0) fail(op, "needs a tensor of rank at least 1, got a scalar");
+  const std::int64_t a[] = {axis};
+  const std::vector<bool> red = reduced_axes(op, x.ndim(), a);
+  const auto ax = std::size_t(std::find(red.begin(), red.end(), true) - red.begin());
+  check_output(op, out, x.type(), x.shape());
+  check_no_overlap(op, out, {&x});
+  if (x.numel() == 0) return;
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) for_each_row<T>(x, ax, out, [](T* p, std::int64_t n) { softmax_row<T, Log>(p, n); });
+  });
+}
+
+}  // namespace detail
+
+/// exp(x - max) / sum(exp(x - max)) along `axis`.
+inline void softmax(const tensor& x, std::int64_t axis, const tensor& out) { detail::softmax_impl<false>("softmax", x, axis, out); }
+inline tensor softmax(const tensor& x, std::int64_t axis = -1) {
+  if (!x.defined()) fail("softmax", "the operand is undefined");
+  tensor out = new_output(x.shape(), x.type());
+  softmax(x, axis, out);
+  return out;
+}
+/// x - max - log(sum(exp(x - max))) along `axis`.
+inline void log_softmax(const tensor& x, std::int64_t axis, const tensor& out) { detail::softmax_impl<true>("log_softmax", x, axis, out); }
+inline tensor log_softmax(const tensor& x, std::int64_t axis = -1) {
+  if (!x.defined()) fail("log_softmax", "the operand is undefined");
+  tensor out = new_output(x.shape(), x.type());
+  log_softmax(x, axis, out);
+  return out;
+}
+
+// ---- layer_norm -------------------------------------------------------------------------------------
+
+/// (x - mean) / sqrt(var + epsilon) * gamma + beta over `axes`, which must be the trailing axes
+/// (in any order of naming); gamma and beta have the shape of those axes. `center = false` skips
+/// beta, `scale = false` gamma (either may then be an undefined tensor). Mean and variance are
+/// computed in two passes over each normalised block, in double for float32.
+inline void layer_norm(const tensor& x, const tensor& gamma, const tensor& beta, std::span<const std::int64_t> axes, double epsilon,
+                       const tensor& out, bool center = true, bool scale = true) {
+  constexpr std::string_view op = "layer_norm";
+  if (!x.defined()) fail(op, "the operand is undefined");
+  if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs a float32 or float64 tensor, got ", describe_operand(x)));
+  if (!(epsilon >= 0)) fail(op, kiln::detail::concat("epsilon must be at least 0, got ", std::to_string(epsilon)));
+  const std::vector<bool> red = detail::reduced_axes(op, x.ndim(), axes.empty() ? std::span<const std::int64_t>() : axes);
+  if (axes.empty()) fail(op, "needs at least one axis");
+  std::size_t first = x.ndim();
+  for (std::size_t i = 0; i < x.ndim(); ++i)
+    if (red[i]) first = std::min(first, i);
+  for (std::size_t i = first; i < x.ndim(); ++i)
+    if (!red[i])
+      fail(op, kiln::detail::concat("the normalised axes must be the trailing ones; axis ", i, " of ", describe_operand(x), " is between them"));
+  const shape_vector norm_shape(x.shape().begin() + std::ptrdiff_t(first), x.shape().end());
+  auto check_param = [&](const tensor& p, const char* what, bool used) {
+    if (!used) return;
+    if (!p.defined()) fail(op, kiln::detail::concat(what, " is undefined"));
+    if (p.type() != x.type() || p.shape() != norm_shape)
+      fail(op, kiln::detail::concat(what, " must be ", name(x.type()), runtime::shape_to_string(norm_shape), ", got ", describe_operand(p)));
+  };
+  check_param(gamma, "gamma", scale);
+  check_param(beta, "beta", center);
+  check_output(op, out, x.type(), x.shape());
+  check_no_overlap(op, out, {&x});
+  if (x.numel() == 0) return;
+  // Rows of the normalised block, contiguous copies of x's and of the parameters.
+  const tensor xc = x.contiguous();
+  std::int64_t block = 1;
+  for (auto d : norm_shape) block *= d;
+  const std::int64_t rows = x.numel() / block;
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      using V = batch<T>;
+      constexpr std::int64_t W = std::int64_t(V::size);
+      const tensor gc = scale ? gamma.contiguous() : tensor(), bc = center ? beta.contiguous() : tensor();
+      const T* g = scale ? static_cast<const T*>(gc.data()) : nullptr;
+      const T* b = center ? static_cast<const T*>(bc.data()) : nullptr;
+      const T* in = static_cast<const T*>(xc.data());
+      std::vector<T> result(out.is_contiguous() ? 0 : std::size_t(x.numel()));
+      T* dst_all = out.is_contiguous() ? static_cast<T*>(out.data()) : result.data();
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const T* p = in + r * block;
+        T* dst = dst_all + r * block;
+        // Mean and variance in double: a long row of float32 keeps its precision.
+        double s = 0;
+        for (std::int64_t j = 0; j < block; ++j) s += double(p[j]);
+        const double mean = s / double(block);
+        double v = 0;
+        for (std::int64_t j = 0; j < block; ++j) v += (double(p[j]) - mean) * (double(p[j]) - mean);
+        const T inv = T(1.0 / std::sqrt(v / double(block) + epsilon));
+        const V mv = V(T(mean)), iv = V(inv);
+        std::int64_t j = 0;
+        for (; j + W <= block; j += W) {
+          V y = (V::load_unaligned(p + j) - mv) * iv;
+          if (g) y *= V::load_unaligned(g + j);
+          if (b) y += V::load_unaligned(b + j);
+          y.store_unaligned(dst + j);
+        }
+        for (; j < block; ++j) {
+          T y = (p[j] - T(mean)) * inv;
+          if (g) y *= g[j];
+          if (b) y += b[j];
+          dst[j] = y;
+        }
+      }
+      if (!out.is_contiguous()) detail::scatter(result.data(), out);
+    }
+  });
+}
+inline tensor layer_norm(const tensor& x, const tensor& gamma, const tensor& beta, axis_list axes = {-1}, double epsilon = 1e-5,
+                         bool center = true, bool scale = true) {
+  if (!x.defined()) fail("layer_norm", "the operand is undefined");
+  tensor out = new_output(x.shape(), x.type());
+  layer_norm(x, gamma, beta, std::span<const std::int64_t>(axes.begin(), axes.size()), epsilon, out, center, scale);
+  return out;
+}
+
+}  // namespace kiln::kernels
