@@ -163,15 +163,22 @@ void reduce_into(const tensor& x, const std::vector<bool>& red, T* out) {
       // Each output element reduces contiguous runs: vector accumulators.
       std::int64_t k = 0;
       kept.for_each(0, [&](std::int64_t base) {
-        V acc(R::identity());
+        // Four accumulators: independent chains hide the combine's latency.
+        V a0(R::identity()), a1(R::identity()), a2(R::identity()), a3(R::identity());
         T tail = R::identity();
         reduced.for_each(1, [&](std::int64_t off) {
           const T* p = in + base + off;
           std::int64_t j = 0;
-          for (; j + W <= inner_red; j += W) acc = R::combine(acc, V::load_unaligned(p + j));
+          for (; j + 4 * W <= inner_red; j += 4 * W) {
+            a0 = R::combine(a0, V::load_unaligned(p + j));
+            a1 = R::combine(a1, V::load_unaligned(p + j + W));
+            a2 = R::combine(a2, V::load_unaligned(p + j + 2 * W));
+            a3 = R::combine(a3, V::load_unaligned(p + j + 3 * W));
+          }
+          for (; j + W <= inner_red; j += W) a0 = R::combine(a0, V::load_unaligned(p + j));
           for (; j < inner_red; ++j) tail = R::combine(tail, p[j]);
         });
-        out[k++] = R::combine(R::horizontal(acc), tail);
+        out[k++] = R::combine(R::horizontal(R::combine(R::combine(a0, a1), R::combine(a2, a3))), tail);
       });
       return;
     }
@@ -356,8 +363,9 @@ inline tensor argmin(const tensor& x, std::optional<std::int64_t> axis = std::nu
 
 namespace detail {
 
-/// Runs `row(T* data, n)` on every row of `x` along `axis`, in a contiguous buffer, and writes the
-/// result to the same row of `out`. Contiguous rows of a contiguous output are done in place.
+/// Runs `row(src, dst, n)` on every row of `x` along `axis` (`src` contiguous input, `dst`
+/// contiguous output, possibly the same), writing the results to the same row of `out`.
+/// Contiguous rows are read and written in place; others go through a buffer.
 template <class T, class Row>
 void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& row) {
   const std::int64_t n = x.shape(axis);
@@ -373,7 +381,7 @@ void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& ro
   }
   const T* in = static_cast<const T*>(x.data());
   T* o = static_cast<T*>(out.data());
-  std::vector<T, xsimd::aligned_allocator<T, 64>> buf(static_cast<std::size_t>(n));
+  std::vector<T, xsimd::aligned_allocator<T, 64>> buf(static_cast<std::size_t>(xs == 1 && os == 1 ? 0 : n));
   dims idx(other_shape.size(), 0);
   std::int64_t total = 1;
   for (auto d : other_shape) total *= d;
@@ -381,16 +389,11 @@ void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& ro
   for (std::int64_t r = 0; r < total; ++r) {
     const T* src = in + xo;
     T* dst = o + oo;
-    if (os == 1) {
-      if (xs == 1) {
-        if (dst != src) std::memcpy(dst, src, std::size_t(n) * sizeof(T));
-      } else {
-        for (std::int64_t j = 0; j < n; ++j) dst[j] = src[j * xs];
-      }
-      row(dst, n);
+    if (xs == 1 && os == 1) {
+      row(src, dst, n);
     } else {
       for (std::int64_t j = 0; j < n; ++j) buf[std::size_t(j)] = src[j * xs];
-      row(buf.data(), n);
+      row(buf.data(), buf.data(), n);
       for (std::int64_t j = 0; j < n; ++j) dst[j * os] = buf[std::size_t(j)];
     }
     for (std::size_t a = other_shape.size(); a-- > 0;) {
@@ -404,9 +407,10 @@ void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& ro
   }
 }
 
-/// softmax (or log_softmax) of the contiguous row `p[0..n)`, in place: max-subtracted.
+/// softmax (or log_softmax) of the contiguous row `p[0..n)` into `q` (which may be `p`),
+/// max-subtracted. Three passes: max; exp, stored, and summed; scale (or shift).
 template <class T, bool Log>
-void softmax_row(T* p, std::int64_t n) {
+void softmax_row(const T* p, T* q, std::int64_t n) {
   using V = batch<T>;
   constexpr std::int64_t W = std::int64_t(V::size);
   V vm(max_reducer<T>::identity());
@@ -417,36 +421,42 @@ void softmax_row(T* p, std::int64_t n) {
   m = ops::maximum{}(m, max_reducer<T>::horizontal(vm));
   if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp(-inf - 0) = 0, and 0/0 gives NaN as numpy
   const V mv(m);
-  V vs(T(0));
+  V vs0(T(0)), vs1(T(0));
   T s = 0;
   j = 0;
-  for (; j + W <= n; j += W) {
-    const V e = xsimd::exp(V::load_unaligned(p + j) - mv);
-    if constexpr (!Log) e.store_unaligned(p + j);
-    vs += e;
+  for (; j + 2 * W <= n; j += 2 * W) {
+    const V e0 = xsimd::exp(V::load_unaligned(p + j) - mv), e1 = xsimd::exp(V::load_unaligned(p + j + W) - mv);
+    if constexpr (!Log) {
+      e0.store_unaligned(q + j);
+      e1.store_unaligned(q + j + W);
+    }
+    vs0 += e0;
+    vs1 += e1;
   }
-  for (; j < n; j += W) {  // the tail through a padded batch: the same exp as the body
+  for (; j < n; j += W) {  // the rest through a padded batch: the same exp as the body
     alignas(64) T lanes[W];
-    const std::int64_t m_ = n - j;
-    for (std::int64_t k = 0; k < W; ++k) lanes[k] = k < m_ ? p[j + k] : m;
+    const std::int64_t left = std::min(W, n - j);
+    for (std::int64_t k = 0; k < W; ++k) lanes[k] = k < left ? p[j + k] : m;
     const V e = xsimd::exp(V::load_aligned(lanes) - mv);
     e.store_aligned(lanes);
-    for (std::int64_t k = 0; k < m_; ++k) {
+    for (std::int64_t k = 0; k < left; ++k) {
       s += lanes[k];
-      if constexpr (!Log) p[j + k] = lanes[k];
+      if constexpr (!Log) q[j + k] = lanes[k];
     }
   }
-  s += xsimd::hadd(vs);
+  s += xsimd::hadd(vs0 + vs1);
   if constexpr (Log) {
-    const V shift(m + std::log(s));
+    const T shift = m + std::log(s);
+    const V sv(shift);
     j = 0;
-    for (; j + W <= n; j += W) (V::load_unaligned(p + j) - shift).store_unaligned(p + j);
-    for (; j < n; ++j) p[j] = p[j] - (m + std::log(s));
+    for (; j + W <= n; j += W) (V::load_unaligned(p + j) - sv).store_unaligned(q + j);
+    for (; j < n; ++j) q[j] = p[j] - shift;
   } else {
-    const V inv(T(1) / s);
+    const T inv = T(1) / s;
+    const V iv(inv);
     j = 0;
-    for (; j + W <= n; j += W) (V::load_unaligned(p + j) * inv).store_unaligned(p + j);
-    for (; j < n; ++j) p[j] = p[j] * (T(1) / s);
+    for (; j + W <= n; j += W) (V::load_unaligned(q + j) * iv).store_unaligned(q + j);
+    for (; j < n; ++j) q[j] = q[j] * inv;
   }
 }
 
@@ -462,7 +472,7 @@ void softmax_impl(std::string_view op, const tensor& x, std::int64_t axis, const
   check_no_overlap(op, out, {&x});
   if (x.numel() == 0) return;
   visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>) for_each_row<T>(x, ax, out, [](T* p, std::int64_t n) { softmax_row<T, Log>(p, n); });
+    if constexpr (std::is_floating_point_v<T>) for_each_row<T>(x, ax, out, [](const T* p, T* q, std::int64_t n) { softmax_row<T, Log>(p, q, n); });
   });
 }
 
