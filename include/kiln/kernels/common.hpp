@@ -152,6 +152,9 @@ void check_output(std::string_view op, const tensor& out, dtype type, const Shap
                                   ", got ", describe_operand(out)));
 }
 
+/// A new contiguous tensor of `shape` and `type` (the allocating forms' output).
+inline tensor new_output(shape_vector shape, dtype type) { return tensor::empty(std::move(shape), type); }
+
 /// Whether the bytes `out` may write overlap the bytes of `in` without being exactly the same
 /// elements in the same order (which an elementwise kernel handles: each element is read before
 /// it is written).

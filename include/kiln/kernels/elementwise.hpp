@@ -199,9 +199,6 @@ void unary(const Op& op, const tensor& x, const tensor& out) {
   });
 }
 
-/// A new contiguous tensor of `shape` and `type` (the allocating forms' output).
-inline tensor new_output(shape_vector shape, dtype type) { return tensor::empty(std::move(shape), type); }
-
 // ---- the operators ----------------------------------------------------------------------------------
 
 #define KILN_KERNELS_BINARY(op_name)                                                                  \

@@ -6,5 +6,7 @@
 #include <kiln/kernels/common.hpp>
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/fused.hpp>
+#include <kiln/kernels/gemm.hpp>
+#include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/ops.hpp>
 #include <kiln/kernels/reduce.hpp>

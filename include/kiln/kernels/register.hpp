@@ -13,12 +13,14 @@
 ///     kernels.argmax(x, axis, keepdims, out)  (axis an int, or null for the flattened tensor)
 ///     kernels.softmax(x, axis, out)        kernels.log_softmax(x, axis, out)
 ///     kernels.layer_norm(x, gamma, beta, axes, epsilon, center, scale, out)
+///     kernels.matmul(a, b, transpose_a, transpose_b, out)
 ///
 /// The names are those of `elementwise.hpp` with the prefix "kernels."; `kernel_names()` lists
 /// them. `kernels.fused` parses each distinct description once and keeps it.
 #pragma once
 
 #include <kiln/kernels/fused.hpp>
+#include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/vm/native.hpp>
 
@@ -85,6 +87,8 @@ inline void register_kernels(vm::function_registry& r) {
     auto maybe = [](const vm::value& v) { return v.is_null() ? tensor() : v.as_tensor(); };
     layer_norm(x, maybe(gamma), maybe(beta), axes, epsilon, out, center, scale);
   });
+
+  r.add("kernels.matmul", [](tensor a, tensor b, bool ta, bool tb, tensor out) { matmul(a, b, out, ta, tb); });
 
   // Parsed descriptions, shared by every VM the registry serves.
   struct fused_cache {

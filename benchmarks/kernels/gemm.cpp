@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// sgemm in GFLOP/s: kernels::matmul beside OpenBLAS (cblas_sgemm, one thread) and Eigen (one
+// thread), square n = 64 .. 1024 and the transformer shape M=128, K=768, N=3072. The baselines
+// are benchmark-only dependencies (libopenblas-dev, libeigen3-dev), compiled in when found.
+#include <kiln/kernels/linalg.hpp>
+
+#include <benchmark/benchmark.h>
+
+#if KILN_HAVE_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
+#if KILN_HAVE_EIGEN
+#include <Eigen/Core>
+#endif
+
+using namespace kiln;
+using kiln::runtime::tensor;
+
+namespace {
+
+struct problem {
+  std::int64_t m, k, n;
+  tensor a, b, c;
+  problem(std::int64_t m_, std::int64_t k_, std::int64_t n_)
+      : m(m_), k(k_), n(n_), a(tensor::empty({m_, k_}, dtype::float32)), b(tensor::empty({k_, n_}, dtype::float32)),
+        c(tensor::zeros({m_, n_}, dtype::float32)) {
+    for (std::int64_t i = 0; i < m * k; ++i) a.data<float>()[i] = float(i % 17) * 0.1f - 0.8f;
+    for (std::int64_t i = 0; i < k * n; ++i) b.data<float>()[i] = float(i % 13) * 0.1f - 0.6f;
+  }
+};
+
+void flops(benchmark::State& s, const problem& p) {
+  s.counters["GFLOP/s"] = benchmark::Counter(double(s.iterations()) * 2.0 * double(p.m * p.k * p.n), benchmark::Counter::kIsRate,
+                                             benchmark::Counter::kIs1000);
+}
+
+void kiln_sgemm(benchmark::State& s) {
+  problem p(s.range(0), s.range(1), s.range(2));
+  for (auto _ : s) {
+    kernels::matmul(p.a, p.b, p.c);
+    benchmark::ClobberMemory();
+  }
+  flops(s, p);
+}
+#if KILN_HAVE_OPENBLAS
+void openblas_sgemm(benchmark::State& s) {
+  openblas_set_num_threads(1);
+  problem p(s.range(0), s.range(1), s.range(2));
+  for (auto _ : s) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(p.m), int(p.n), int(p.k), 1.f, p.a.data<float>(), int(p.k),
+                p.b.data<float>(), int(p.n), 0.f, p.c.data<float>(), int(p.n));
+    benchmark::ClobberMemory();
+  }
+  flops(s, p);
+}
+#endif
+#if KILN_HAVE_EIGEN
+void eigen_sgemm(benchmark::State& s) {
+  problem p(s.range(0), s.range(1), s.range(2));
+  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<const mat> a(p.a.data<float>(), p.m, p.k), b(p.b.data<float>(), p.k, p.n);
+  Eigen::Map<mat> c(p.c.data<float>(), p.m, p.n);
+  for (auto _ : s) {
+    c.noalias() = a * b;
+    benchmark::ClobberMemory();
+  }
+  flops(s, p);
+}
+#endif
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t n : {64, 128, 256, 512, 1024}) b->Args({n, n, n});
+  b->Args({128, 768, 3072});
+  b->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+BENCHMARK(kiln_sgemm)->Name("sgemm/kiln")->Apply(shapes);
+#if KILN_HAVE_OPENBLAS
+BENCHMARK(openblas_sgemm)->Name("sgemm/openblas")->Apply(shapes);
+#endif
+#if KILN_HAVE_EIGEN
+BENCHMARK(eigen_sgemm)->Name("sgemm/eigen")->Apply(shapes);
+#endif
+
+BENCHMARK_MAIN();

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// A packed GEMM for float and double: `C = A * B` (or `C += A * B`) on strided matrices, the
+/// core of `kernels::matmul` (`linalg.hpp`).
+///
+/// The structure is Goto and van de Geijn's (as in BLIS and OpenBLAS):
+///
+///     for jc in N by NC:            B[pc.., jc..] is packed into KC x NR panels (fits L3/L2)
+///       for pc in K by KC:
+///         for ic in M by MC:        A[ic.., pc..] is packed into MR x KC panels (fits L2)
+///           for jr in NC by NR:
+///             for ir in MC by MR:   micro-kernel: an MR x NR block of C in registers, KC
+///                                   rank-1 updates (one broadcast of A, NR/W loads of B, MR*NR/W FMAs)
+///
+/// Packing pads panels with zeros to whole MR and NR, so the micro-kernel always runs full; an
+/// edge block goes through a small buffer before C. Any strides work (a transposed operand is
+/// just another stride pair), since packing reads them once per block.
+///
+/// The micro-kernel shape follows the vector width W: MR x 2W with MR = 12 when batches are 64
+/// bytes (AVX-512: 24 accumulators of the 32 registers) and MR = 6 otherwise (AVX2, SSE: 12 of
+/// 16). The blocking sizes suit 32-48 KB L1 and 1-2 MB L2 caches.
+#pragma once
+
+#include <kiln/kernels/common.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace kiln::kernels {
+
+/// A strided matrix view: element (i, j) at `data[i * row_stride + j * col_stride]`.
+template <class T>
+struct matrix_view {
+  T* data;
+  std::int64_t rows, cols;
+  std::int64_t row_stride, col_stride;
+  T& operator()(std::int64_t i, std::int64_t j) const { return data[i * row_stride + j * col_stride]; }
+};
+
+namespace gemm_detail {
+
+template <class T>
+struct shape {
+  using V = batch<T>;
+  static constexpr std::int64_t W = std::int64_t(V::size);
+  static constexpr std::int64_t NR = 2 * W;
+  static constexpr std::int64_t MR = sizeof(V) >= 64 ? 12 : 6;
+  static constexpr std::int64_t KC = 256;
+  static constexpr std::int64_t MC = MR * (sizeof(V) >= 64 ? 8 : 16);  // 96 rows of A: 96 KB (float) per block
+  static constexpr std::int64_t NC = NR * 64;
+};
+
+/// Packs rows [i0, i0+mc) x columns [p0, p0+kc) of A into MR-row panels, k-major within a panel:
+/// panel r holds A[i0 + r*MR + i, p0 + k] at [k * MR + i], zero beyond the matrix.
+template <class T>
+void pack_a(const matrix_view<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t p0, std::int64_t kc, T* out) {
+  constexpr std::int64_t MR = shape<T>::MR;
+  for (std::int64_t r = 0; r < mc; r += MR) {
+    const std::int64_t m = std::min(MR, mc - r);
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const T* src = a.data + (i0 + r) * a.row_stride + (p0 + k) * a.col_stride;
+      for (std::int64_t i = 0; i < m; ++i) out[i] = src[i * a.row_stride];
+      for (std::int64_t i = m; i < MR; ++i) out[i] = T(0);
+      out += MR;
+    }
+  }
+}
+
+/// Packs rows [p0, p0+kc) x columns [j0, j0+nc) of B into NR-column panels: panel c holds
+/// B[p0 + k, j0 + c*NR + j] at [k * NR + j], zero beyond the matrix.
+template <class T>
+void pack_b(const matrix_view<const T>& b, std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) {
+  constexpr std::int64_t NR = shape<T>::NR;
+  for (std::int64_t c = 0; c < nc; c += NR) {
+    const std::int64_t n = std::min(NR, nc - c);
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const T* src = b.data + (p0 + k) * b.row_stride + (j0 + c) * b.col_stride;
+      if (b.col_stride == 1 && n == NR) {
+        std::memcpy(out, src, sizeof(T) * std::size_t(NR));
+      } else {
+        for (std::int64_t j = 0; j < n; ++j) out[j] = src[j * b.col_stride];
+        for (std::int64_t j = n; j < NR; ++j) out[j] = T(0);
+      }
+      out += NR;
+    }
+  }
+}
+
+/// The micro-kernel: acc = sum over k of a[k*MR + i] * b[k*NR + j] for the MR x NR block; then
+/// C = acc (when `first`) or C += acc, into the `m` x `n` corner of C at `c`.
+template <class T>
+__attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T* __restrict a, const T* __restrict b, T* c,
+                                                        std::int64_t rs, std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
+  using S = shape<T>;
+  using V = typename S::V;
+  constexpr std::int64_t MR = S::MR, W = S::W, NR = S::NR;
+  V acc0[MR], acc1[MR];
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((acc0[I] = V(T(0)), acc1[I] = V(T(0))), ...);
+  }(std::make_index_sequence<MR>{});
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((acc0[I] = xsimd::fma(V(a[I]), b0, acc0[I]), acc1[I] = xsimd::fma(V(a[I]), b1, acc1[I])), ...);
+    }(std::make_index_sequence<MR>{});
+    a += MR;
+    b += NR;
+  }
+  if (m == MR && n == NR && cs == 1) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      if (first) {
+        ((acc0[I].store_unaligned(c + std::int64_t(I) * rs), acc1[I].store_unaligned(c + std::int64_t(I) * rs + W)), ...);
+      } else {
+        (((V::load_unaligned(c + std::int64_t(I) * rs) + acc0[I]).store_unaligned(c + std::int64_t(I) * rs),
+          (V::load_unaligned(c + std::int64_t(I) * rs + W) + acc1[I]).store_unaligned(c + std::int64_t(I) * rs + W)),
+         ...);
+      }
+    }(std::make_index_sequence<MR>{});
+    return;
+  }
+  // An edge block, or C with a column stride: through a buffer.
+  alignas(64) T buf[MR * NR];
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((acc0[I].store_aligned(buf + I * NR), acc1[I].store_aligned(buf + I * NR + W)), ...);
+  }(std::make_index_sequence<MR>{});
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      T& dst = c[i * rs + j * cs];
+      dst = first ? buf[i * NR + j] : dst + buf[i * NR + j];
+    }
+}
+
+}  // namespace gemm_detail
+
+/// C = A * B, or C += A * B when `accumulate`. Shapes: A is M x K, B is K x N, C is M x N (the
+/// caller checks them); C must not overlap A or B.
+template <class T>
+void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool accumulate = false) {
+  using S = gemm_detail::shape<T>;
+  constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC, MC = S::MC, NC = S::NC;
+  const std::int64_t M = c.rows, N = c.cols, K = a.cols;
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) c(i, j) = T(0);
+    return;
+  }
+  // Packed panels, reused across calls on this thread.
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed_a, packed_b;
+  packed_a.resize(std::size_t(MC * KC));
+  packed_b.resize(std::size_t(KC * ((std::min(NC, N) + NR - 1) / NR * NR)));
+  for (std::int64_t jc = 0; jc < N; jc += NC) {
+    const std::int64_t nc = std::min(NC, N - jc);
+    for (std::int64_t pc = 0; pc < K; pc += KC) {
+      const std::int64_t kc = std::min(KC, K - pc);
+      const bool first = pc == 0 && !accumulate;
+      gemm_detail::pack_b(b, pc, kc, jc, nc, packed_b.data());
+      for (std::int64_t ic = 0; ic < M; ic += MC) {
+        const std::int64_t mc = std::min(MC, M - ic);
+        gemm_detail::pack_a(a, ic, mc, pc, kc, packed_a.data());
+        for (std::int64_t jr = 0; jr < nc; jr += NR) {
+          const T* bp = packed_b.data() + (jr / NR) * kc * NR;
+          for (std::int64_t ir = 0; ir < mc; ir += MR) {
+            const T* ap = packed_a.data() + (ir / MR) * kc * MR;
+            T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
+            gemm_detail::micro_kernel<T>(kc, ap, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kiln::kernels

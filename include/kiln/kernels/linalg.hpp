@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `matmul` with numpy semantics (the IR's `matmul`): batched, with the batch dimensions
+/// broadcast; a 1-D first operand is a row vector and a 1-D second operand a column vector, their
+/// unit dimension dropped from the result. Either operand may be used transposed (its last two
+/// axes swapped), without a copy.
+///
+///     tensor c = kernels::matmul(a, b);                    // [..., M, K] x [..., K, N]
+///     kernels::matmul(q, k, scores, false, /*transpose_b=*/true);   // q k^T
+///
+/// float32 and float64 go through the packed GEMM (`gemm.hpp`); integer dtypes through a plain
+/// loop with wrapping arithmetic.
+#pragma once
+
+#include <kiln/kernels/gemm.hpp>
+#include <kiln/kernels/ops.hpp>
+
+namespace kiln::kernels {
+
+namespace detail {
+
+/// The operands of a matmul as matrices over a broadcast batch.
+struct matmul_plan {
+  dims batch;                      ///< broadcast batch shape
+  dims a_batch_stride, b_batch_stride, c_batch_stride;  ///< per batch axis, in elements (0 where broadcast)
+  std::int64_t m, n, k;
+  std::int64_t a_rs, a_cs, b_rs, b_cs;  ///< the matrices' strides after transposition
+  shape_vector out_shape;
+};
+
+inline matmul_plan plan_matmul(const tensor& a, const tensor& b, bool ta, bool tb) {
+  constexpr std::string_view op = "matmul";
+  if (!a.defined() || !b.defined()) fail(op, "an operand is undefined");
+  if (a.ndim() == 0 || b.ndim() == 0)
+    fail(op, kiln::detail::concat("operands must have rank at least 1, got ", describe_operand(a), " and ", describe_operand(b)));
+  if (a.type() != b.type())
+    fail(op, kiln::detail::concat("operands ", describe_operand(a), " and ", describe_operand(b), " have different dtypes; cast one first"));
+  if (!ops::is_numeric(a.type())) fail(op, kiln::detail::concat("does not take ", name(a.type()), " tensors"));
+  matmul_plan p;
+  const bool a_vec = a.ndim() == 1, b_vec = b.ndim() == 1;
+  // The matrix dimensions and strides of each operand.
+  const std::size_t ar = a.ndim(), br = b.ndim();
+  std::int64_t am, ak, a_rs, a_cs, bk, bn, b_rs, b_cs;
+  if (a_vec) {
+    am = 1, ak = a.shape(0), a_rs = 0, a_cs = a.strides()[0];
+  } else {
+    am = a.shape(ar - 2), ak = a.shape(ar - 1), a_rs = a.strides()[ar - 2], a_cs = a.strides()[ar - 1];
+    if (ta) std::swap(am, ak), std::swap(a_rs, a_cs);
+  }
+  if (b_vec) {
+    bk = b.shape(0), bn = 1, b_rs = b.strides()[0], b_cs = 0;
+  } else {
+    bk = b.shape(br - 2), bn = b.shape(br - 1), b_rs = b.strides()[br - 2], b_cs = b.strides()[br - 1];
+    if (tb) std::swap(bk, bn), std::swap(b_rs, b_cs);
+  }
+  if (ak != bk)
+    fail(op, kiln::detail::concat("the inner dimensions differ: ", describe_operand(a), ta ? " (transposed)" : "", " x ", describe_operand(b),
+                                  tb ? " (transposed)" : "", " (", ak, " and ", bk, ")"));
+  p.m = am, p.n = bn, p.k = ak, p.a_rs = a_rs, p.a_cs = a_cs, p.b_rs = b_rs, p.b_cs = b_cs;
+  // Batch dimensions: numpy broadcasting of everything before the last two axes.
+  const std::size_t a_nb = a_vec ? 0 : ar - 2, b_nb = b_vec ? 0 : br - 2, nb = std::max(a_nb, b_nb);
+  p.batch.assign(nb, 1);
+  p.a_batch_stride.assign(nb, 0);
+  p.b_batch_stride.assign(nb, 0);
+  for (std::size_t i = 0; i < nb; ++i) {
+    const std::int64_t da = i + a_nb >= nb ? a.shape(i + a_nb - nb) : 1, db = i + b_nb >= nb ? b.shape(i + b_nb - nb) : 1;
+    if (da != db && da != 1 && db != 1)
+      fail(op, kiln::detail::concat("the batch dimensions of ", describe_operand(a), " and ", describe_operand(b), " do not broadcast (",
+                                    da, " and ", db, ")"));
+    p.batch[i] = da == 1 ? db : da;
+    if (da != 1) p.a_batch_stride[i] = a.strides()[i + a_nb - nb];
+    if (db != 1) p.b_batch_stride[i] = b.strides()[i + b_nb - nb];
+  }
+  p.out_shape.assign(p.batch.begin(), p.batch.end());
+  if (!a_vec) p.out_shape.push_back(p.m);
+  if (!b_vec) p.out_shape.push_back(p.n);
+  return p;
+}
+
+/// Whether the bytes of `x` and `y` overlap at all.
+inline bool overlaps(const tensor& x, const tensor& y) {
+  if (x.data_storage().get() != y.data_storage().get() || x.numel() == 0 || y.numel() == 0) return false;
+  auto extent = [](const tensor& t) {
+    std::int64_t lo = 0, hi = 0;
+    for (std::size_t i = 0; i < t.ndim(); ++i) {
+      const std::int64_t reach = t.strides()[i] * (t.shape(i) - 1);
+      (reach < 0 ? lo : hi) += reach;
+    }
+    const auto item = std::int64_t(size_of(t.type()));
+    const auto base = static_cast<const char*>(t.data());
+    return std::pair(base + lo * item, base + (hi + 1) * item);
+  };
+  const auto [a0, a1] = extent(x);
+  const auto [b0, b1] = extent(y);
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace detail
+
+/// out = a @ b (numpy matmul), with `a` and/or `b` used transposed.
+inline void matmul(const tensor& a, const tensor& b, const tensor& out, bool transpose_a = false, bool transpose_b = false) {
+  constexpr std::string_view op = "matmul";
+  const detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
+  check_output(op, out, a.type(), p.out_shape);
+  if (detail::overlaps(out, a) || detail::overlaps(out, b))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  // The output's matrix strides (a dropped unit dimension has stride 0 and size 1).
+  const std::size_t orank = out.ndim(), nb = p.batch.size();
+  const bool a_vec = a.ndim() == 1, b_vec = b.ndim() == 1;
+  const std::int64_t c_rs = a_vec ? 0 : out.strides()[orank - (b_vec ? 1 : 2)];
+  const std::int64_t c_cs = b_vec ? 0 : out.strides()[orank - 1];
+  std::int64_t batches = 1;
+  for (auto d : p.batch) batches *= d;
+  if (batches == 0 || p.m == 0 || p.n == 0) return;
+  visit_dtype(op, a.type(), [&]<class T>(type_tag<T>) {
+    const T* ab = static_cast<const T*>(a.data());
+    const T* bb = static_cast<const T*>(b.data());
+    T* cb = static_cast<T*>(out.data());
+    dims idx(nb, 0);
+    std::int64_t ao = 0, bo = 0, co = 0;
+    for (std::int64_t t = 0; t < batches; ++t) {
+      if constexpr (std::is_floating_point_v<T>) {
+        gemm<T>({ab + ao, p.m, p.k, p.a_rs, p.a_cs}, {bb + bo, p.k, p.n, p.b_rs, p.b_cs}, {cb + co, p.m, p.n, c_rs, c_cs});
+      } else {
+        for (std::int64_t i = 0; i < p.m; ++i)
+          for (std::int64_t j = 0; j < p.n; ++j) {
+            T s = 0;
+            for (std::int64_t q = 0; q < p.k; ++q)
+              s = ops::add{}(s, ops::multiply{}(ab[ao + i * p.a_rs + q * p.a_cs], bb[bo + q * p.b_rs + j * p.b_cs]));
+            cb[co + i * c_rs + j * c_cs] = s;
+          }
+      }
+      for (std::size_t d = nb; d-- > 0;) {
+        ao += p.a_batch_stride[d];
+        bo += p.b_batch_stride[d];
+        co += out.strides()[d];
+        if (++idx[d] < p.batch[d]) break;
+        ao -= p.a_batch_stride[d] * p.batch[d];
+        bo -= p.b_batch_stride[d] * p.batch[d];
+        co -= out.strides()[d] * p.batch[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+inline tensor matmul(const tensor& a, const tensor& b, bool transpose_a = false, bool transpose_b = false) {
+  const detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
+  tensor out = new_output(p.out_shape, a.type());
+  matmul(a, b, out, transpose_a, transpose_b);
+  return out;
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// matmul and the packed GEMM against a double-precision reference.
+//
+// Tolerance: |got - want| <= 1e-6 * (K + 1) * 4 for float32 (inputs in [-1, 1]: each of the K
+// products rounds, and the packed kernel sums in another order), 1e-13 * (K + 1) for float64;
+// integer results are exact.
+#include <kiln/kernels/linalg.hpp>
+
+#include "../common/message_of.hpp"
+#include "reference.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace kiln;
+using namespace kiln::kernels;
+using namespace kiln_test;
+
+namespace {
+
+/// The numpy matmul of two matrices (rank 2, any strides), in double.
+template <class T>
+std::vector<T> reference_matmul(const tensor& a, const tensor& b, bool ta, bool tb) {
+  const std::int64_t m = ta ? a.shape(1) : a.shape(0), k = ta ? a.shape(0) : a.shape(1), n = tb ? b.shape(0) : b.shape(1);
+  std::vector<T> out;
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::int64_t q = 0; q < k; ++q)
+        s += double(ta ? broadcast_at<T>(a, {q, i}) : broadcast_at<T>(a, {i, q})) * double(tb ? broadcast_at<T>(b, {j, q}) : broadcast_at<T>(b, {q, j}));
+      out.push_back(T(s));
+    }
+  return out;
+}
+
+template <class T>
+void check_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb, unsigned seed) {
+  CAPTURE(m);
+  CAPTURE(k);
+  CAPTURE(n);
+  CAPTURE(ta);
+  CAPTURE(tb);
+  const tensor a = random_tensor<T>(ta ? shape_vector{k, m} : shape_vector{m, k}, -1, 1, seed);
+  const tensor b = random_tensor<T>(tb ? shape_vector{n, k} : shape_vector{k, n}, -1, 1, seed + 1);
+  const double tol = (std::is_same_v<T, float> ? 4e-6 : 1e-13) * double(k + 1);
+  check_all_close(matmul(a, b, ta, tb).to_vector<T>(), reference_matmul<T>(a, b, ta, tb), 0, tol);
+}
+
+}  // namespace
+
+TEST_CASE("matmul of every tail shape, both transposes, float and double") {
+  const std::int64_t sizes[] = {1, 2, 5, 7, 12, 13, 16, 17, 31, 33, 47, 65};
+  unsigned seed = 1;
+  for (std::int64_t m : sizes)
+    for (std::int64_t n : {std::int64_t(1), std::int64_t(15), std::int64_t(32), std::int64_t(33), std::int64_t(70)})
+      for (std::int64_t k : {std::int64_t(1), std::int64_t(9), std::int64_t(64)}) check_matmul<float>(m, k, n, false, false, seed++);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check_matmul<float>(37, 29, 41, ta, tb, seed++);
+      check_matmul<double>(23, 19, 17, ta, tb, seed++);
+    }
+}
+
+TEST_CASE("matmul across the cache blocks: K beyond one panel, M beyond one block, N beyond one panel") {
+  check_matmul<float>(5, 600, 7, false, false, 100);    // three K blocks: accumulation into C
+  check_matmul<float>(250, 20, 9, false, false, 101);   // M over several A blocks
+  check_matmul<float>(3, 5, 2100, false, true, 102);    // N over one NC block (float, AVX-512: 2048)
+  check_matmul<double>(130, 300, 70, true, false, 103);
+}
+
+TEST_CASE("batched matmul broadcasts batches; 1-D operands are vectors; strided views and outputs") {
+  const tensor a = random_tensor<float>({2, 1, 4, 6}, -1, 1, 1), b = random_tensor<float>({3, 6, 5}, -1, 1, 2);
+  const tensor c = matmul(a, b);
+  CHECK(c.shape() == shape_vector{2, 3, 4, 5});
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) {
+      const tensor ai = a.slice(0, i, i + 1).view({4, 6}).contiguous(), bj = b.slice(0, j, j + 1).view({6, 5}).contiguous();
+      check_all_close(c.slice(0, i, i + 1).slice(1, j, j + 1).contiguous().to_vector<float>(), reference_matmul<float>(ai, bj, false, false), 0, 3e-5);
+    }
+  const tensor v = random_tensor<float>({6}, -1, 1, 3), m = random_tensor<float>({6, 5}, -1, 1, 4), w = random_tensor<float>({5, 6}, -1, 1, 5);
+  CHECK(matmul(v, m).shape() == shape_vector{5});
+  check_all_close(matmul(v, m).to_vector<float>(), reference_matmul<float>(v.view({1, 6}), m, false, false), 0, 3e-5);
+  CHECK(matmul(w, v).shape() == shape_vector{5});
+  check_all_close(matmul(w, v).to_vector<float>(), reference_matmul<float>(w, v.view({6, 1}), false, false), 0, 3e-5);
+  CHECK(matmul(v, v).ndim() == 0);
+  check_all_close(matmul(v, v).to_vector<float>(), reference_matmul<float>(v.view({1, 6}), v.view({6, 1}), false, false), 0, 3e-5);
+  // Strided views (a transposed slice) and a strided output.
+  const tensor base = random_tensor<float>({40, 30}, -1, 1, 6);
+  const tensor sa = base.slice(0, 2, 38, 2), sb = base.permute({1, 0}).slice(1, 0, 18);  // 18 x 30, 30 x 18
+  tensor out_base = tensor::zeros({18, 40}, dtype::float32);
+  const tensor so = out_base.slice(1, 0, 36, 2);
+  matmul(sa, sb, so);
+  check_all_close(so.to_vector<float>(), reference_matmul<float>(sa, sb, false, false), 0, 1.3e-4);
+  // Integers: exact, wrapping.
+  const tensor ia = random_tensor<std::int32_t>({3, 4}, -9, 9, 7), ib = random_tensor<std::int32_t>({4, 2}, -9, 9, 8);
+  CHECK(matmul(ia, ib).to_vector<std::int32_t>() == reference_matmul<std::int32_t>(ia, ib, false, false));
+  // Empty dimensions: K = 0 gives zeros.
+  CHECK(matmul(tensor::zeros({3, 0}, dtype::float32), tensor::zeros({0, 2}, dtype::float32)).to_vector<float>() == std::vector<float>(6, 0.f));
+  CHECK(matmul(tensor::zeros({0, 4}, dtype::float32), tensor::zeros({4, 2}, dtype::float32)).numel() == 0);
+}
+
+TEST_CASE("bad matmul operands are clear errors") {
+  const tensor a = tensor::zeros({2, 3}, dtype::float32), b = tensor::zeros({4, 5}, dtype::float32);
+  CHECK(message_of<kernel_error>([&] { matmul(a, b); }) ==
+        "kiln::kernels::matmul: the inner dimensions differ: float32[2, 3] x float32[4, 5] (3 and 4)");
+  CHECK(message_of<kernel_error>([&] { matmul(a, b, true, true); }) ==
+        "kiln::kernels::matmul: the inner dimensions differ: float32[2, 3] (transposed) x float32[4, 5] (transposed) (2 and 5)");
+  CHECK(message_of<kernel_error>([&] { matmul(tensor::zeros({2, 2, 3}, dtype::float32), tensor::zeros({3, 3, 4}, dtype::float32)); }) ==
+        "kiln::kernels::matmul: the batch dimensions of float32[2, 2, 3] and float32[3, 3, 4] do not broadcast (2 and 3)");
+  CHECK(message_of<kernel_error>([&] { matmul(a, tensor::zeros({3, 2}, dtype::float64)); }) ==
+        "kiln::kernels::matmul: operands float32[2, 3] and float64[3, 2] have different dtypes; cast one first");
+  CHECK(message_of<kernel_error>([&] { matmul(a, tensor::zeros({3, 2}, dtype::float32), tensor::zeros({2, 3}, dtype::float32)); }) ==
+        "kiln::kernels::matmul: the output must be float32[2, 2], got float32[2, 3]");
+  CHECK(message_of<kernel_error>([&] { matmul(tensor::zeros({}, dtype::float32), a); }).find("rank at least 1") != std::string::npos);
+  tensor sq = tensor::zeros({4, 4}, dtype::float32);
+  CHECK(message_of<kernel_error>([&] { matmul(sq, sq, sq); }) ==
+        "kiln::kernels::matmul: the output float32[4, 4] overlaps an input; write into a separate tensor");
+}
