@@ -45,8 +45,8 @@ struct shape {
   static constexpr std::int64_t W = std::int64_t(V::size);
   static constexpr std::int64_t NR = 2 * W;
   static constexpr std::int64_t MR = sizeof(V) >= 64 ? 12 : 6;
-  static constexpr std::int64_t KC = 256;
-  static constexpr std::int64_t MC = MR * (sizeof(V) >= 64 ? 8 : 16);  // 96 rows of A: 96 KB (float) per block
+  static constexpr std::int64_t KC = 384;  // a KC x NR micro-panel of B: 48 KB (AVX-512 float)
+  static constexpr std::int64_t MC = MR * (sizeof(V) >= 64 ? 16 : 16);  // 192 (AVX-512) or 96 rows of A: 288 or 144 KB (float), in L2
   static constexpr std::int64_t NC = NR * 64;
 };
 
@@ -67,21 +67,26 @@ void pack_a(const matrix_view<const T>& a, std::int64_t i0, std::int64_t mc, std
 }
 
 /// Packs rows [p0, p0+kc) x columns [j0, j0+nc) of B into NR-column panels: panel c holds
-/// B[p0 + k, j0 + c*NR + j] at [k * NR + j], zero beyond the matrix.
+/// B[p0 + k, j0 + c*NR + j] at [k * NR + j], zero beyond the matrix. Reads B row by row, so a
+/// row-major B streams sequentially.
 template <class T>
 void pack_b(const matrix_view<const T>& b, std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) {
   constexpr std::int64_t NR = shape<T>::NR;
-  for (std::int64_t c = 0; c < nc; c += NR) {
-    const std::int64_t n = std::min(NR, nc - c);
-    for (std::int64_t k = 0; k < kc; ++k) {
-      const T* src = b.data + (p0 + k) * b.row_stride + (j0 + c) * b.col_stride;
-      if (b.col_stride == 1 && n == NR) {
-        std::memcpy(out, src, sizeof(T) * std::size_t(NR));
-      } else {
-        for (std::int64_t j = 0; j < n; ++j) out[j] = src[j * b.col_stride];
-        for (std::int64_t j = n; j < NR; ++j) out[j] = T(0);
-      }
-      out += NR;
+  const std::int64_t panels = (nc + NR - 1) / NR, full = nc / NR;
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const T* src = b.data + (p0 + k) * b.row_stride + j0 * b.col_stride;
+    T* dst = out + k * NR;
+    if (b.col_stride == 1) {
+      for (std::int64_t c = 0; c < full; ++c) std::memcpy(dst + c * kc * NR, src + c * NR, sizeof(T) * std::size_t(NR));
+    } else {
+      for (std::int64_t c = 0; c < full; ++c)
+        for (std::int64_t j = 0; j < NR; ++j) dst[c * kc * NR + j] = src[(c * NR + j) * b.col_stride];
+    }
+    if (full < panels) {  // the last, partial panel
+      T* d = dst + full * kc * NR;
+      const std::int64_t n = nc - full * NR;
+      for (std::int64_t j = 0; j < n; ++j) d[j] = src[(full * NR + j) * b.col_stride];
+      for (std::int64_t j = n; j < NR; ++j) d[j] = T(0);
     }
   }
 }
