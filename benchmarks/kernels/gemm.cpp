@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// sgemm in GFLOP/s: kernels::matmul beside OpenBLAS (cblas_sgemm, one thread) and Eigen (one
-// thread), square n = 64 .. 1024 and the transformer shape M=128, K=768, N=3072. The baselines
+// sgemm in GFLOP/s: kernels::matmul (one thread, and two with set_num_threads) beside OpenBLAS
+// (cblas_sgemm, one thread) and Eigen (one thread), square n = 64 .. 1024 and the transformer shape M=128, K=768, N=3072. The baselines
 // are benchmark-only dependencies (libopenblas-dev, libeigen3-dev), compiled in when found.
 #include <kiln/kernels/linalg.hpp>
 
@@ -43,6 +43,16 @@ void kiln_sgemm(benchmark::State& s) {
   }
   flops(s, p);
 }
+void kiln_sgemm_2threads(benchmark::State& s) {
+  kernels::set_num_threads(2);
+  problem p(s.range(0), s.range(1), s.range(2));
+  for (auto _ : s) {
+    kernels::matmul(p.a, p.b, p.c);
+    benchmark::ClobberMemory();
+  }
+  kernels::set_num_threads(1);
+  flops(s, p);
+}
 #if KILN_HAVE_OPENBLAS
 void openblas_sgemm(benchmark::State& s) {
   openblas_set_num_threads(1);
@@ -78,6 +88,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(kiln_sgemm)->Name("sgemm/kiln")->Apply(shapes);
+BENCHMARK(kiln_sgemm_2threads)->Name("sgemm/kiln_2threads")->Apply(shapes);
 #if KILN_HAVE_OPENBLAS
 BENCHMARK(openblas_sgemm)->Name("sgemm/openblas")->Apply(shapes);
 #endif

@@ -9,4 +9,5 @@
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/ops.hpp>
+#include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// parallel_for and the kernels that use it: the same results on one thread and on several.
+#include <kiln/kernels/linalg.hpp>
+#include <kiln/kernels/parallel.hpp>
+
+#include "../common/message_of.hpp"
+#include "reference.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+using namespace kiln;
+using namespace kiln::kernels;
+using kiln_test::message_of;
+
+namespace {
+/// Sets the thread count for a scope and restores it.
+struct threads {
+  std::size_t saved = num_threads();
+  explicit threads(std::size_t n) { set_num_threads(n); }
+  ~threads() { set_num_threads(saved); }
+};
+}  // namespace
+
+TEST_CASE("parallel_for runs every index once, on several threads, and rethrows a task's exception") {
+  CHECK(num_threads() == 1);  // the default
+  threads scope(3);
+  CHECK(num_threads() == 3);
+  std::vector<std::atomic<int>> hits(1000);
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  parallel_for(1000, [&](std::int64_t i) {
+    ++hits[std::size_t(i)];
+    std::lock_guard lock(m);
+    ids.insert(std::this_thread::get_id());
+  });
+  for (auto& h : hits) CHECK(h.load() == 1);
+  CHECK(ids.size() >= 1);
+  // An exception in one task reaches the caller; the pool stays usable.
+  CHECK(message_of<kiln::error>([&] {
+          parallel_for(100, [](std::int64_t i) {
+            if (i == 37) throw kiln::error("task 37 failed");
+          });
+        }) == "task 37 failed");
+  std::atomic<std::int64_t> sum = 0;
+  parallel_for(100, [&](std::int64_t i) { sum += i; });
+  CHECK(sum.load() == 4950);
+  // Nested: the inner loop runs on the task's thread.
+  std::atomic<int> inner = 0;
+  parallel_for(4, [&](std::int64_t) { parallel_for(5, [&](std::int64_t) { ++inner; }); });
+  CHECK(inner.load() == 20);
+  CHECK(message_of<kernel_error>([&] { parallel_for(2, [](std::int64_t) { set_num_threads(2); }); }) ==
+        "kiln::kernels::set_num_threads: cannot be called from inside a parallel_for task");
+  CHECK(message_of<kernel_error>([&] { set_num_threads(0); }) ==
+        "kiln::kernels::set_num_threads: the thread count must be between 1 and 1024, got 0");
+}
+
+TEST_CASE("matmul gives bit-identical results on one thread and on two") {
+  const tensor a = kiln_test::random_tensor<float>({150, 400}, -1, 1, 1), b = kiln_test::random_tensor<float>({400, 333}, -1, 1, 2);
+  const tensor one = matmul(a, b);
+  threads scope(2);
+  const tensor two = matmul(a, b);
+  CHECK(one.to_vector<float>() == two.to_vector<float>());
+  // Two user threads at once: one gets the pool, the other runs on its own thread.
+  tensor r1, r2;
+  std::thread t([&] { r1 = matmul(a, b); });
+  r2 = matmul(a, b);
+  t.join();
+  CHECK(r1.to_vector<float>() == one.to_vector<float>());
+  CHECK(r2.to_vector<float>() == one.to_vector<float>());
+}
