@@ -155,26 +155,33 @@ void check_output(std::string_view op, const tensor& out, dtype type, const Shap
 /// A new contiguous tensor of `shape` and `type` (the allocating forms' output).
 inline tensor new_output(shape_vector shape, dtype type) { return tensor::empty(std::move(shape), type); }
 
+/// The bytes a tensor's elements span: [first, last) over its storage, whatever its strides.
+inline std::pair<const char*, const char*> byte_extent(const tensor& t) {
+  std::int64_t lo = 0, hi = 0;
+  for (std::size_t i = 0; i < t.ndim(); ++i) {
+    const std::int64_t reach = t.strides()[i] * (t.shape(i) - 1);
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const auto item = std::int64_t(size_of(t.type()));
+  const auto base = static_cast<const char*>(t.data());
+  return {base + lo * item, base + (hi + 1) * item};
+}
+
+/// Whether the bytes of `x` and `y` overlap at all.
+inline bool overlaps(const tensor& x, const tensor& y) {
+  if (x.data_storage().get() != y.data_storage().get() || x.numel() == 0 || y.numel() == 0) return false;
+  const auto [a0, a1] = byte_extent(x);
+  const auto [b0, b1] = byte_extent(y);
+  return a0 < b1 && b0 < a1;
+}
+
 /// Whether the bytes `out` may write overlap the bytes of `in` without being exactly the same
 /// elements in the same order (which an elementwise kernel handles: each element is read before
 /// it is written).
 inline bool overlaps_differently(const tensor& out, const tensor& in) {
-  if (out.data_storage().get() != in.data_storage().get() || out.numel() == 0 || in.numel() == 0) return false;
   if (out.data() == in.data() && out.strides() == in.strides() && out.shape() == in.shape() && out.type() == in.type())
     return false;
-  auto extent = [](const tensor& t) {
-    std::int64_t lo = 0, hi = 0;
-    for (std::size_t i = 0; i < t.ndim(); ++i) {
-      const std::int64_t reach = t.strides()[i] * (t.shape(i) - 1);
-      (reach < 0 ? lo : hi) += reach;
-    }
-    const auto item = std::int64_t(size_of(t.type()));
-    const auto base = static_cast<const char*>(t.data());
-    return std::pair(base + lo * item, base + (hi + 1) * item);
-  };
-  const auto [a0, a1] = extent(out);
-  const auto [b0, b1] = extent(in);
-  return a0 < b1 && b0 < a1;
+  return overlaps(out, in);
 }
 
 /// Rejects an output that overlaps one of `inputs` other than element for element.

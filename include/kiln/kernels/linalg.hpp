@@ -77,24 +77,6 @@ inline matmul_plan plan_matmul(const tensor& a, const tensor& b, bool ta, bool t
   return p;
 }
 
-/// Whether the bytes of `x` and `y` overlap at all.
-inline bool overlaps(const tensor& x, const tensor& y) {
-  if (x.data_storage().get() != y.data_storage().get() || x.numel() == 0 || y.numel() == 0) return false;
-  auto extent = [](const tensor& t) {
-    std::int64_t lo = 0, hi = 0;
-    for (std::size_t i = 0; i < t.ndim(); ++i) {
-      const std::int64_t reach = t.strides()[i] * (t.shape(i) - 1);
-      (reach < 0 ? lo : hi) += reach;
-    }
-    const auto item = std::int64_t(size_of(t.type()));
-    const auto base = static_cast<const char*>(t.data());
-    return std::pair(base + lo * item, base + (hi + 1) * item);
-  };
-  const auto [a0, a1] = extent(x);
-  const auto [b0, b1] = extent(y);
-  return a0 < b1 && b0 < a1;
-}
-
 }  // namespace detail
 
 /// out = a @ b (numpy matmul), with `a` and/or `b` used transposed.
@@ -102,7 +84,7 @@ inline void matmul(const tensor& a, const tensor& b, const tensor& out, bool tra
   constexpr std::string_view op = "matmul";
   const detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
   check_output(op, out, a.type(), p.out_shape);
-  if (detail::overlaps(out, a) || detail::overlaps(out, b))
+  if (overlaps(out, a) || overlaps(out, b))
     fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
   // The output's matrix strides (a dropped unit dimension has stride 0 and size 1).
   const std::size_t orank = out.ndim(), nb = p.batch.size();

@@ -91,6 +91,16 @@ struct dim_list {
   }
 };
 
+/// A batch's lanes combined with Reducer R, starting from its identity.
+template <class R, class T>
+T fold_lanes(const batch<T>& v) {
+  alignas(64) T lanes[batch<T>::size];
+  v.store_aligned(lanes);
+  T r = R::identity();
+  for (T x : lanes) r = R::combine(r, x);
+  return r;
+}
+
 /// The reducers: an identity, a combining step for scalars and batches, a horizontal step.
 template <class T>
 struct sum_reducer {
@@ -104,39 +114,21 @@ struct prod_reducer {
   static T identity() { return T(1); }
   template <class V>
   static V combine(const V& a, const V& b) { return ops::multiply{}(a, b); }
-  static T horizontal(const batch<T>& v) {
-    alignas(64) T lanes[batch<T>::size];
-    v.store_aligned(lanes);
-    T r = T(1);
-    for (T x : lanes) r = combine(r, x);
-    return r;
-  }
+  static T horizontal(const batch<T>& v) { return fold_lanes<prod_reducer>(v); }
 };
 template <class T>
 struct max_reducer {
   static T identity() { return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest(); }
   template <class V>
   static V combine(const V& a, const V& b) { return ops::maximum{}(a, b); }
-  static T horizontal(const batch<T>& v) {
-    alignas(64) T lanes[batch<T>::size];
-    v.store_aligned(lanes);
-    T r = identity();
-    for (T x : lanes) r = combine(r, x);
-    return r;
-  }
+  static T horizontal(const batch<T>& v) { return fold_lanes<max_reducer>(v); }
 };
 template <class T>
 struct min_reducer {
   static T identity() { return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max(); }
   template <class V>
   static V combine(const V& a, const V& b) { return ops::minimum{}(a, b); }
-  static T horizontal(const batch<T>& v) {
-    alignas(64) T lanes[batch<T>::size];
-    v.store_aligned(lanes);
-    T r = identity();
-    for (T x : lanes) r = combine(r, x);
-    return r;
-  }
+  static T horizontal(const batch<T>& v) { return fold_lanes<min_reducer>(v); }
 };
 
 /// Reduces `x` (element type T) over the axes `red` into the contiguous buffer `out` (one
