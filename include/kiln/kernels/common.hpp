@@ -197,6 +197,28 @@ inline void check_no_overlap(std::string_view op, const tensor& out, std::initia
 
 // ---- loop plans -----------------------------------------------------------------------------------
 
+/// Calls `f(offsets)` for every index of `shape` in row-major order, where offsets[k] is the sum
+/// over axes of index times `strides[k][axis]`: N offset streams (elements or bytes) stepped
+/// together, as an odometer.
+template <std::size_t N, class F>
+void for_each_offsets(std::span<const std::int64_t> shape, const std::array<const std::int64_t*, N>& strides, F&& f) {
+  std::int64_t total = 1;
+  for (auto d : shape) total *= d;
+  if (total == 0) return;
+  const std::size_t rank = shape.size();
+  dims idx(rank, 0);
+  std::array<std::int64_t, N> off{};
+  for (std::int64_t t = 0; t < total; ++t) {
+    f(off);
+    for (std::size_t a = rank; a-- > 0;) {
+      for (std::size_t k = 0; k < N; ++k) off[k] += strides[k][a];
+      if (++idx[a] < shape[a]) break;
+      for (std::size_t k = 0; k < N; ++k) off[k] -= strides[k][a] * shape[a];
+      idx[a] = 0;
+    }
+  }
+}
+
 /// The loop nest of an elementwise kernel over `N` operands (operand 0 the output). Strides are
 /// in bytes.
 template <std::size_t N>
@@ -250,27 +272,17 @@ public:
       return;
     }
     const std::size_t d = shape_.size();
-    for (std::size_t k = 0; k < N; ++k) inner[k] = strides_[k][d - 1];
+    std::array<const std::int64_t*, N> outer;
+    for (std::size_t k = 0; k < N; ++k) {
+      inner[k] = strides_[k][d - 1];
+      outer[k] = strides_[k].data();
+    }
     const std::int64_t n = shape_[d - 1];
-    if (d == 1) {
-      f(n, base_, inner);
-      return;
-    }
-    // An odometer over the outer dimensions.
-    dims index(d - 1, 0);
-    std::array<char*, N> ptrs = base_;
-    for (;;) {
+    for_each_offsets<N>(std::span<const std::int64_t>(shape_.data(), d - 1), outer, [&](const std::array<std::int64_t, N>& off) {
+      std::array<char*, N> ptrs;
+      for (std::size_t k = 0; k < N; ++k) ptrs[k] = base_[k] + off[k];
       f(n, ptrs, inner);
-      std::size_t axis = d - 1;
-      for (;;) {
-        if (axis == 0) return;
-        --axis;
-        for (std::size_t k = 0; k < N; ++k) ptrs[k] += strides_[k][axis];
-        if (++index[axis] < shape_[axis]) break;
-        for (std::size_t k = 0; k < N; ++k) ptrs[k] -= strides_[k][axis] * shape_[axis];
-        index[axis] = 0;
-      }
-    }
+    });
   }
 
 private:

@@ -91,38 +91,27 @@ inline void matmul(const tensor& a, const tensor& b, const tensor& out, bool tra
   const bool a_vec = a.ndim() == 1, b_vec = b.ndim() == 1;
   const std::int64_t c_rs = a_vec ? 0 : out.strides()[orank - (b_vec ? 1 : 2)];
   const std::int64_t c_cs = b_vec ? 0 : out.strides()[orank - 1];
-  std::int64_t batches = 1;
-  for (auto d : p.batch) batches *= d;
-  if (batches == 0 || p.m == 0 || p.n == 0) return;
+  if (p.m == 0 || p.n == 0) return;
   visit_dtype(op, a.type(), [&]<class T>(type_tag<T>) {
     const T* ab = static_cast<const T*>(a.data());
     const T* bb = static_cast<const T*>(b.data());
     T* cb = static_cast<T*>(out.data());
-    dims idx(nb, 0);
-    std::int64_t ao = 0, bo = 0, co = 0;
-    for (std::int64_t t = 0; t < batches; ++t) {
-      if constexpr (std::is_floating_point_v<T>) {
-        gemm<T>({ab + ao, p.m, p.k, p.a_rs, p.a_cs}, {bb + bo, p.k, p.n, p.b_rs, p.b_cs}, {cb + co, p.m, p.n, c_rs, c_cs});
-      } else {
-        for (std::int64_t i = 0; i < p.m; ++i)
-          for (std::int64_t j = 0; j < p.n; ++j) {
-            T s = 0;
-            for (std::int64_t q = 0; q < p.k; ++q)
-              s = ops::add{}(s, ops::multiply{}(ab[ao + i * p.a_rs + q * p.a_cs], bb[bo + q * p.b_rs + j * p.b_cs]));
-            cb[co + i * c_rs + j * c_cs] = s;
-          }
-      }
-      for (std::size_t d = nb; d-- > 0;) {
-        ao += p.a_batch_stride[d];
-        bo += p.b_batch_stride[d];
-        co += out.strides()[d];
-        if (++idx[d] < p.batch[d]) break;
-        ao -= p.a_batch_stride[d] * p.batch[d];
-        bo -= p.b_batch_stride[d] * p.batch[d];
-        co -= out.strides()[d] * p.batch[d];
-        idx[d] = 0;
-      }
-    }
+    for_each_offsets<3>(std::span<const std::int64_t>(p.batch.data(), nb),
+                        {p.a_batch_stride.data(), p.b_batch_stride.data(), out.strides().data()},
+                        [&](const std::array<std::int64_t, 3>& off) {
+                          const auto [ao, bo, co] = off;
+                          if constexpr (std::is_floating_point_v<T>) {
+                            gemm<T>({ab + ao, p.m, p.k, p.a_rs, p.a_cs}, {bb + bo, p.k, p.n, p.b_rs, p.b_cs}, {cb + co, p.m, p.n, c_rs, c_cs});
+                          } else {
+                            for (std::int64_t i = 0; i < p.m; ++i)
+                              for (std::int64_t j = 0; j < p.n; ++j) {
+                                T s = 0;
+                                for (std::int64_t q = 0; q < p.k; ++q)
+                                  s = ops::add{}(s, ops::multiply{}(ab[ao + i * p.a_rs + q * p.a_cs], bb[bo + q * p.b_rs + j * p.b_cs]));
+                                cb[co + i * c_rs + j * c_cs] = s;
+                              }
+                          }
+                        });
   });
 }
 inline tensor matmul(const tensor& a, const tensor& b, bool transpose_a = false, bool transpose_b = false) {

@@ -75,19 +75,8 @@ struct dim_list {
   template <class F>
   void for_each(std::size_t skip_inner, F&& f) const {
     const std::size_t d = shape.size() - std::min(skip_inner, shape.size());
-    dims idx(d, 0);
-    std::int64_t off = 0;
-    std::int64_t total = 1;
-    for (std::size_t i = 0; i < d; ++i) total *= shape[i];
-    for (std::int64_t k = 0; k < total; ++k) {
-      f(off);
-      for (std::size_t a = d; a-- > 0;) {
-        off += stride[a];
-        if (++idx[a] < shape[a]) break;
-        off -= stride[a] * shape[a];
-        idx[a] = 0;
-      }
-    }
+    for_each_offsets<1>(std::span<const std::int64_t>(shape.data(), d), {stride.data()},
+                        [&](const std::array<std::int64_t, 1>& off) { f(off[0]); });
   }
 };
 
@@ -362,7 +351,7 @@ template <class T, class Row>
 void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& row) {
   const std::int64_t n = x.shape(axis);
   const std::int64_t xs = x.strides()[axis], os = out.strides()[axis];
-  // Iterate the other axes of x and out together (same shapes), unmerged so indices line up.
+  // The other axes of x and out together (same shapes).
   shape_vector other_shape;
   dims x_str, o_str;
   for (std::size_t i = 0; i < x.ndim(); ++i) {
@@ -374,13 +363,9 @@ void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& ro
   const T* in = static_cast<const T*>(x.data());
   T* o = static_cast<T*>(out.data());
   std::vector<T, xsimd::aligned_allocator<T, 64>> buf(static_cast<std::size_t>(xs == 1 && os == 1 ? 0 : n));
-  dims idx(other_shape.size(), 0);
-  std::int64_t total = 1;
-  for (auto d : other_shape) total *= d;
-  std::int64_t xo = 0, oo = 0;
-  for (std::int64_t r = 0; r < total; ++r) {
-    const T* src = in + xo;
-    T* dst = o + oo;
+  for_each_offsets<2>(other_shape, {x_str.data(), o_str.data()}, [&](const std::array<std::int64_t, 2>& off) {
+    const T* src = in + off[0];
+    T* dst = o + off[1];
     if (xs == 1 && os == 1) {
       row(src, dst, n);
     } else {
@@ -388,15 +373,7 @@ void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& ro
       row(buf.data(), buf.data(), n);
       for (std::int64_t j = 0; j < n; ++j) dst[j * os] = buf[std::size_t(j)];
     }
-    for (std::size_t a = other_shape.size(); a-- > 0;) {
-      xo += x_str[a];
-      oo += o_str[a];
-      if (++idx[a] < other_shape[a]) break;
-      xo -= x_str[a] * other_shape[a];
-      oo -= o_str[a] * other_shape[a];
-      idx[a] = 0;
-    }
-  }
+  });
 }
 
 /// softmax (or log_softmax) of the contiguous row `p[0..n)` into `q` (which may be `p`),
@@ -499,8 +476,8 @@ inline void layer_norm(const tensor& x, const tensor& gamma, const tensor& beta,
   if (!x.defined()) fail(op, "the operand is undefined");
   if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs a float32 or float64 tensor, got ", describe_operand(x)));
   if (!(epsilon >= 0)) fail(op, kiln::detail::concat("epsilon must be at least 0, got ", std::to_string(epsilon)));
-  const std::vector<bool> red = detail::reduced_axes(op, x.ndim(), axes.empty() ? std::span<const std::int64_t>() : axes);
   if (axes.empty()) fail(op, "needs at least one axis");
+  const std::vector<bool> red = detail::reduced_axes(op, x.ndim(), axes);
   std::size_t first = x.ndim();
   for (std::size_t i = 0; i < x.ndim(); ++i)
     if (red[i]) first = std::min(first, i);

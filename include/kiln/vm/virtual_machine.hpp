@@ -303,13 +303,11 @@ private:
   };
   static constexpr std::uint32_t inline_args = 16;
 
-  using operand = call_operand;
   /// The register at byte offset `offset` of a frame.
   static value& slot(value* regs, std::uint32_t offset) noexcept {
     return *reinterpret_cast<value*>(reinterpret_cast<char*>(regs) + offset);
   }
   static constexpr std::uint32_t offset_of(std::int64_t reg) noexcept { return std::uint32_t(reg * std::int64_t(sizeof(value))); }
-  static const value& resolve(operand w, const value* regs) noexcept { return resolve_operand(w, regs); }
 
   struct op;
   struct native_target {
@@ -330,7 +328,7 @@ private:
     std::uint32_t a = 0;      ///< call: function index; ret: result register; if: condition register
     std::uint32_t dst = 0;    ///< call: destination register (a void destination is the frame's sink)
     // Registers in ops (a of ret and if, dst) are byte offsets into the frame: see `slot`.
-    const operand* args = nullptr;
+    const call_operand* args = nullptr;
     union {
       native_target native;  ///< native calls
       code_target code;      ///< call_bytecode, goto, if
@@ -560,7 +558,7 @@ private:
     literals_.shrink_to_fit();
     operands_.reserve(args.size());
     for (const pending& p : args)
-      operands_.push_back(p.literal ? reinterpret_cast<operand>(&literals_[p.index]) | 1 : operand(p.index * sizeof(value)));
+      operands_.push_back(p.literal ? reinterpret_cast<call_operand>(&literals_[p.index]) | 1 : call_operand(p.index * sizeof(value)));
     for (std::size_t pc = 0; pc < ops_.size(); ++pc) {
       op& o = ops_[pc];
       if (o.code > op_call_compiled) continue;
@@ -723,14 +721,14 @@ private:
   template <bool Instrumented>
   __attribute__((always_inline)) void call_native_gathered(const op& o, value* regs) {
     const value* argv[inline_args];
-    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve(o.args[i], regs);
+    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve_operand(o.args[i], regs);
     call_native<Instrumented>(o, call_args(argv, o.nargs), slot(regs, o.dst));
   }
   /// A native call with more than `inline_args` arguments (kept out of the run loop's frame).
   template <bool Instrumented>
   __attribute__((noinline)) void call_native_long(const op& o, value* regs) {
     std::vector<const value*> argv(o.nargs);
-    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve(o.args[i], regs);
+    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve_operand(o.args[i], regs);
     call_native<Instrumented>(o, call_args(argv.data(), o.nargs), slot(regs, o.dst));
   }
 
@@ -809,7 +807,7 @@ private:
               }
               value* callee_regs = stack_.push(o.to.code.registers);
               // Registers above the stack's top are null, so the arguments are constructed in place.
-              for (std::uint32_t i = 0; i < o.nargs; ++i) std::construct_at(callee_regs + i, resolve(o.args[i], regs));
+              for (std::uint32_t i = 0; i < o.nargs; ++i) std::construct_at(callee_regs + i, resolve_operand(o.args[i], regs));
               *++top_ = frame{callee_regs, ip + 1, &slot(regs, o.dst), o.to.code.registers, o.a, instrumented};
               regs = callee_regs;
               ip = o.to.code.entry;
@@ -827,7 +825,7 @@ private:
                 spill.resize(o.nargs);
                 p = spill.data();
               }
-              for (std::uint32_t i = 0; i < o.nargs; ++i) p[i] = &resolve(o.args[i], regs);
+              for (std::uint32_t i = 0; i < o.nargs; ++i) p[i] = &resolve_operand(o.args[i], regs);
               bool skipped = false;
               if constexpr (Instrumented)
                 skipped = instrument_(function_value(o.a), c.info->name, true, value(), call_args(p, o.nargs)) ==
@@ -904,7 +902,7 @@ private:
   /// after-report. False when the instrument skips the call.
   bool instrument_bytecode_call(const op& o, const value* regs) {
     std::vector<const value*> argv(o.nargs);
-    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve(o.args[i], regs);
+    for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve_operand(o.args[i], regs);
     const call_args args(argv.data(), o.nargs);
     if (instrument_(function_value(o.a), exec_->functions[o.a].name, true, value(), args) == instrument_action::skip_run)
       return false;
@@ -920,7 +918,7 @@ private:
   std::size_t num_functions_ = 0;
   std::vector<value> literals_;  ///< constants, then the function pool, then %vm, then immediates
   std::vector<op> ops_;
-  std::vector<operand> operands_;
+  std::vector<call_operand> operands_;
   detail::string_map<std::size_t> index_;
   std::unique_ptr<frame[]> frames_;  ///< [0] is the idle sentinel; frames are 1..max_call_depth
   frame* top_ = nullptr;             ///< the current frame
