@@ -14,6 +14,12 @@
 /// Results convert back the same way; `void` gives null. A wrong count or kind of argument throws
 /// `value_error` naming the function, the argument, the expected and the actual kind.
 ///
+/// A typed native has two entries: `fn`, over `call_args` (calls from C++, closures, the
+/// instrumented loop), and, for a fixed arity, `direct`, which the VM's run loop calls with the
+/// Call's operands and the caller's registers, skipping the pointer array and the count check
+/// (the VM checked the count at load). Both check kinds the same way; a bad argument is reported
+/// from a cold path, so the common path has no exception-handling frame.
+///
 /// Compiled functions (the design's kVMTIRFunc) are registered with `add_compiled(name, f)`
 /// under "__vmtir__<name>", where `f(vm_context&, std::span<value> registers)` receives the
 /// register file with the arguments in registers 0..N-1.
