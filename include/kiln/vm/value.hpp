@@ -299,10 +299,13 @@ private:
 static_assert(sizeof(value) == 16, "kiln::vm::value is meant to be 16 bytes");
 static_assert(alignof(value) >= 2, "call_operand needs bit 0 of a value's address");
 
-/// The value a `call_operand` names, for a frame whose registers start at `regs`.
+/// The value a `call_operand` names, for a frame whose registers start at `regs`. Registers are
+/// the common case and the fall-through path (a taken branch per argument costs more than the
+/// test).
 inline const value& resolve_operand(call_operand w, const value* regs) noexcept {
-  return w & 1 ? *reinterpret_cast<const value*>(w - 1)
-               : *reinterpret_cast<const value*>(reinterpret_cast<const char*>(regs) + w);
+  if (w & 1) [[unlikely]]
+    return *reinterpret_cast<const value*>(w - 1);
+  return *reinterpret_cast<const value*>(reinterpret_cast<const char*>(regs) + w);
 }
 
 class tuple_obj final : public object {
