@@ -260,16 +260,16 @@ KILN_KERNELS_REDUCE(min, min_reducer, false, false)
 // ---- argmax / argmin --------------------------------------------------------------------------------
 
 namespace detail {
+/// The axes argmax/argmin reduce: `axis`, or all of them (the flattened tensor).
+inline std::vector<bool> arg_axes(std::string_view op, const tensor& x, std::optional<std::int64_t> axis) {
+  if (!axis) return std::vector<bool>(x.ndim(), true);
+  return reduced_axes(op, x.ndim(), std::array{*axis});
+}
+
 template <bool Max>
 void arg_extreme(std::string_view op, const tensor& x, std::optional<std::int64_t> axis, bool keepdims, const tensor& out) {
   if (!x.defined()) fail(op, "the operand is undefined");
-  std::vector<bool> red;
-  if (axis) {
-    const std::int64_t a[] = {*axis};
-    red = reduced_axes(op, x.ndim(), a);
-  } else {
-    red.assign(x.ndim(), true);
-  }
+  const std::vector<bool> red = arg_axes(op, x, axis);
   check_output(op, out, dtype::int64, reduced_shape(x, red, keepdims));
   std::int64_t count = 1;
   for (std::size_t i = 0; i < x.ndim(); ++i)
@@ -323,21 +323,20 @@ inline void argmax(const tensor& x, std::optional<std::int64_t> axis, bool keepd
 inline void argmin(const tensor& x, std::optional<std::int64_t> axis, bool keepdims, const tensor& out) {
   detail::arg_extreme<false>("argmin", x, axis, keepdims, out);
 }
-inline tensor argmax(const tensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdims = false) {
-  if (!x.defined()) fail("argmax", "the operand is undefined");
-  std::vector<bool> red(x.ndim(), !axis);
-  if (axis) red = detail::reduced_axes("argmax", x.ndim(), std::array{*axis});
-  tensor out = new_output(detail::reduced_shape(x, red, keepdims), dtype::int64);
-  argmax(x, axis, keepdims, out);
+namespace detail {
+template <bool Max>
+tensor arg_extreme_new(std::string_view op, const tensor& x, std::optional<std::int64_t> axis, bool keepdims) {
+  if (!x.defined()) fail(op, "the operand is undefined");
+  tensor out = new_output(reduced_shape(x, arg_axes(op, x, axis), keepdims), dtype::int64);
+  arg_extreme<Max>(op, x, axis, keepdims, out);
   return out;
 }
+}  // namespace detail
+inline tensor argmax(const tensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdims = false) {
+  return detail::arg_extreme_new<true>("argmax", x, axis, keepdims);
+}
 inline tensor argmin(const tensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdims = false) {
-  if (!x.defined()) fail("argmin", "the operand is undefined");
-  std::vector<bool> red(x.ndim(), !axis);
-  if (axis) red = detail::reduced_axes("argmin", x.ndim(), std::array{*axis});
-  tensor out = new_output(detail::reduced_shape(x, red, keepdims), dtype::int64);
-  argmin(x, axis, keepdims, out);
-  return out;
+  return detail::arg_extreme_new<false>("argmin", x, axis, keepdims);
 }
 
 // ---- softmax, log_softmax ---------------------------------------------------------------------------

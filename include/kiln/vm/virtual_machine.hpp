@@ -578,10 +578,10 @@ private:
 
   // ---- running --------------------------------------------------------------------------------
 
-  /// Calls `f` on pointers to the `n` values `arg(i)`: an inline array, or the heap for more than
-  /// `inline_args`.
-  template <class Arg>
-  static value with_pointers(std::size_t n, Arg&& arg, const native_function& f) {
+  /// Calls `f(call_args)` on pointers to the `n` values `arg(i)`: an inline array, or the heap for
+  /// more than `inline_args`.
+  template <class Arg, class F>
+  static value with_pointers(std::size_t n, Arg&& arg, F&& f) {
     const value* inline_ptrs[inline_args];
     std::vector<const value*> heap;
     const value** p = inline_ptrs;
@@ -818,25 +818,18 @@ private:
             {
               const op& o = *ip;
               const callee& c = callees_[o.a];
-              const value* argv[inline_args];
-              std::vector<const value*> spill;
-              const value** p = argv;
-              if (o.nargs > inline_args) {
-                spill.resize(o.nargs);
-                p = spill.data();
-              }
-              for (std::uint32_t i = 0; i < o.nargs; ++i) p[i] = &resolve_operand(o.args[i], regs);
-              bool skipped = false;
-              if constexpr (Instrumented)
-                skipped = instrument_(function_value(o.a), c.info->name, true, value(), call_args(p, o.nargs)) ==
-                          instrument_action::skip_run;
-              value rv;
-              if (!skipped) {
-                rv = enter(c, [&](value* r) {
-                  for (std::uint32_t i = 0; i < o.nargs; ++i) r[i] = *p[i];
-                });
-                if constexpr (Instrumented) instrument_(function_value(o.a), c.info->name, false, rv, call_args(p, o.nargs));
-              }
+              value rv = with_pointers(
+                  o.nargs, [&](std::size_t i) -> const value& { return resolve_operand(o.args[i], regs); },
+                  [&](call_args args) {
+                    if constexpr (Instrumented)
+                      if (instrument_(function_value(o.a), c.info->name, true, value(), args) == instrument_action::skip_run)
+                        return value();
+                    value r = enter(c, [&](value* dst) {
+                      for (std::size_t i = 0; i < args.size(); ++i) dst[i] = args[i];
+                    });
+                    if constexpr (Instrumented) instrument_(function_value(o.a), c.info->name, false, r, args);
+                    return r;
+                  });
               slot(regs, o.dst) = std::move(rv);
               ++ip;
             }
