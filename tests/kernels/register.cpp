@@ -83,3 +83,41 @@ TEST_CASE("reductions and softmax through the VM") {
   CHECK(m.to_vector<std::int64_t>() == kernels::argmax(x).to_vector<std::int64_t>());
   kiln_test::check_all_close(out.to_vector<float>(), kernels::softmax(x).to_vector<float>());
 }
+
+TEST_CASE("data movement through the VM: tuples for concat and split, a returned view, string modes") {
+  exec_builder b;
+  // main(parts, pieces, x, ids, cat, perm, sliced, taken, padded) -> reshape_view(x, [-1])
+  b.begin_function("main", {"parts", "pieces", "x", "ids", "cat", "perm", "sliced", "taken", "padded"}, 10);
+  auto c = [&](value v) { return b.c(b.add_constant(std::move(v))); };
+  b.emit_call("kernels.concat", {b.r(0), b.imm(1), b.r(4)}, void_register);
+  b.emit_call("kernels.split", {b.r(4), b.imm(1), b.r(1)}, void_register);
+  b.emit_call("kernels.permute_dims", {b.r(2), c(value::shape({})), b.r(5)}, void_register);
+  b.emit_call("kernels.strided_slice", {b.r(2), c(value::shape({1})), c(value::shape({-1})), c(value::shape({0})), c(value::shape({-2})), b.r(6)},
+              void_register);
+  b.emit_call("kernels.take", {b.r(2), b.r(3), c(value()), b.r(7)}, void_register);
+  b.emit_call("kernels.pad", {b.r(2), c(value::shape({1, 0, 0, 2})), c(value("reflect")), c(value(0.0)), b.r(8)}, void_register);
+  b.emit_call("kernels.reshape_view", {b.r(2), c(value::shape({-1}))}, 9);
+  b.emit_ret(9);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, registry());
+  const tensor p0 = kiln_test::random_tensor<float>({2, 3}, -1, 1, 1), p1 = kiln_test::random_tensor<float>({2, 1}, -1, 1, 2);
+  const tensor x = kiln_test::random_tensor<float>({3, 5}, -1, 1, 3);
+  const tensor ids = tensor::from_values<std::int64_t>({2}, {14, -15});
+  const tensor cat = tensor::empty({2, 4}, dtype::float32), q0 = tensor::empty({2, 2}, dtype::float32), q1 = tensor::empty({2, 2}, dtype::float32);
+  const tensor perm = tensor::empty({5, 3}, dtype::float32), sliced = tensor::empty({3, 2}, dtype::float32);
+  const tensor taken = tensor::empty({2}, dtype::float32), padded = tensor::empty({4, 7}, dtype::float32);
+  const value flat = vm.invoke("main", value::tuple({p0, p1}), value::tuple({q0, q1}), x, ids, cat, perm, sliced, taken, padded);
+  CHECK(equal(cat, kernels::concat({p0, p1}, 1)));
+  CHECK(equal(q0, cat.slice(1, 0, 2)));
+  CHECK(equal(q1, cat.slice(1, 2, 4)));
+  CHECK(equal(perm, kernels::permute_dims(x)));
+  CHECK(equal(sliced, kernels::strided_slice(x, {1}, {-1}, {0}, {-2})));
+  CHECK(taken.to_vector<float>() == std::vector<float>{x.to_vector<float>()[14], x.to_vector<float>()[0]});
+  CHECK(equal(padded, kernels::pad(x, {1, 0, 0, 2}, kernels::pad_mode::reflect)));
+  CHECK(flat.as_tensor().data() == x.data());
+  CHECK(flat.as_tensor().shape() == runtime::shape_vector{15});
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", value::tuple({p0, 1}), value::tuple({q0, q1}), x, ids, cat, perm, sliced, taken, padded); })
+            .find("kiln::kernels::concat: field 1 of the inputs must be a tensor, got int") != std::string::npos);
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", p0, value::tuple({q0, q1}), x, ids, cat, perm, sliced, taken, padded); })
+            .find("kiln::kernels::concat: the inputs must be a tuple of tensors, got tensor") != std::string::npos);
+}

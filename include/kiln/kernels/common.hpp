@@ -143,6 +143,15 @@ inline shape_vector broadcast_shapes(std::string_view op, std::initializer_list<
   return shape_vector(d.begin(), d.end());
 }
 
+namespace detail {
+/// Axis `a` of a rank-`ndim` tensor (negative counts from the end), or an error naming it.
+inline std::size_t normalize_axis(std::string_view op, std::int64_t a, std::size_t ndim) {
+  const std::int64_t n = a < 0 ? a + std::int64_t(ndim) : a;
+  if (n < 0 || n >= std::int64_t(ndim)) fail(op, kiln::detail::concat("axis ", a, " is out of range for a ", ndim, "-d tensor"));
+  return std::size_t(n);
+}
+}  // namespace detail
+
 /// Checks that `out` has dtype `type` and shape `shape`.
 template <class Shape>
 void check_output(std::string_view op, const tensor& out, dtype type, const Shape& shape) {
@@ -260,6 +269,8 @@ public:
   std::size_t ndim() const noexcept { return shape_.size(); }
   const dims& shape() const noexcept { return shape_; }
   const dims& strides(std::size_t operand) const noexcept { return strides_[operand]; }
+  /// Operand k's first element.
+  char* data(std::size_t operand) const noexcept { return base_[operand]; }
 
   /// Calls `f(n, ptrs, strides)` for every innermost run: `n` elements, operand k at `ptrs[k]`
   /// stepping by `strides[k]` bytes.

@@ -11,3 +11,4 @@
 #include <kiln/kernels/ops.hpp>
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/transform.hpp>

@@ -25,19 +25,13 @@ namespace kiln::kernels {
 
 namespace detail {
 
-inline std::string concat_axis_error(std::int64_t a, std::size_t ndim) {
-  return kiln::detail::concat("axis ", a, " is out of range for a ", ndim, "-d tensor");
-}
-
 /// Which axes of a rank-`ndim` tensor `axes` names (negative counts from the end; empty: all).
 inline std::vector<bool> reduced_axes(std::string_view op, std::size_t ndim, std::span<const std::int64_t> axes) {
   std::vector<bool> red(ndim, axes.empty());
   for (std::int64_t a : axes) {
-    const std::int64_t n = a < 0 ? a + std::int64_t(ndim) : a;
-    if (n < 0 || n >= std::int64_t(ndim))
-      fail(op, concat_axis_error(a, ndim));
-    if (red[std::size_t(n)]) fail(op, kiln::detail::concat("axis ", a, " is given twice"));
-    red[std::size_t(n)] = true;
+    const std::size_t n = normalize_axis(op, a, ndim);
+    if (red[n]) fail(op, kiln::detail::concat("axis ", a, " is given twice"));
+    red[n] = true;
   }
   return red;
 }
@@ -433,9 +427,7 @@ void softmax_impl(std::string_view op, const tensor& x, std::int64_t axis, const
   if (!x.defined()) fail(op, "the operand is undefined");
   if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs a float32 or float64 tensor, got ", describe_operand(x)));
   if (x.ndim() == 0) fail(op, "needs a tensor of rank at least 1, got a scalar");
-  const std::int64_t a[] = {axis};
-  const std::vector<bool> red = reduced_axes(op, x.ndim(), a);
-  const auto ax = std::size_t(std::find(red.begin(), red.end(), true) - red.begin());
+  const std::size_t ax = normalize_axis(op, axis, x.ndim());
   check_output(op, out, x.type(), x.shape());
   check_no_overlap(op, out, {&x});
   if (x.numel() == 0) return;

@@ -14,6 +14,13 @@
 ///     kernels.softmax(x, axis, out)        kernels.log_softmax(x, axis, out)
 ///     kernels.layer_norm(x, gamma, beta, axes, epsilon, center, scale, out)
 ///     kernels.matmul(a, b, transpose_a, transpose_b, out)
+///     kernels.copy(x, out)  kernels.broadcast_to(x, out)  kernels.reshape(x, out)  (element copies)
+///     kernels.reshape_view(x, shape) -> tensor   (a view when the layout allows; returns it)
+///     kernels.permute_dims(x, axes, out)   (axes a shape value; empty: reversed)
+///     kernels.concat(tensors, axis, out)   kernels.split(x, axis, outs)   (tuples of tensors)
+///     kernels.strided_slice(x, axes, begin, end, strides, out)   (shape values; strides may be empty)
+///     kernels.take(x, indices, axis, out)  (axis an int, or null for the flattened tensor)
+///     kernels.pad(x, pad_width, mode, value, out)   (mode "constant", "edge" or "reflect")
 ///
 /// The names are those of `elementwise.hpp` with the prefix "kernels."; `kernel_names()` lists
 /// them. `kernels.fused` parses each distinct description once and keeps it.
@@ -22,6 +29,7 @@
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/transform.hpp>
 #include <kiln/vm/native.hpp>
 
 #include <mutex>
@@ -89,6 +97,30 @@ inline void register_kernels(vm::function_registry& r) {
   });
 
   r.add("kernels.matmul", [](tensor a, tensor b, bool ta, bool tb, tensor out) { matmul(a, b, out, ta, tb); });
+
+  r.add("kernels.copy", [](tensor x, tensor out) { copy(x, out); });
+  r.add("kernels.broadcast_to", [](tensor x, tensor out) { broadcast_to(x, out); });
+  r.add("kernels.reshape", [](tensor x, tensor out) { reshape(x, out); });
+  r.add("kernels.reshape_view", [](tensor x, const shape_vector& shape) { return reshape(x, shape); });
+  r.add("kernels.permute_dims", [](tensor x, const shape_vector& axes, tensor out) { permute_dims(x, axes, out); });
+  // A tuple argument as tensors, or an error naming the field that is not one.
+  auto tensors_of = [](std::string_view op, const char* what, const vm::value& v) {
+    if (!v.is_tuple()) fail(op, kiln::detail::concat(what, " must be a tuple of tensors, got ", vm::name(v.kind())));
+    std::vector<tensor> ts;
+    for (const vm::value& f : v.as_tuple()) {
+      if (!f.is_tensor()) fail(op, kiln::detail::concat("field ", ts.size(), " of ", what, " must be a tensor, got ", vm::name(f.kind())));
+      ts.push_back(f.as_tensor());
+    }
+    return ts;
+  };
+  r.add("kernels.concat", [=](const vm::value& xs, std::int64_t axis, tensor out) { concat(tensors_of("concat", "the inputs", xs), axis, out); });
+  r.add("kernels.split", [=](tensor x, std::int64_t axis, const vm::value& outs) { split(x, axis, tensors_of("split", "the outputs", outs)); });
+  r.add("kernels.strided_slice", [](tensor x, const shape_vector& axes, const shape_vector& begin, const shape_vector& end,
+                                    const shape_vector& strides, tensor out) { strided_slice(x, axes, begin, end, strides, out); });
+  r.add("kernels.take", [=](tensor x, tensor indices, const vm::value& axis, tensor out) { take(x, indices, optional_axis(axis), out); });
+  r.add("kernels.pad", [](tensor x, const shape_vector& widths, const std::string& mode, double value, tensor out) {
+    pad(x, widths, parse_pad_mode(mode), value, out);
+  });
 
   // Parsed descriptions, shared by every VM the registry serves.
   struct fused_cache {

@@ -201,7 +201,9 @@ public:
   const tensor_node* node() const noexcept { return n_.get(); }
   const object_ptr<const tensor_node>& handle() const noexcept { return n_; }
 
+  /// Whether the elements are laid out row-major without gaps (an empty tensor always is).
   bool is_contiguous() const noexcept {
+    if (numel() == 0) return true;
     std::int64_t step = 1;
     for (std::size_t i = ndim(); i-- > 0;) {
       if (n_->shape[i] != 1 && n_->strides[i] != step) return false;

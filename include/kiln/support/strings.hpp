@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <string>
 #include <type_traits>
 #include <string_view>
@@ -11,8 +12,8 @@
 
 namespace kiln::detail {
 
-/// Levenshtein distance between `a` and `b`.
-/// The parts one after another: strings, string views, characters and integers. A message
+/// The parts one after another: strings, string views, characters, integers and floating-point
+/// numbers (shortest round-trip form: 1.5, 300, 1e-07). A message
 /// builder that only appends, so it never meets GCC 12's false -Wrestrict at -O3 on
 /// `"literal" + std::string(...)`.
 template <class... Parts>
@@ -22,12 +23,16 @@ std::string concat(const Parts&... parts) {
     using P = std::decay_t<decltype(p)>;
     if constexpr (std::is_integral_v<P> && !std::is_same_v<P, char>) s.append(std::to_string(p));
     else if constexpr (std::is_same_v<P, char>) s.push_back(p);
-    else s.append(std::string_view(p));
+    else if constexpr (std::is_floating_point_v<P>) {
+      char buf[32];
+      s.append(buf, std::to_chars(buf, buf + sizeof buf, p).ptr);
+    } else s.append(std::string_view(p));
   };
   (add(parts), ...);
   return s;
 }
 
+/// Levenshtein distance between `a` and `b`.
 inline std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
