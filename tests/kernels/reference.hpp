@@ -87,6 +87,10 @@ inline std::vector<std::uint8_t> bools(const tensor& t) {
   return out;
 }
 
+/// Same dtype, shape and element bytes (the runtime's `equal`, found here by ADL only: in the
+/// tests' scope it is ambiguous with the kernel `kernels::equal`).
+inline bool same_tensor(const tensor& a, const tensor& b) { return equal(a, b); }
+
 /// Whether `got` equals `want` within `rel` relative and `abs_tol` absolute error; NaN matches
 /// NaN and infinities must match exactly.
 template <class T>

@@ -121,3 +121,45 @@ TEST_CASE("data movement through the VM: tuples for concat and split, a returned
   CHECK(message_of<vm_error>([&] { vm.invoke("main", p0, value::tuple({q0, q1}), x, ids, cat, perm, sliced, taken, padded); })
             .find("kiln::kernels::concat: the inputs must be a tuple of tensors, got tensor") != std::string::npos);
 }
+
+TEST_CASE("conv2d and pooling through the VM, with the IR's attribute forms") {
+  exec_builder b;
+  // main(x, w, bias, y, m, a, g) -> y: conv 3x3 pad 1 (one value), max pool 3x3 s2 pad 1, avg pool 2x2, global
+  b.begin_function("main", {"x", "w", "bias", "y", "m", "a", "g"}, 7);
+  auto c = [&](value v) { return b.c(b.add_constant(std::move(v))); };
+  b.emit_call("kernels.conv2d", {b.r(0), b.r(1), b.r(2), c(value::shape({1})), c(value::shape({1})), c(value::shape({1, 1})), b.imm(1), b.r(3)},
+              void_register);
+  b.emit_call("kernels.max_pool2d", {b.r(3), c(value::shape({3})), c(value::shape({2, 2})), c(value::shape({1, 1, 1, 1})), c(value::shape({1})),
+                                     c(value(false)), b.r(4)},
+              void_register);
+  b.emit_call("kernels.avg_pool2d", {b.r(3), c(value::shape({2})), c(value::shape({2})), c(value::shape({0})), c(value::shape({1})),
+                                     c(value(true)), c(value(false)), b.r(5)},
+              void_register);
+  b.emit_call("kernels.global_avg_pool2d", {b.r(4), b.r(6)}, void_register);
+  b.emit_ret(3);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, registry());
+  const tensor x = kiln_test::random_tensor<float>({1, 3, 9, 9}, -1, 1, 1), w = kiln_test::random_tensor<float>({4, 3, 3, 3}, -1, 1, 2);
+  const tensor y = tensor::empty({1, 4, 9, 9}, dtype::float32), m = tensor::empty({1, 4, 5, 5}, dtype::float32);
+  const tensor a = tensor::empty({1, 4, 5, 5}, dtype::float32), g = tensor::empty({1, 4, 1, 1}, dtype::float32);
+  vm.invoke("main", x, w, value(), y, m, a, g);
+  kernels::conv2d_params cp;
+  cp.padding = {1, 1, 1, 1};
+  CHECK(kiln_test::same_tensor(y, kernels::conv2d(x, w, {}, cp)));
+  kernels::pool2d_params mp{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false};
+  CHECK(kiln_test::same_tensor(m, kernels::max_pool2d(y, mp)));
+  kernels::pool2d_params ap{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, false};
+  CHECK(kiln_test::same_tensor(a, kernels::avg_pool2d(y, ap)));
+  CHECK(kiln_test::same_tensor(g, kernels::global_avg_pool2d(m)));
+  // A malformed attribute is an error naming the operator.
+  exec_builder bad;
+  bad.begin_function("main", {"x", "w", "y"}, 3);
+  bad.emit_call("kernels.conv2d", {bad.r(0), bad.r(1), bad.c(bad.add_constant(value())), bad.c(bad.add_constant(value::shape({1, 1, 1}))),
+                                   bad.c(bad.add_constant(value::shape({0}))), bad.c(bad.add_constant(value::shape({1}))), bad.imm(1), bad.r(2)},
+                void_register);
+  bad.emit_ret(2);
+  bad.end_function();
+  virtual_machine bad_vm(bad.get(), {}, registry());
+  CHECK(message_of<vm_error>([&] { bad_vm.invoke("main", x, w, y); }).find("kiln::kernels::conv2d: strides must have 1 or 2 values, got 3") !=
+        std::string::npos);
+}

@@ -141,13 +141,16 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
 
 }  // namespace gemm_detail
 
-/// C = A * B, or C += A * B when `accumulate`. Shapes: A is M x K, B is K x N, C is M x N (the
-/// caller checks them); C must not overlap A or B.
-template <class T>
-void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool accumulate = false) {
+/// C = A * B, or C += A * B when `accumulate`, where B (K x N) exists only through `pack_b`:
+/// `pack_b(p0, kc, j0, nc, out)` writes rows [p0, p0+kc) x columns [j0, j0+nc) of B into `out`
+/// in the layout of `gemm_detail::pack_b` (NR-column panels, k-major, zero-padded to whole
+/// panels). This is how a convolution multiplies by its im2col matrix without building it
+/// (`nn.hpp`). A is M x K; C is M x N and must not overlap A or what B is read from.
+template <class T, class PackB>
+void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, matrix_view<T> c, bool accumulate = false) {
   using S = gemm_detail::shape<T>;
   constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC, MC = S::MC, NC = S::NC;
-  const std::int64_t M = c.rows, N = c.cols, K = a.cols;
+  const std::int64_t M = c.rows, N = n_cols, K = a.cols;
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate)
@@ -164,7 +167,7 @@ void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool
     for (std::int64_t pc = 0; pc < K; pc += KC) {
       const std::int64_t kc = std::min(KC, K - pc);
       const bool first = pc == 0 && !accumulate;
-      gemm_detail::pack_b(b, pc, kc, jc, nc, packed_b.data());
+      pack_b(pc, kc, jc, nc, packed_b.data());
       for (std::int64_t ic = 0; ic < M; ic += MC) {
         const std::int64_t mc = std::min(MC, M - ic);
         gemm_detail::pack_a(a, ic, mc, pc, kc, packed_a.data());
@@ -183,6 +186,15 @@ void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool
       }
     }
   }
+}
+
+/// C = A * B, or C += A * B when `accumulate`. Shapes: A is M x K, B is K x N, C is M x N (the
+/// caller checks them); C must not overlap A or B.
+template <class T>
+void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool accumulate = false) {
+  gemm_packed<T>(
+      a, c.cols, [&](std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) { gemm_detail::pack_b(b, p0, kc, j0, nc, out); },
+      c, accumulate);
 }
 
 }  // namespace kiln::kernels

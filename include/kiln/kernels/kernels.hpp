@@ -8,6 +8,7 @@
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/linalg.hpp>
+#include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/ops.hpp>
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>

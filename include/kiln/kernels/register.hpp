@@ -21,6 +21,11 @@
 ///     kernels.strided_slice(x, axes, begin, end, strides, out)   (shape values; strides may be empty)
 ///     kernels.take(x, indices, axis, out)  (axis an int, or null for the flattened tensor)
 ///     kernels.pad(x, pad_width, mode, value, out)   (mode "constant", "edge" or "reflect")
+///     kernels.conv2d(x, w, bias, strides, padding, dilation, groups, out)   (bias a tensor or null;
+///         strides and dilation shape values of 1 or 2 entries, padding of 1, 2 or 4)
+///     kernels.max_pool2d(x, pool_size, strides, padding, dilation, ceil_mode, out)
+///     kernels.avg_pool2d(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad, out)
+///     kernels.adaptive_avg_pool2d(x, out)   kernels.global_avg_pool2d(x, out)
 ///
 /// The names are those of `elementwise.hpp` with the prefix "kernels."; `kernel_names()` lists
 /// them. `kernels.fused` parses each distinct description once and keeps it.
@@ -28,6 +33,7 @@
 
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/linalg.hpp>
+#include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/kernels/transform.hpp>
 #include <kiln/vm/native.hpp>
@@ -97,6 +103,28 @@ inline void register_kernels(vm::function_registry& r) {
   });
 
   r.add("kernels.matmul", [](tensor a, tensor b, bool ta, bool tb, tensor out) { matmul(a, b, out, ta, tb); });
+
+  r.add("kernels.conv2d", [](tensor x, tensor w, const vm::value& bias, const shape_vector& strides, const shape_vector& padding,
+                             const shape_vector& dilation, std::int64_t groups, tensor out) {
+    constexpr std::string_view op = "conv2d";
+    const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), groups};
+    conv2d(x, w, bias.is_null() ? tensor() : bias.as_tensor(), p, out);
+  });
+  auto pool_params = [](std::string_view op, const shape_vector& size, const shape_vector& strides, const shape_vector& padding,
+                        const shape_vector& dilation, bool ceil_mode, bool count_include_pad) {
+    return pool2d_params{pair2(op, "pool_size", size), pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation),
+                         ceil_mode, count_include_pad};
+  };
+  r.add("kernels.max_pool2d", [=](tensor x, const shape_vector& size, const shape_vector& strides, const shape_vector& padding,
+                                  const shape_vector& dilation, bool ceil_mode, tensor out) {
+    max_pool2d(x, pool_params("max_pool2d", size, strides, padding, dilation, ceil_mode, false), out);
+  });
+  r.add("kernels.avg_pool2d", [=](tensor x, const shape_vector& size, const shape_vector& strides, const shape_vector& padding,
+                                  const shape_vector& dilation, bool ceil_mode, bool count_include_pad, tensor out) {
+    avg_pool2d(x, pool_params("avg_pool2d", size, strides, padding, dilation, ceil_mode, count_include_pad), out);
+  });
+  r.add("kernels.adaptive_avg_pool2d", [](tensor x, tensor out) { adaptive_avg_pool2d(x, out); });
+  r.add("kernels.global_avg_pool2d", [](tensor x, tensor out) { global_avg_pool2d(x, out); });
 
   r.add("kernels.copy", [](tensor x, tensor out) { copy(x, out); });
   r.add("kernels.broadcast_to", [](tensor x, tensor out) { broadcast_to(x, out); });

@@ -1,0 +1,498 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Convolution and pooling on NCHW tensors (the IR's `nn.conv2d`, `nn.max_pool2d`,
+/// `nn.avg_pool2d`, `nn.adaptive_avg_pool2d` and `nn.global_avg_pool2d`).
+///
+///     conv2d_params p;  p.strides = {2, 2};  p.padding = {1, 1, 1, 1};
+///     tensor y = kernels::conv2d(x, w, bias, p);           // x [N, C, H, W], w [O, C/groups, KH, KW]
+///     tensor m = kernels::max_pool2d(y, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}});
+///     tensor g = kernels::global_avg_pool2d(m);            // [N, O, 1, 1]
+///
+/// How conv2d computes:
+/// - In general, per image and group, as one GEMM: the weights ([O/groups, C/groups * KH * KW],
+///   row-major) times the im2col matrix of the input ([C/groups * KH * KW, OH * OW]). The im2col
+///   matrix is never built: the GEMM's B-packing routine reads its panels straight out of the
+///   image (`gemm_packed`), with zeros where a window hangs over the padding. A 1x1 convolution
+///   with stride 1 and no padding multiplies the image itself.
+/// - Depthwise (one input channel per group, any channel multiplier): a direct kernel per output
+///   plane over a zero-padded copy of the input plane, vectorised along the output row when the
+///   stride is 1. The planes are shared out by `parallel_for`.
+///
+/// Pooling works per plane over a padded copy too (padding -inf for max, 0 for average), with
+/// the same vectorisation. `ceil_mode` adds a last, partial window where the input leaves a
+/// remainder, as long as it starts inside the input or its leading padding (PyTorch's rule).
+/// avg_pool2d divides by the number of input elements in the window, or with
+/// `count_include_pad` by the window's size clipped to the padded input; a window that covers no
+/// input element gives NaN (0 / 0). max_pool2d over a window with no input element gives -inf
+/// (the lowest value for integers); NaN propagates.
+#pragma once
+
+#include <kiln/kernels/gemm.hpp>
+#include <kiln/kernels/ops.hpp>
+#include <kiln/kernels/parallel.hpp>
+#include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/transform.hpp>
+
+#include <array>
+#include <limits>
+#include <vector>
+
+namespace kiln::kernels {
+
+/// The attributes of conv2d.
+struct conv2d_params {
+  std::array<std::int64_t, 2> strides{1, 1};          ///< (height, width)
+  std::array<std::int64_t, 4> padding{0, 0, 0, 0};    ///< top, left, bottom, right
+  std::array<std::int64_t, 2> dilation{1, 1};         ///< (height, width)
+  std::int64_t groups = 1;                            ///< C and O must be multiples of it
+};
+
+/// The attributes of max_pool2d and avg_pool2d.
+struct pool2d_params {
+  std::array<std::int64_t, 2> pool_size{1, 1};        ///< (height, width)
+  std::array<std::int64_t, 2> strides{1, 1};
+  std::array<std::int64_t, 4> padding{0, 0, 0, 0};    ///< top, left, bottom, right
+  std::array<std::int64_t, 2> dilation{1, 1};
+  bool ceil_mode = false;                             ///< round the output size up
+  bool count_include_pad = false;                     ///< avg_pool2d: count padding in the divisor
+};
+
+/// Padding given as the IR gives it: 1 value (every side), 2 (top and bottom, left and right) or
+/// 4 (top, left, bottom, right).
+inline std::array<std::int64_t, 4> padding4(std::string_view op, std::span<const std::int64_t> p) {
+  if (p.size() == 1) return {p[0], p[0], p[0], p[0]};
+  if (p.size() == 2) return {p[0], p[1], p[0], p[1]};
+  if (p.size() == 4) return {p[0], p[1], p[2], p[3]};
+  fail(op, kiln::detail::concat("padding must have 1, 2 or 4 values, got ", p.size()));
+}
+/// A (height, width) pair given as 1 value (both) or 2.
+inline std::array<std::int64_t, 2> pair2(std::string_view op, std::string_view what, std::span<const std::int64_t> p) {
+  if (p.size() == 1) return {p[0], p[0]};
+  if (p.size() == 2) return {p[0], p[1]};
+  fail(op, kiln::detail::concat(what, " must have 1 or 2 values, got ", p.size()));
+}
+
+namespace detail {
+
+/// The number of windows along one spatial axis, or an error when none fits.
+inline std::int64_t window_count(std::string_view op, std::string_view what, std::int64_t in, std::int64_t k, std::int64_t stride,
+                                 std::int64_t dilation, std::int64_t pad_lo, std::int64_t pad_hi, bool ceil_mode) {
+  const std::int64_t span = dilation * (k - 1) + 1, room = in + pad_lo + pad_hi - span;
+  if (room < 0)
+    fail(op, kiln::detail::concat("the ", what, " window (size ", k, ", dilation ", dilation, ") does not fit the input extent ", in,
+                                  " with padding ", pad_lo, " + ", pad_hi));
+  std::int64_t out = (ceil_mode ? (room + stride - 1) / stride : room / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad_lo) --out;  // the last window must start inside
+  return out;
+}
+
+inline void check_window_params(std::string_view op, std::span<const std::int64_t, 2> strides, std::span<const std::int64_t, 2> dilation,
+                                std::span<const std::int64_t, 4> padding) {
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (strides[i] <= 0) fail(op, kiln::detail::concat("strides must be positive, got (", strides[0], ", ", strides[1], ")"));
+    if (dilation[i] <= 0) fail(op, kiln::detail::concat("dilation must be positive, got (", dilation[0], ", ", dilation[1], ")"));
+  }
+  for (auto v : padding)
+    if (v < 0)
+      fail(op, kiln::detail::concat("padding must not be negative, got (", padding[0], ", ", padding[1], ", ", padding[2], ", ", padding[3], ")"));
+}
+
+inline void check_nchw(std::string_view op, const tensor& x, const char* what) {
+  if (!x.defined()) fail(op, kiln::detail::concat(what, " is undefined"));
+  if (x.ndim() != 4) fail(op, kiln::detail::concat(what, " must be NCHW (rank 4), got ", describe_operand(x)));
+}
+
+/// Copies plane `src` (h x w, strides sh, sw) into the middle of the `hp` x `wp` buffer `dst`
+/// at (top, left), with `fill` everywhere else.
+template <class T>
+void padded_plane(const T* src, std::int64_t h, std::int64_t w, std::int64_t sh, std::int64_t sw, std::int64_t top, std::int64_t left,
+                  std::int64_t hp, std::int64_t wp, T fill, T* dst) {
+  std::fill_n(dst, hp * wp, fill);
+  for (std::int64_t i = 0; i < h; ++i) {
+    T* row = dst + (top + i) * wp + left;
+    const T* s = src + i * sh;
+    if (sw == 1) std::copy_n(s, w, row);
+    else
+      for (std::int64_t j = 0; j < w; ++j) row[j] = s[j * sw];
+  }
+}
+
+/// Writes the contiguous row `src` (n elements) to `dst` with stride `ds`.
+template <class T>
+void store_row(const T* src, std::int64_t n, T* dst, std::int64_t ds) {
+  if (ds == 1) std::copy_n(src, n, dst);
+  else
+    for (std::int64_t j = 0; j < n; ++j) dst[j * ds] = src[j];
+}
+
+// ---- conv2d ---------------------------------------------------------------------------------------------
+
+struct conv_geometry {
+  std::int64_t n, c, h, w, o, kh, kw, oh, ow, cg, og;  ///< cg, og: channels per group
+};
+
+inline conv_geometry check_conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p) {
+  constexpr std::string_view op = "conv2d";
+  check_nchw(op, x, "the data");
+  if (!w.defined()) fail(op, "the weight is undefined");
+  if (w.ndim() != 4) fail(op, kiln::detail::concat("the weight must be OIHW (rank 4), got ", describe_operand(w)));
+  if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs float32 or float64 data, got ", describe_operand(x)));
+  if (w.type() != x.type())
+    fail(op, kiln::detail::concat("the weight ", describe_operand(w), " must have the data's dtype ", name(x.type())));
+  if (p.groups <= 0) fail(op, kiln::detail::concat("groups must be positive, got ", p.groups));
+  check_window_params(op, p.strides, p.dilation, p.padding);
+  conv_geometry g{x.shape(0), x.shape(1), x.shape(2), x.shape(3), w.shape(0), w.shape(2), w.shape(3), 0, 0, w.shape(1), 0};
+  if (g.o % p.groups != 0)
+    fail(op, kiln::detail::concat("the weight ", describe_operand(w), " has ", g.o, " output channels, which is not a multiple of groups = ", p.groups));
+  if (g.c != g.cg * p.groups)
+    fail(op, kiln::detail::concat("channel mismatch: the data ", describe_operand(x), " has ", g.c, " channels, but the weight ", describe_operand(w),
+                                  " expects ", g.cg, " x ", p.groups, " group(s) = ", g.cg * p.groups));
+  if (g.kh == 0 || g.kw == 0) fail(op, kiln::detail::concat("the weight ", describe_operand(w), " has an empty window"));
+  g.og = g.o / p.groups;
+  g.oh = window_count(op, "convolution", g.h, g.kh, p.strides[0], p.dilation[0], p.padding[0], p.padding[2], false);
+  g.ow = window_count(op, "convolution", g.w, g.kw, p.strides[1], p.dilation[1], p.padding[1], p.padding[3], false);
+  if (bias.defined() && (bias.type() != x.type() || bias.ndim() != 1 || bias.shape(0) != g.o))
+    fail(op, kiln::detail::concat("the bias must be ", name(x.type()), "[", g.o, "] (one per output channel), got ", describe_operand(bias)));
+  return g;
+}
+
+/// Packs panels of the im2col matrix of one image's group of channels (see `gemm_packed`):
+/// row (c, i, j) and column (y, x) hold input[c, y*sh + i*dh - top, x*sw + j*dw - left], or 0
+/// in the padding.
+template <class T>
+struct im2col_packer {
+  const T* x;                                 ///< the group's first channel of the image
+  std::int64_t sc, sh, sw;                    ///< its strides (elements)
+  std::int64_t h, w, kh, kw, ow;
+  std::int64_t stride_h, stride_w, dil_h, dil_w, top, left;
+
+  void operator()(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) const {
+    constexpr std::int64_t NR = gemm_detail::shape<T>::NR;
+    const std::int64_t panels = (nc + NR - 1) / NR;
+    thread_local std::vector<T> row;
+    row.resize(std::size_t(panels * NR));
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const std::int64_t r = p0 + k, c = r / (kh * kw), i = r / kw % kh, j = r % kw;
+      const T* plane = x + c * sc;
+      const std::int64_t off = j * dil_w - left;  // input column of output column 0
+      // The output columns whose input column is inside the row: [lo, hi).
+      const std::int64_t lo = off >= 0 ? 0 : (-off + stride_w - 1) / stride_w;
+      const std::int64_t hi = w - 1 - off >= 0 ? (w - 1 - off) / stride_w + 1 : 0;
+      T* dst = row.data();
+      std::int64_t y = j0 / ow, x0 = j0 % ow, left_cols = nc;
+      while (left_cols > 0) {
+        const std::int64_t len = std::min(ow - x0, left_cols), iy = y * stride_h + i * dil_h - top;
+        if (iy < 0 || iy >= h) {
+          std::fill_n(dst, len, T(0));
+        } else {
+          const T* src = plane + iy * sh;
+          const std::int64_t a = std::clamp(lo, x0, x0 + len), b = std::clamp(hi, a, x0 + len);
+          std::fill(dst, dst + (a - x0), T(0));
+          if (stride_w == 1 && sw == 1) std::copy_n(src + a + off, b - a, dst + (a - x0));
+          else
+            for (std::int64_t q = a; q < b; ++q) dst[q - x0] = src[(q * stride_w + off) * sw];
+          std::fill(dst + (b - x0), dst + len, T(0));
+        }
+        dst += len;
+        left_cols -= len;
+        x0 = 0;
+        ++y;
+      }
+      std::fill(row.begin() + nc, row.end(), T(0));
+      for (std::int64_t q = 0; q < panels; ++q) std::copy_n(row.data() + q * NR, NR, out + q * kc * NR + k * NR);
+    }
+  }
+};
+
+/// conv2d through the GEMM, into `out`, whose (H, W) axes are one contiguous row per channel.
+template <class T>
+void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out) {
+  const T* xb = static_cast<const T*>(x.data());
+  const T* wb = static_cast<const T*>(wt.data());  // contiguous
+  T* ob = static_cast<T*>(out.data());
+  const auto& xs = x.strides();
+  const std::int64_t K = g.cg * g.kh * g.kw, N = g.oh * g.ow;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && p.strides == std::array<std::int64_t, 2>{1, 1} &&
+                         p.padding == std::array<std::int64_t, 4>{0, 0, 0, 0} && xs[3] == 1 && (xs[2] == g.w || g.h == 1);
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t grp = 0; grp < p.groups; ++grp) {
+      const matrix_view<const T> a{wb + grp * g.og * K, g.og, K, K, 1};
+      const matrix_view<T> c{ob + n * out.strides()[0] + grp * g.og * out.strides()[1], g.og, N, out.strides()[1], 1};
+      const T* image = xb + n * xs[0] + grp * g.cg * xs[1];
+      if (pointwise) {
+        gemm<T>(a, {image, g.cg, N, xs[1], 1}, c);
+      } else {
+        const im2col_packer<T> pack{image, xs[1], xs[2], xs[3], g.h, g.w, g.kh, g.kw, g.ow, p.strides[0], p.strides[1],
+                                    p.dilation[0], p.dilation[1], p.padding[0], p.padding[1]};
+        gemm_packed<T>(a, N, pack, c);
+      }
+    }
+}
+
+/// Depthwise conv2d (one input channel per group): a direct kernel per output plane.
+template <class T>
+void conv2d_depthwise(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  const T* xb = static_cast<const T*>(x.data());
+  const T* wb = static_cast<const T*>(wt.data());
+  T* ob = static_cast<T*>(out.data());
+  const auto& xs = x.strides();
+  const auto& os = out.strides();
+  const std::int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
+  const std::int64_t hp = g.h + p.padding[0] + p.padding[2], wp = g.w + p.padding[1] + p.padding[3];
+  parallel_for(g.n * g.o, [&](std::int64_t t) {
+    const std::int64_t n = t / g.o, o = t % g.o, c = o / g.og;
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> plane, acc;
+    plane.resize(std::size_t(hp * wp));
+    acc.resize(std::size_t(g.ow));
+    padded_plane<T>(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, T(0), plane.data());
+    const T* k = wb + o * g.kh * g.kw;
+    for (std::int64_t y = 0; y < g.oh; ++y) {
+      const T* rows = plane.data() + y * sh * wp;
+      std::int64_t xo = 0;
+      if (sw == 1)
+        for (; xo + W <= g.ow; xo += W) {
+          V s(T(0));
+          for (std::int64_t i = 0; i < g.kh; ++i)
+            for (std::int64_t j = 0; j < g.kw; ++j) s = xsimd::fma(V(k[i * g.kw + j]), V::load_unaligned(rows + i * dh * wp + j * dw + xo), s);
+          s.store_unaligned(acc.data() + xo);
+        }
+      for (; xo < g.ow; ++xo) {
+        T s = 0;
+        for (std::int64_t i = 0; i < g.kh; ++i)
+          for (std::int64_t j = 0; j < g.kw; ++j) s += k[i * g.kw + j] * rows[i * dh * wp + xo * sw + j * dw];
+        acc[std::size_t(xo)] = s;
+      }
+      store_row(acc.data(), g.ow, ob + n * os[0] + o * os[1] + y * os[2], os[3]);
+    }
+  });
+}
+
+}  // namespace detail
+
+/// out = conv2d(x, w) + bias: x is [N, C, H, W], w is [O, C / groups, KH, KW], `bias` is [O] or
+/// an undefined tensor, out is [N, O, OH, OW]. float32 or float64.
+inline void conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const tensor& out) {
+  constexpr std::string_view op = "conv2d";
+  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
+  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
+  if (overlaps(out, x) || overlaps(out, w) || (bias.defined() && overlaps(out, bias)))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  if (out.numel() == 0) return;
+  const tensor wt = w.contiguous();
+  // The GEMM writes each output channel as one row of OH * OW elements.
+  const bool rows_ok = out.strides()[3] == 1 && (out.strides()[2] == g.ow || g.oh == 1);
+  const bool depthwise = g.cg == 1 && p.groups > 1;
+  const bool direct = depthwise || rows_ok;
+  const tensor dst = direct ? out : new_output(out.shape(), out.type());
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (depthwise) detail::conv2d_depthwise<T>(x, wt, p, g, dst);
+      else detail::conv2d_gemm<T>(x, wt, p, g, dst);
+      if (bias.defined()) {
+        const T* bb = static_cast<const T*>(bias.data());
+        T* ob = static_cast<T*>(dst.data());
+        const auto& os = dst.strides();
+        for (std::int64_t n = 0; n < g.n; ++n)
+          for (std::int64_t o = 0; o < g.o; ++o) {
+            const T v = bb[o * bias.strides()[0]];
+            for (std::int64_t y = 0; y < g.oh; ++y) {
+              T* row = ob + n * os[0] + o * os[1] + y * os[2];
+              if (os[3] == 1)
+                for (std::int64_t xo = 0; xo < g.ow; ++xo) row[xo] += v;
+              else
+                for (std::int64_t xo = 0; xo < g.ow; ++xo) row[xo * os[3]] += v;
+            }
+          }
+      }
+    }
+  });
+  if (!direct) detail::copy_unchecked(dst, out);
+}
+inline tensor conv2d(const tensor& x, const tensor& w, const tensor& bias = {}, const conv2d_params& p = {}) {
+  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
+  tensor out = new_output({g.n, g.o, g.oh, g.ow}, x.type());
+  conv2d(x, w, bias, p, out);
+  return out;
+}
+
+// ---- pooling ----------------------------------------------------------------------------------------------
+
+namespace detail {
+
+struct pool_geometry {
+  std::int64_t n, c, h, w, oh, ow;
+};
+
+inline pool_geometry check_pool2d(std::string_view op, const tensor& x, const pool2d_params& p, bool floating_only) {
+  check_nchw(op, x, "the data");
+  if (floating_only ? !ops::is_floating(x.type()) : !ops::is_numeric(x.type()))
+    fail(op, kiln::detail::concat("does not take ", describe_operand(x), floating_only ? " (float32 or float64 only)" : ""));
+  if (p.pool_size[0] <= 0 || p.pool_size[1] <= 0)
+    fail(op, kiln::detail::concat("pool_size must be positive, got (", p.pool_size[0], ", ", p.pool_size[1], ")"));
+  check_window_params(op, p.strides, p.dilation, p.padding);
+  pool_geometry g{x.shape(0), x.shape(1), x.shape(2), x.shape(3), 0, 0};
+  g.oh = window_count(op, "pooling", g.h, p.pool_size[0], p.strides[0], p.dilation[0], p.padding[0], p.padding[2], p.ceil_mode);
+  g.ow = window_count(op, "pooling", g.w, p.pool_size[1], p.strides[1], p.dilation[1], p.padding[1], p.padding[3], p.ceil_mode);
+  return g;
+}
+
+/// Per output position along one axis, how many window taps fall in [lo, hi).
+inline std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad,
+                                            std::int64_t lo, std::int64_t hi) {
+  std::vector<std::int64_t> counts(std::size_t(out), 0);
+  for (std::int64_t y = 0; y < out; ++y)
+    for (std::int64_t i = 0; i < k; ++i) {
+      const std::int64_t at = y * stride - pad + i * dilation;
+      counts[std::size_t(y)] += at >= lo && at < hi;
+    }
+  return counts;
+}
+
+template <class T, bool Max>
+void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, const tensor& out) {
+  using V = batch<T>;
+  constexpr bool vectorized = ops::is_simd_type<T> && (Max || std::is_floating_point_v<T>);
+  constexpr std::int64_t W = vectorized ? std::int64_t(V::size) : 1;
+  const T fill = Max ? (std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest()) : T(0);
+  const std::int64_t kh = p.pool_size[0], kw = p.pool_size[1], sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
+  // The padded plane covers every window, ceil-mode ones included.
+  const std::int64_t hp = std::max(g.h + p.padding[0] + p.padding[2], (g.oh - 1) * sh + (kh - 1) * dh + 1);
+  const std::int64_t wp = std::max(g.w + p.padding[1] + p.padding[3], (g.ow - 1) * sw + (kw - 1) * dw + 1);
+  std::vector<T> inv_h, inv_w;  // avg: 1 / divisor, factored per axis
+  if constexpr (!Max) {
+    const bool inc = p.count_include_pad;
+    const auto ch = tap_counts(g.oh, kh, sh, dh, p.padding[0], inc ? -p.padding[0] : 0, inc ? g.h + p.padding[2] : g.h);
+    const auto cw = tap_counts(g.ow, kw, sw, dw, p.padding[1], inc ? -p.padding[1] : 0, inc ? g.w + p.padding[3] : g.w);
+    for (auto c : ch) inv_h.push_back(T(1) / T(c));
+    for (auto c : cw) inv_w.push_back(T(1) / T(c));
+  }
+  const T* xb = static_cast<const T*>(x.data());
+  T* ob = static_cast<T*>(out.data());
+  const auto& xs = x.strides();
+  const auto& os = out.strides();
+  auto combine = [](auto a, auto b) {
+    if constexpr (Max) return ops::maximum{}(a, b);
+    else return a + b;
+  };
+  parallel_for(g.n * g.c, [&](std::int64_t t) {
+    const std::int64_t n = t / g.c, c = t % g.c;
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> plane, acc;
+    plane.resize(std::size_t(hp * wp));
+    acc.resize(std::size_t(g.ow));
+    padded_plane<T>(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, fill, plane.data());
+    for (std::int64_t y = 0; y < g.oh; ++y) {
+      const T* rows = plane.data() + y * sh * wp;
+      std::int64_t xo = 0;
+      if constexpr (vectorized) {
+        if (sw == 1)
+          for (; xo + W <= g.ow; xo += W) {
+            V s(fill);
+            for (std::int64_t i = 0; i < kh; ++i)
+              for (std::int64_t j = 0; j < kw; ++j) s = combine(s, V::load_unaligned(rows + i * dh * wp + j * dw + xo));
+            s.store_unaligned(acc.data() + xo);
+          }
+      }
+      for (; xo < g.ow; ++xo) {
+        T s = fill;
+        for (std::int64_t i = 0; i < kh; ++i)
+          for (std::int64_t j = 0; j < kw; ++j) s = combine(s, rows[i * dh * wp + xo * sw + j * dw]);
+        acc[std::size_t(xo)] = s;
+      }
+      if constexpr (!Max)
+        for (std::int64_t j = 0; j < g.ow; ++j) acc[std::size_t(j)] *= inv_h[std::size_t(y)] * inv_w[std::size_t(j)];
+      store_row(acc.data(), g.ow, ob + n * os[0] + c * os[1] + y * os[2], os[3]);
+    }
+  });
+}
+
+template <bool Max>
+void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, const tensor& out) {
+  const pool_geometry g = check_pool2d(op, x, p, !Max);
+  check_output(op, out, x.type(), std::array{g.n, g.c, g.oh, g.ow});
+  check_disjoint(op, x, out);
+  if (out.numel() == 0) return;
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (Max || std::is_floating_point_v<T>) pool2d<T, Max>(x, p, g, out);
+  });
+}
+
+}  // namespace detail
+
+/// out = the maximum over each pooling window of x ([N, C, H, W]; any numeric dtype).
+inline void max_pool2d(const tensor& x, const pool2d_params& p, const tensor& out) { detail::pool2d_op<true>("max_pool2d", x, p, out); }
+inline tensor max_pool2d(const tensor& x, const pool2d_params& p) {
+  const detail::pool_geometry g = detail::check_pool2d("max_pool2d", x, p, false);
+  tensor out = new_output({g.n, g.c, g.oh, g.ow}, x.type());
+  max_pool2d(x, p, out);
+  return out;
+}
+/// out = the mean over each pooling window of x ([N, C, H, W]; float32 or float64).
+inline void avg_pool2d(const tensor& x, const pool2d_params& p, const tensor& out) { detail::pool2d_op<false>("avg_pool2d", x, p, out); }
+inline tensor avg_pool2d(const tensor& x, const pool2d_params& p) {
+  const detail::pool_geometry g = detail::check_pool2d("avg_pool2d", x, p, true);
+  tensor out = new_output({g.n, g.c, g.oh, g.ow}, x.type());
+  avg_pool2d(x, p, out);
+  return out;
+}
+
+/// out[n, c, i, j] = the mean of x[n, c] over rows [floor(i H / OH), ceil((i+1) H / OH)) and the
+/// same columns (PyTorch's adaptive average pooling); out's shape [N, C, OH, OW] sets the bins.
+inline void adaptive_avg_pool2d(const tensor& x, const tensor& out) {
+  constexpr std::string_view op = "adaptive_avg_pool2d";
+  detail::check_nchw(op, x, "the data");
+  detail::check_nchw(op, out, "the output");
+  if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs float32 or float64 data, got ", describe_operand(x)));
+  if (out.type() != x.type() || out.shape(0) != x.shape(0) || out.shape(1) != x.shape(1) || (out.shape(2) * out.shape(3) != 0 && x.shape(2) * x.shape(3) == 0))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " must be ", name(x.type()), "[", x.shape(0), ", ", x.shape(1),
+                                  ", OH, OW] with a non-empty input plane ", describe_operand(x)));
+  detail::check_disjoint(op, x, out);
+  const std::int64_t h = x.shape(2), w = x.shape(3), oh = out.shape(2), ow = out.shape(3);
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* xb = static_cast<const T*>(x.data());
+      T* ob = static_cast<T*>(out.data());
+      const auto& xs = x.strides();
+      const auto& os = out.strides();
+      parallel_for(x.shape(0) * x.shape(1), [&](std::int64_t t) {
+        const std::int64_t n = t / x.shape(1), c = t % x.shape(1);
+        const T* plane = xb + n * xs[0] + c * xs[1];
+        for (std::int64_t i = 0; i < oh; ++i) {
+          const std::int64_t y0 = i * h / oh, y1 = ((i + 1) * h + oh - 1) / oh;
+          for (std::int64_t j = 0; j < ow; ++j) {
+            const std::int64_t x0 = j * w / ow, x1 = ((j + 1) * w + ow - 1) / ow;
+            T s = 0;
+            for (std::int64_t y = y0; y < y1; ++y)
+              for (std::int64_t q = x0; q < x1; ++q) s += plane[y * xs[2] + q * xs[3]];
+            ob[n * os[0] + c * os[1] + i * os[2] + j * os[3]] = s / T((y1 - y0) * (x1 - x0));
+          }
+        }
+      });
+    }
+  });
+}
+inline tensor adaptive_avg_pool2d(const tensor& x, std::array<std::int64_t, 2> output_size) {
+  detail::check_nchw("adaptive_avg_pool2d", x, "the data");
+  if (output_size[0] < 0 || output_size[1] < 0)
+    fail("adaptive_avg_pool2d", kiln::detail::concat("the output size must not be negative, got (", output_size[0], ", ", output_size[1], ")"));
+  tensor out = new_output({x.shape(0), x.shape(1), output_size[0], output_size[1]}, x.type());
+  adaptive_avg_pool2d(x, out);
+  return out;
+}
+
+/// out[n, c, 0, 0] = the mean of x[n, c] over H and W.
+inline void global_avg_pool2d(const tensor& x, const tensor& out) {
+  detail::check_nchw("global_avg_pool2d", x, "the data");
+  if (!ops::is_floating(x.type())) fail("global_avg_pool2d", kiln::detail::concat("needs float32 or float64 data, got ", describe_operand(x)));
+  check_output("global_avg_pool2d", out, x.type(), std::array{x.shape(0), x.shape(1), std::int64_t(1), std::int64_t(1)});
+  mean(x, std::array<std::int64_t, 2>{2, 3}, true, out);
+}
+inline tensor global_avg_pool2d(const tensor& x) {
+  detail::check_nchw("global_avg_pool2d", x, "the data");
+  tensor out = new_output({x.shape(0), x.shape(1), 1, 1}, x.type());
+  global_avg_pool2d(x, out);
+  return out;
+}
+
+}  // namespace kiln::kernels

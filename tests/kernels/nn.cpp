@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: Apache-2.0
+// conv2d and pooling against direct loops in double.
+//
+// Tolerances: conv2d |got - want| <= 1e-6 * (taps + 1) * 4 for float32 (inputs in [-1, 1], taps =
+// C/groups * KH * KW products per output, summed in another order), 1e-13 * (taps + 1) for
+// float64. max_pool2d is exact; avg_pool2d 1e-6 relative (float32).
+#include <kiln/kernels/nn.hpp>
+#include <kiln/kernels/parallel.hpp>
+
+#include "../common/message_of.hpp"
+#include "reference.hpp"
+
+#include <doctest/doctest.h>
+
+#include <limits>
+
+using namespace kiln;
+using namespace kiln::kernels;
+using namespace kiln_test;
+
+namespace {
+
+template <class T>
+T at4(const tensor& t, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+  const auto& s = t.strides();
+  return static_cast<const T*>(t.data())[a * s[0] + b * s[1] + c * s[2] + d * s[3]];
+}
+
+/// The textbook convolution, in double.
+template <class T>
+std::vector<T> reference_conv(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t n = x.shape(0), h = x.shape(2), wd = x.shape(3), o = w.shape(0), cg = w.shape(1), kh = w.shape(2), kw = w.shape(3);
+  const std::int64_t og = o / p.groups;
+  std::vector<T> out;
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t oc = 0; oc < o; ++oc)
+      for (std::int64_t y = 0; y < oh; ++y)
+        for (std::int64_t xo = 0; xo < ow; ++xo) {
+          double s = bias.defined() ? double(bias.to_vector<T>()[std::size_t(oc)]) : 0.0;
+          for (std::int64_t c = 0; c < cg; ++c)
+            for (std::int64_t i = 0; i < kh; ++i)
+              for (std::int64_t j = 0; j < kw; ++j) {
+                const std::int64_t iy = y * p.strides[0] + i * p.dilation[0] - p.padding[0];
+                const std::int64_t ix = xo * p.strides[1] + j * p.dilation[1] - p.padding[1];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                s += double(at4<T>(x, b, oc / og * cg + c, iy, ix)) * double(at4<T>(w, oc, c, i, j));
+              }
+          out.push_back(T(s));
+        }
+  return out;
+}
+
+struct conv_case {
+  shape_vector x, w;
+  conv2d_params p;
+  bool bias;
+};
+
+template <class T>
+void check_conv(const conv_case& k, unsigned seed, bool strided) {
+  CAPTURE(runtime::shape_to_string(k.x));
+  CAPTURE(runtime::shape_to_string(k.w));
+  CAPTURE(k.p.groups);
+  CAPTURE(k.p.strides[0]);
+  CAPTURE(k.p.padding[0]);
+  CAPTURE(k.p.dilation[0]);
+  CAPTURE(strided);
+  tensor x = random_tensor<T>(k.x, -1, 1, seed);
+  if (strided) {  // the same values read through a permuted layout (NHWC in memory)
+    const tensor nhwc = permute_dims(x, {0, 2, 3, 1});
+    x = nhwc.permute({0, 3, 1, 2});
+  }
+  const tensor w = random_tensor<T>(k.w, -1, 1, seed + 1);
+  const tensor bias = k.bias ? random_tensor<T>({k.w[0]}, -1, 1, seed + 2) : tensor();
+  const tensor y = conv2d(x, w, bias, k.p);
+  const std::int64_t taps = k.w[1] * k.w[2] * k.w[3];
+  const double tol = std::is_same_v<T, float> ? 4e-6 * double(taps + 1) : 1e-13 * double(taps + 1);
+  const auto want = reference_conv<T>(x, w, bias, k.p, y.shape(2), y.shape(3));
+  check_all_close(y.to_vector<T>(), want, 0, tol);
+  if (strided) {  // and into a strided output
+    const tensor big = tensor::zeros({y.shape(0), y.shape(1), y.shape(2), y.shape(3) * 2}, y.type());
+    const tensor out = big.slice(3, 1, y.shape(3) * 2, 2);
+    conv2d(x, w, bias, k.p, out);
+    check_all_close(out.to_vector<T>(), want, 0, tol);
+  }
+}
+
+conv2d_params conv(std::int64_t stride, std::int64_t pad, std::int64_t dilation = 1, std::int64_t groups = 1) {
+  conv2d_params p;
+  p.strides = {stride, stride};
+  p.padding = {pad, pad, pad, pad};
+  p.dilation = {dilation, dilation};
+  p.groups = groups;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, layouts, against the direct loop") {
+  conv2d_params asym = conv(1, 0);
+  asym.padding = {2, 0, 1, 3};
+  asym.strides = {1, 2};
+  asym.dilation = {2, 1};
+  const std::vector<conv_case> cases = {
+      {{1, 3, 9, 11}, {4, 3, 3, 3}, conv(1, 1), true},        // same-size 3x3
+      {{2, 5, 13, 10}, {7, 5, 3, 3}, conv(2, 1), false},      // stride 2, batch 2
+      {{1, 4, 12, 12}, {6, 4, 3, 3}, conv(1, 2, 2), true},    // dilation 2
+      {{1, 3, 17, 19}, {5, 3, 7, 7}, conv(2, 3), true},       // a ResNet stem, small
+      {{1, 6, 8, 9}, {4, 6, 1, 1}, conv(1, 0), true},         // pointwise
+      {{1, 6, 8, 9}, {4, 6, 1, 1}, conv(2, 0), false},        // strided 1x1 (ResNet downsample)
+      {{1, 4, 10, 10}, {6, 2, 3, 3}, conv(1, 1, 1, 2), true}, // two groups
+      {{2, 8, 11, 13}, {8, 1, 3, 3}, conv(1, 1, 1, 8), true}, // depthwise
+      {{1, 8, 11, 13}, {8, 1, 3, 3}, conv(2, 1, 1, 8), false},// depthwise, stride 2
+      {{1, 4, 9, 37}, {8, 1, 5, 3}, conv(1, 2, 2, 4), true},  // depthwise, multiplier 2, dilated
+      {{1, 3, 10, 12}, {5, 3, 4, 2}, asym, true},             // asymmetric everything
+      {{1, 50, 9, 9}, {13, 50, 3, 3}, conv(1, 1), true},      // K = 450 crosses the GEMM's KC = 384
+      {{1, 2, 47, 53}, {3, 2, 3, 3}, conv(1, 1), false},      // N = 2491 crosses NC
+      {{1, 3, 5, 5}, {2, 3, 5, 5}, conv(1, 0), true},         // one output position
+      {{0, 3, 5, 5}, {2, 3, 3, 3}, conv(1, 0), true},         // an empty batch
+  };
+  unsigned seed = 10;
+  for (const auto& k : cases) {
+    check_conv<float>(k, seed, false);
+    check_conv<float>(k, seed, true);
+    seed += 3;
+  }
+  check_conv<double>(cases[1], 99, true);
+  check_conv<double>(cases[7], 98, false);
+}
+
+TEST_CASE("conv2d: the same results on two threads") {
+  const tensor x = random_tensor<float>({2, 16, 20, 20}, -1, 1, 5), w = random_tensor<float>({32, 16, 3, 3}, -1, 1, 6);
+  const tensor dw = random_tensor<float>({16, 1, 3, 3}, -1, 1, 7);
+  const tensor one = conv2d(x, w, {}, conv(1, 1)), one_dw = conv2d(x, dw, {}, conv(1, 1, 1, 16));
+  set_num_threads(2);
+  const tensor two = conv2d(x, w, {}, conv(1, 1)), two_dw = conv2d(x, dw, {}, conv(1, 1, 1, 16));
+  set_num_threads(1);
+  CHECK(same_tensor(one, two));
+  CHECK(same_tensor(one_dw, two_dw));
+}
+
+TEST_CASE("conv2d: errors name the operands") {
+  const tensor x = random_tensor<float>({1, 4, 8, 8}, -1, 1, 1), w = random_tensor<float>({6, 4, 3, 3}, -1, 1, 2);
+  CHECK(message_of([&] { (void)conv2d(x, random_tensor<float>({6, 3, 3, 3}, -1, 1, 2)); }) ==
+        "kiln::kernels::conv2d: channel mismatch: the data float32[1, 4, 8, 8] has 4 channels, but the weight float32[6, 3, 3, 3] expects 3 x 1 group(s) = 3");
+  CHECK(message_of([&] { (void)conv2d(x, random_tensor<float>({6, 1, 3, 3}, -1, 1, 2), {}, conv(1, 0, 1, 4)); }) ==
+        "kiln::kernels::conv2d: the weight float32[6, 1, 3, 3] has 6 output channels, which is not a multiple of groups = 4");
+  CHECK(message_of([&] { (void)conv2d(x, w, {}, conv(1, 0, 1, 0)); }) == "kiln::kernels::conv2d: groups must be positive, got 0");
+  CHECK(message_of([&] { (void)conv2d(x, w, {}, conv(0, 0)); }) == "kiln::kernels::conv2d: strides must be positive, got (0, 0)");
+  CHECK(message_of([&] { (void)conv2d(x, w, {}, conv(1, -1)); }) == "kiln::kernels::conv2d: padding must not be negative, got (-1, -1, -1, -1)");
+  CHECK(message_of([&] { (void)conv2d(x, w, {}, conv(1, 0, 4)); }) ==
+        "kiln::kernels::conv2d: the convolution window (size 3, dilation 4) does not fit the input extent 8 with padding 0 + 0");
+  CHECK(message_of([&] { (void)conv2d(x, w, random_tensor<float>({4}, -1, 1, 3)); }) ==
+        "kiln::kernels::conv2d: the bias must be float32[6] (one per output channel), got float32[4]");
+  CHECK(message_of([&] { (void)conv2d(x, random_tensor<double>({6, 4, 3, 3}, -1, 1, 2)); }) ==
+        "kiln::kernels::conv2d: the weight float64[6, 4, 3, 3] must have the data's dtype float32");
+  CHECK(message_of([&] { (void)conv2d(random_tensor<std::int32_t>({1, 4, 8, 8}, -1, 1, 1), w); }) ==
+        "kiln::kernels::conv2d: needs float32 or float64 data, got int32[1, 4, 8, 8]");
+  CHECK(message_of([&] { (void)conv2d(random_tensor<float>({4, 8, 8}, -1, 1, 1), w); }) ==
+        "kiln::kernels::conv2d: the data must be NCHW (rank 4), got float32[4, 8, 8]");
+  CHECK(message_of([&] { conv2d(x, w, {}, {}, tensor::empty({1, 6, 8, 8}, dtype::float32)); }) ==
+        "kiln::kernels::conv2d: the output must be float32[1, 6, 6, 6], got float32[1, 6, 8, 8]");
+  CHECK(message_of([&] { (void)padding4("conv2d", std::array<std::int64_t, 3>{1, 2, 3}); }) == "kiln::kernels::conv2d: padding must have 1, 2 or 4 values, got 3");
+}
+
+namespace {
+
+/// Pooling by definition: taps inside the input only (max), divisor per the documented rule (avg).
+template <class T, bool Max>
+std::vector<T> reference_pool(const tensor& x, const pool2d_params& p, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t h = x.shape(2), w = x.shape(3);
+  std::vector<T> out;
+  for (std::int64_t n = 0; n < x.shape(0); ++n)
+    for (std::int64_t c = 0; c < x.shape(1); ++c)
+      for (std::int64_t y = 0; y < oh; ++y)
+        for (std::int64_t xo = 0; xo < ow; ++xo) {
+          double best = Max ? -std::numeric_limits<double>::infinity() : 0, sum = 0;
+          bool nan = false;
+          std::int64_t count = 0;
+          for (std::int64_t i = 0; i < p.pool_size[0]; ++i)
+            for (std::int64_t j = 0; j < p.pool_size[1]; ++j) {
+              const std::int64_t iy = y * p.strides[0] - p.padding[0] + i * p.dilation[0];
+              const std::int64_t ix = xo * p.strides[1] - p.padding[1] + j * p.dilation[1];
+              const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+              const bool in_padded = iy >= -p.padding[0] && iy < h + p.padding[2] && ix >= -p.padding[1] && ix < w + p.padding[3];
+              count += p.count_include_pad ? in_padded : inside;
+              if (!inside) continue;
+              const double v = double(at4<T>(x, n, c, iy, ix));
+              nan = nan || std::isnan(v);
+              best = std::max(best, v);
+              sum += v;
+            }
+          if constexpr (Max) {
+            T r = best == -std::numeric_limits<double>::infinity() && !std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::lowest() : T(best);
+            if constexpr (std::numeric_limits<T>::has_quiet_NaN)
+              if (nan) r = std::numeric_limits<T>::quiet_NaN();
+            out.push_back(r);
+          } else {
+            out.push_back(T(sum / double(count)));
+          }
+        }
+  return out;
+}
+
+pool2d_params pool(std::int64_t k, std::int64_t stride, std::int64_t pad, bool ceil_mode = false, bool include = false, std::int64_t dilation = 1) {
+  pool2d_params p;
+  p.pool_size = {k, k};
+  p.strides = {stride, stride};
+  p.padding = {pad, pad, pad, pad};
+  p.dilation = {dilation, dilation};
+  p.ceil_mode = ceil_mode;
+  p.count_include_pad = include;
+  return p;
+}
+
+template <class T>
+void check_pools(const tensor& x, const pool2d_params& p, std::int64_t want_oh, std::int64_t want_ow) {
+  CAPTURE(p.pool_size[0]);
+  CAPTURE(p.strides[0]);
+  CAPTURE(p.padding[0]);
+  CAPTURE(p.ceil_mode);
+  CAPTURE(p.count_include_pad);
+  const tensor m = max_pool2d(x, p);
+  REQUIRE(m.shape() == shape_vector{x.shape(0), x.shape(1), want_oh, want_ow});
+  check_all_close(m.to_vector<T>(), reference_pool<T, true>(x, p, want_oh, want_ow));
+  if constexpr (std::is_floating_point_v<T>) {
+    const tensor a = avg_pool2d(x, p);
+    check_all_close(a.to_vector<T>(), reference_pool<T, false>(x, p, want_oh, want_ow), 1e-6, 1e-7);
+    // into a strided output
+    const tensor big = tensor::zeros({x.shape(0), x.shape(1), want_oh, want_ow * 3}, x.type());
+    const tensor out = big.slice(3, 0, want_ow * 3, 3);
+    avg_pool2d(x, p, out);
+    check_all_close(out.to_vector<T>(), reference_pool<T, false>(x, p, want_oh, want_ow), 1e-6, 1e-7);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("max_pool2d and avg_pool2d: padding, ceil mode, dilation, count_include_pad, strided input") {
+  const tensor x = random_tensor<float>({2, 3, 13, 22}, -1, 1, 4);
+  check_pools<float>(x, pool(3, 2, 1), 7, 11);                 // the ResNet max pool
+  check_pools<float>(x, pool(2, 2, 0), 6, 11);
+  check_pools<float>(x, pool(2, 2, 0, true), 7, 11);           // ceil mode adds a partial window
+  check_pools<float>(x, pool(3, 2, 1, true, true), 7, 12);
+  check_pools<float>(x, pool(3, 1, 1, false, true), 13, 22);   // stride 1: the vector path
+  check_pools<float>(x, pool(3, 1, 0, false, false, 2), 9, 18);
+  check_pools<float>(x.permute({0, 1, 3, 2}), pool(3, 3, 1, true), 8, 5);
+  check_pools<double>(random_tensor<double>({1, 2, 9, 40}, -1, 1, 5), pool(2, 1, 1), 10, 41);
+  check_pools<std::int32_t>(random_tensor<std::int32_t>({1, 2, 9, 40}, -100, 100, 6), pool(3, 1, 1), 9, 40);
+  check_pools<std::int8_t>(random_tensor<std::int8_t>({1, 2, 9, 9}, -100, 100, 7), pool(2, 2, 1, true), 5, 5);  // the sixth window would start in the padding
+  // ceil mode: a window that would start in the trailing padding is dropped (PyTorch's rule).
+  CHECK(max_pool2d(random_tensor<float>({1, 1, 5, 5}, -1, 1, 8), pool(2, 2, 1, true)).shape() == shape_vector{1, 1, 3, 3});
+  // NaN propagates through max; a window over the padding alone gives -inf.
+  tensor nan = random_tensor<float>({1, 1, 4, 20}, -1, 1, 9);
+  nan.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+  nan.data<float>()[25] = std::numeric_limits<float>::quiet_NaN();
+  check_pools<float>(nan, pool(3, 1, 1), 4, 20);
+  pool2d_params wide = pool(1, 1, 0);
+  wide.padding = {0, 2, 0, 0};
+  const tensor edge = max_pool2d(random_tensor<float>({1, 1, 1, 3}, -1, 1, 10), wide);
+  CHECK(edge.to_vector<float>()[0] == -std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(avg_pool2d(random_tensor<float>({1, 1, 1, 3}, -1, 1, 10), wide).to_vector<float>()[0]));
+}
+
+TEST_CASE("global and adaptive average pooling") {
+  const tensor x = random_tensor<float>({2, 3, 7, 9}, -1, 1, 11);
+  const tensor g = global_avg_pool2d(x);
+  REQUIRE(g.shape() == shape_vector{2, 3, 1, 1});
+  std::vector<float> want;
+  for (std::int64_t n = 0; n < 2; ++n)
+    for (std::int64_t c = 0; c < 3; ++c) {
+      double s = 0;
+      for (std::int64_t i = 0; i < 7; ++i)
+        for (std::int64_t j = 0; j < 9; ++j) s += at4<float>(x, n, c, i, j);
+      want.push_back(float(s / 63));
+    }
+  check_all_close(g.to_vector<float>(), want, 1e-6, 1e-7);
+  check_all_close(adaptive_avg_pool2d(x, {1, 1}).to_vector<float>(), want, 1e-6, 1e-7);
+  // Bins that overlap (7 rows into 3 bins: [0, 3), [2, 5), [4, 7)) and the identity.
+  const tensor a = adaptive_avg_pool2d(x, {3, 9});
+  const auto av = a.to_vector<float>();
+  const double bin = (double(at4<float>(x, 1, 2, 2, 4)) + at4<float>(x, 1, 2, 3, 4) + at4<float>(x, 1, 2, 4, 4)) / 3;
+  CHECK(av[std::size_t(((1 * 3 + 2) * 3 + 1) * 9 + 4)] == doctest::Approx(bin).epsilon(1e-6));
+  CHECK(same_tensor(adaptive_avg_pool2d(x, {7, 9}), x));
+  CHECK(message_of([&] { global_avg_pool2d(x, tensor::empty({2, 3, 1}, dtype::float32)); }) ==
+        "kiln::kernels::global_avg_pool2d: the output must be float32[2, 3, 1, 1], got float32[2, 3, 1]");
+  CHECK(message_of([&] { (void)max_pool2d(x, pool(8, 1, 0)); }) ==
+        "kiln::kernels::max_pool2d: the pooling window (size 8, dilation 1) does not fit the input extent 7 with padding 0 + 0");
+  CHECK(message_of([&] { (void)avg_pool2d(random_tensor<std::int32_t>({1, 1, 4, 4}, 0, 9, 1), pool(2, 2, 0)); }) ==
+        "kiln::kernels::avg_pool2d: does not take int32[1, 1, 4, 4] (float32 or float64 only)");
+  CHECK(message_of([&] { (void)max_pool2d(x, pool(0, 1, 0)); }) == "kiln::kernels::max_pool2d: pool_size must be positive, got (0, 0)");
+  CHECK(message_of([&] { (void)adaptive_avg_pool2d(x, {-1, 2}); }) == "kiln::kernels::adaptive_avg_pool2d: the output size must not be negative, got (-1, 2)");
+}
