@@ -104,19 +104,19 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
   using V = typename S::V;
   constexpr std::int64_t MR = S::MR, W = S::W, NR = S::NR;
   V acc0[MR], acc1[MR];
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
     ((acc0[I] = V(T(0)), acc1[I] = V(T(0))), ...);
   }(std::make_index_sequence<MR>{});
   for (std::int64_t k = 0; k < kc; ++k) {
     const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
       ((acc0[I] = xsimd::fma(V(a[I]), b0, acc0[I]), acc1[I] = xsimd::fma(V(a[I]), b1, acc1[I])), ...);
     }(std::make_index_sequence<MR>{});
     a += MR;
     b += NR;
   }
   if (m == MR && n == NR && cs == 1) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
       if (first) {
         ((acc0[I].store_unaligned(c + std::int64_t(I) * rs), acc1[I].store_unaligned(c + std::int64_t(I) * rs + W)), ...);
       } else {
@@ -129,7 +129,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
   }
   // An edge block, or C with a column stride: through a buffer.
   alignas(64) T buf[MR * NR];
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
     ((acc0[I].store_aligned(buf + I * NR), acc1[I].store_aligned(buf + I * NR + W)), ...);
   }(std::make_index_sequence<MR>{});
   for (std::int64_t i = 0; i < m; ++i)

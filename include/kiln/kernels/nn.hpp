@@ -15,11 +15,11 @@
 ///   image (`gemm_packed`), with zeros where a window hangs over the padding. A 1x1 convolution
 ///   with stride 1 and no padding multiplies the image itself.
 /// - Depthwise (one input channel per group, any channel multiplier): a direct kernel per output
-///   plane over a zero-padded copy of the input plane, vectorised along the output row when the
-///   stride is 1. The planes are shared out by `parallel_for`.
+///   plane over a zero-padded copy of the input plane, vectorised along the output row. The planes are shared out by `parallel_for`.
 ///
 /// Pooling works per plane over a padded copy too (padding -inf for max, 0 for average), with
-/// the same vectorisation. `ceil_mode` adds a last, partial window where the input leaves a
+/// the same vectorisation. For a horizontal stride s, the padded copy stores each row's columns
+/// split into s phases (`window_plane`), so strided windows vectorise as well. `ceil_mode` adds a last, partial window where the input leaves a
 /// remainder, as long as it starts inside the input or its leading padding (PyTorch's rule).
 /// avg_pool2d divides by the number of input elements in the window, or with
 /// `count_include_pad` by the window's size clipped to the padded input; a window that covers no
@@ -102,20 +102,54 @@ inline void check_nchw(std::string_view op, const tensor& x, const char* what) {
   if (x.ndim() != 4) fail(op, kiln::detail::concat(what, " must be NCHW (rank 4), got ", describe_operand(x)));
 }
 
-/// Copies plane `src` (h x w, strides sh, sw) into the middle of the `hp` x `wp` buffer `dst`
-/// at (top, left), with `fill` everywhere else.
+/// A padded copy of one input plane, laid out so that a window's tap reads consecutive output
+/// columns from consecutive addresses whatever the horizontal stride `s`: padded column q of a
+/// row is stored at (q % s) * phase + q / s. Output column x's tap at padded column x * s + t is
+/// then at `tap(t) + x`. With s = 1 this is the plain padded plane.
 template <class T>
-void padded_plane(const T* src, std::int64_t h, std::int64_t w, std::int64_t sh, std::int64_t sw, std::int64_t top, std::int64_t left,
-                  std::int64_t hp, std::int64_t wp, T fill, T* dst) {
-  std::fill_n(dst, hp * wp, fill);
-  for (std::int64_t i = 0; i < h; ++i) {
-    T* row = dst + (top + i) * wp + left;
-    const T* s = src + i * sh;
-    if (sw == 1) std::copy_n(s, w, row);
-    else
-      for (std::int64_t j = 0; j < w; ++j) row[j] = s[j * sw];
+class window_plane {
+public:
+  /// Copies plane `src` (h x w, strides sh, sw) to rows [top, top + h) and columns
+  /// [left, left + w) of an hp x wp plane filled with `fill`.
+  void build(const T* src, std::int64_t h, std::int64_t w, std::int64_t sh, std::int64_t sw, std::int64_t top, std::int64_t left,
+             std::int64_t hp, std::int64_t wp, std::int64_t s, T fill) {
+    s_ = s;
+    phase_ = (wp + s - 1) / s;
+    row_ = phase_ * s;
+    buf_.resize(std::size_t(hp * row_ + slack));
+    std::fill(buf_.begin(), buf_.end(), fill);
+    for (std::int64_t i = 0; i < h; ++i) {
+      T* row = buf_.data() + (top + i) * row_;
+      const T* in = src + i * sh;
+      if (s == 1 && sw == 1) {
+        std::copy_n(in, w, row + left);
+      } else {
+        for (std::int64_t c0 = 0; c0 < std::min(s, w); ++c0) {  // the input columns of one phase
+          T* dst = row + (left + c0) % s * phase_ + (left + c0) / s;
+          const std::int64_t count = (w - c0 + s - 1) / s;
+          if (s == 2 && sw == 1)  // the common case, with a constant stride the compiler vectorises
+            for (std::int64_t m = 0; m < count; ++m) dst[m] = in[c0 + 2 * m];
+          else
+            for (std::int64_t m = 0; m < count; ++m) dst[m] = in[(c0 + m * s) * sw];
+        }
+      }
+    }
   }
-}
+  /// Elements past the last row, so that a vector loop may run over a row's end: whole vectors
+  /// cover a ragged output row, and the lanes beyond it are dropped.
+  static constexpr std::int64_t slack = 64;
+  /// The first element of padded row r.
+  const T* row(std::int64_t r) const { return buf_.data() + r * row_; }
+  /// Where in a row output column 0 finds its taps: padded columns j * dilation for j < k.
+  void taps(std::int64_t k, std::int64_t dilation, std::vector<std::int64_t>& out) const {
+    out.resize(std::size_t(k));
+    for (std::int64_t j = 0; j < k; ++j) out[std::size_t(j)] = j * dilation % s_ * phase_ + j * dilation / s_;
+  }
+
+private:
+  std::vector<T, xsimd::aligned_allocator<T, 64>> buf_;
+  std::int64_t s_ = 1, phase_ = 0, row_ = 0;
+};
 
 /// Writes the contiguous row `src` (n elements) to `dst` with stride `ds`.
 template <class T>
@@ -243,26 +277,21 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const conv2d_params& p,
   const std::int64_t hp = g.h + p.padding[0] + p.padding[2], wp = g.w + p.padding[1] + p.padding[3];
   parallel_for(g.n * g.o, [&](std::int64_t t) {
     const std::int64_t n = t / g.o, o = t % g.o, c = o / g.og;
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> plane, acc;
-    plane.resize(std::size_t(hp * wp));
-    acc.resize(std::size_t(g.ow));
-    padded_plane<T>(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, T(0), plane.data());
+    thread_local window_plane<T> plane;
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> acc;
+    acc.resize(std::size_t((g.ow + W - 1) / W * W));
+    plane.build(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, sw, T(0));
+    thread_local std::vector<std::int64_t> taps;
+    plane.taps(g.kw, dw, taps);
     const T* k = wb + o * g.kh * g.kw;
     for (std::int64_t y = 0; y < g.oh; ++y) {
-      const T* rows = plane.data() + y * sh * wp;
-      std::int64_t xo = 0;
-      if (sw == 1)
-        for (; xo + W <= g.ow; xo += W) {
-          V s(T(0));
-          for (std::int64_t i = 0; i < g.kh; ++i)
-            for (std::int64_t j = 0; j < g.kw; ++j) s = xsimd::fma(V(k[i * g.kw + j]), V::load_unaligned(rows + i * dh * wp + j * dw + xo), s);
-          s.store_unaligned(acc.data() + xo);
+      for (std::int64_t xo = 0; xo < g.ow; xo += W) {  // the last vector may run past the row
+        V s(T(0));
+        for (std::int64_t i = 0; i < g.kh; ++i) {
+          const T* row = plane.row(y * sh + i * dh);
+          for (std::int64_t j = 0; j < g.kw; ++j) s = xsimd::fma(V(k[i * g.kw + j]), V::load_unaligned(row + taps[std::size_t(j)] + xo), s);
         }
-      for (; xo < g.ow; ++xo) {
-        T s = 0;
-        for (std::int64_t i = 0; i < g.kh; ++i)
-          for (std::int64_t j = 0; j < g.kw; ++j) s += k[i * g.kw + j] * rows[i * dh * wp + xo * sw + j * dw];
-        acc[std::size_t(xo)] = s;
+        s.store_aligned(acc.data() + xo);
       }
       store_row(acc.data(), g.ow, ob + n * os[0] + o * os[1] + y * os[2], os[3]);
     }
@@ -378,26 +407,29 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
   };
   parallel_for(g.n * g.c, [&](std::int64_t t) {
     const std::int64_t n = t / g.c, c = t % g.c;
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> plane, acc;
-    plane.resize(std::size_t(hp * wp));
-    acc.resize(std::size_t(g.ow));
-    padded_plane<T>(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, fill, plane.data());
+    thread_local window_plane<T> plane;
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> acc;
+    acc.resize(std::size_t((g.ow + W - 1) / W * W));
+    plane.build(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, sw, fill);
+    thread_local std::vector<std::int64_t> taps;
+    plane.taps(kw, dw, taps);
     for (std::int64_t y = 0; y < g.oh; ++y) {
-      const T* rows = plane.data() + y * sh * wp;
       std::int64_t xo = 0;
-      if constexpr (vectorized) {
-        if (sw == 1)
-          for (; xo + W <= g.ow; xo += W) {
-            V s(fill);
-            for (std::int64_t i = 0; i < kh; ++i)
-              for (std::int64_t j = 0; j < kw; ++j) s = combine(s, V::load_unaligned(rows + i * dh * wp + j * dw + xo));
-            s.store_unaligned(acc.data() + xo);
+      if constexpr (vectorized)
+        for (; xo < g.ow; xo += W) {  // the last vector may run past the row
+          V s(fill);
+          for (std::int64_t i = 0; i < kh; ++i) {
+            const T* row = plane.row(y * sh + i * dh);
+            for (std::int64_t j = 0; j < kw; ++j) s = combine(s, V::load_unaligned(row + taps[std::size_t(j)] + xo));
           }
-      }
+          s.store_aligned(acc.data() + xo);
+        }
       for (; xo < g.ow; ++xo) {
         T s = fill;
-        for (std::int64_t i = 0; i < kh; ++i)
-          for (std::int64_t j = 0; j < kw; ++j) s = combine(s, rows[i * dh * wp + xo * sw + j * dw]);
+        for (std::int64_t i = 0; i < kh; ++i) {
+          const T* row = plane.row(y * sh + i * dh);
+          for (std::int64_t j = 0; j < kw; ++j) s = combine(s, row[taps[std::size_t(j)] + xo]);
+        }
         acc[std::size_t(xo)] = s;
       }
       if constexpr (!Max)

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+// conv2d in GFLOP/s on the ResNet-18 layer shapes (batch 1, 224x224 input): kernels::conv2d (one
+// thread and two) beside the classic baseline, im2col into a buffer followed by OpenBLAS
+// cblas_sgemm (one thread), timed together. Depthwise convolutions (MobileNet-V2 shapes) and the
+// ResNet max pool are compared with plain direct loops, since BLAS has nothing for them.
+#include <kiln/kernels/nn.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#if KILN_HAVE_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+using namespace kiln;
+using kiln::runtime::tensor;
+
+namespace {
+
+struct conv_shape {
+  const char* name;
+  std::int64_t c, hw, o, k, stride, pad, groups;
+};
+
+// ResNet-18's distinct convolutions, then two depthwise ones.
+const conv_shape shapes[] = {
+    {"conv1_7x7s2", 3, 224, 64, 7, 2, 3, 1},        {"layer1_3x3", 64, 56, 64, 3, 1, 1, 1},
+    {"layer2_3x3s2", 64, 56, 128, 3, 2, 1, 1},      {"layer2_3x3", 128, 28, 128, 3, 1, 1, 1},
+    {"layer2_down_1x1s2", 64, 56, 128, 1, 2, 0, 1}, {"layer3_3x3", 256, 14, 256, 3, 1, 1, 1},
+    {"layer4_3x3", 512, 7, 512, 3, 1, 1, 1},        {"dw_3x3_c144_56", 144, 56, 144, 3, 1, 1, 144},
+    {"dw_3x3s2_c96_112", 96, 112, 96, 3, 2, 1, 96},
+};
+constexpr std::int64_t num_dense = 7;
+
+struct problem {
+  const conv_shape& s;
+  kernels::conv2d_params p;
+  tensor x, w, y;
+  std::int64_t oh;
+  explicit problem(const conv_shape& sh) : s(sh) {
+    p.strides = {s.stride, s.stride};
+    p.padding = {s.pad, s.pad, s.pad, s.pad};
+    p.groups = s.groups;
+    x = tensor::empty({1, s.c, s.hw, s.hw}, dtype::float32);
+    w = tensor::empty({s.o, s.c / s.groups, s.k, s.k}, dtype::float32);
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 17) * 0.1f - 0.8f;
+    for (std::int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = float(i % 13) * 0.01f - 0.06f;
+    oh = (s.hw + 2 * s.pad - s.k) / s.stride + 1;
+    y = tensor::zeros({1, s.o, oh, oh}, dtype::float32);
+  }
+  double flops() const { return 2.0 * double(s.o * (s.c / s.groups) * s.k * s.k * oh * oh); }
+};
+
+void report(benchmark::State& st, const problem& p) {
+  st.SetLabel(p.s.name);
+  st.counters["GFLOP/s"] = benchmark::Counter(double(st.iterations()) * p.flops(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void kiln_conv(benchmark::State& st, int threads) {
+  kernels::set_num_threads(threads);
+  problem p(shapes[st.range(0)]);
+  for (auto _ : st) {
+    kernels::conv2d(p.x, p.w, {}, p.p, p.y);
+    benchmark::ClobberMemory();
+  }
+  kernels::set_num_threads(1);
+  report(st, p);
+}
+void kiln_1thread(benchmark::State& st) { kiln_conv(st, 1); }
+void kiln_2threads(benchmark::State& st) { kiln_conv(st, 2); }
+
+/// Caffe's im2col: column (y, x) of row (c, i, j) is input[c, y*s + i - pad, x*s + j - pad].
+void im2col(const float* x, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t s, std::int64_t pad, std::int64_t oh,
+            std::int64_t ow, float* col) {
+  for (std::int64_t ch = 0; ch < c; ++ch)
+    for (std::int64_t i = 0; i < k; ++i)
+      for (std::int64_t j = 0; j < k; ++j)
+        for (std::int64_t y = 0; y < oh; ++y) {
+          const std::int64_t iy = y * s + i - pad;
+          for (std::int64_t xo = 0; xo < ow; ++xo) {
+            const std::int64_t ix = xo * s + j - pad;
+            *col++ = iy >= 0 && iy < h && ix >= 0 && ix < w ? x[(ch * h + iy) * w + ix] : 0.f;
+          }
+        }
+}
+
+#if KILN_HAVE_OPENBLAS
+void im2col_openblas(benchmark::State& st) {
+  openblas_set_num_threads(1);
+  problem p(shapes[st.range(0)]);
+  const std::int64_t K = p.s.c * p.s.k * p.s.k, N = p.oh * p.oh;
+  std::vector<float> col(std::size_t(K * N));
+  for (auto _ : st) {
+    im2col(p.x.data<float>(), p.s.c, p.s.hw, p.s.hw, p.s.k, p.s.stride, p.s.pad, p.oh, p.oh, col.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(p.s.o), int(N), int(K), 1.f, p.w.data<float>(), int(K), col.data(), int(N), 0.f,
+                p.y.data<float>(), int(N));
+    benchmark::ClobberMemory();
+  }
+  report(st, p);
+}
+#endif
+
+/// The direct depthwise loop a user would write, with the bounds test in the inner loop.
+void direct_depthwise(benchmark::State& st) {
+  problem p(shapes[st.range(0)]);
+  const auto& s = p.s;
+  for (auto _ : st) {
+    const float* x = p.x.data<float>();
+    const float* w = p.w.data<float>();
+    float* y = p.y.data<float>();
+    for (std::int64_t c = 0; c < s.c; ++c)
+      for (std::int64_t oy = 0; oy < p.oh; ++oy)
+        for (std::int64_t ox = 0; ox < p.oh; ++ox) {
+          float acc = 0;
+          for (std::int64_t i = 0; i < s.k; ++i)
+            for (std::int64_t j = 0; j < s.k; ++j) {
+              const std::int64_t iy = oy * s.stride + i - s.pad, ix = ox * s.stride + j - s.pad;
+              if (iy >= 0 && iy < s.hw && ix >= 0 && ix < s.hw) acc += x[(c * s.hw + iy) * s.hw + ix] * w[(c * s.k + i) * s.k + j];
+            }
+          y[(c * p.oh + oy) * p.oh + ox] = acc;
+        }
+    benchmark::ClobberMemory();
+  }
+  report(st, p);
+}
+
+// ResNet's max pool: 3x3, stride 2, padding 1 on [1, 64, 112, 112].
+void kiln_max_pool(benchmark::State& st) {
+  const tensor x = tensor::empty({1, 64, 112, 112}, dtype::float32);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 17);
+  const kernels::pool2d_params p{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false};
+  const tensor y = tensor::empty({1, 64, 56, 56}, dtype::float32);
+  for (auto _ : st) {
+    kernels::max_pool2d(x, p, y);
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(std::int64_t(st.iterations()) * std::int64_t(x.nbytes() + y.nbytes()));
+}
+void direct_max_pool(benchmark::State& st) {
+  const tensor x = tensor::empty({1, 64, 112, 112}, dtype::float32);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 17);
+  const tensor y = tensor::empty({1, 64, 56, 56}, dtype::float32);
+  for (auto _ : st) {
+    const float* in = x.data<float>();
+    float* out = y.data<float>();
+    for (std::int64_t c = 0; c < 64; ++c)
+      for (std::int64_t oy = 0; oy < 56; ++oy)
+        for (std::int64_t ox = 0; ox < 56; ++ox) {
+          float m = -std::numeric_limits<float>::infinity();
+          for (std::int64_t i = 0; i < 3; ++i)
+            for (std::int64_t j = 0; j < 3; ++j) {
+              const std::int64_t iy = oy * 2 + i - 1, ix = ox * 2 + j - 1;
+              if (iy >= 0 && iy < 112 && ix >= 0 && ix < 112) m = std::max(m, in[(c * 112 + iy) * 112 + ix]);
+            }
+          out[(c * 56 + oy) * 56 + ox] = m;
+        }
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(std::int64_t(st.iterations()) * std::int64_t(x.nbytes() + y.nbytes()));
+}
+
+void dense(benchmark::internal::Benchmark* b) {
+  for (std::int64_t i = 0; i < num_dense; ++i) b->Arg(i);
+  b->Unit(benchmark::kMicrosecond);
+}
+void depthwise(benchmark::internal::Benchmark* b) {
+  for (std::int64_t i = num_dense; i < std::int64_t(std::size(shapes)); ++i) b->Arg(i);
+  b->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+BENCHMARK(kiln_1thread)->Name("conv2d/kiln")->Apply(dense);
+BENCHMARK(kiln_2threads)->Name("conv2d/kiln_2threads")->Apply(dense);
+#if KILN_HAVE_OPENBLAS
+BENCHMARK(im2col_openblas)->Name("conv2d/im2col_openblas")->Apply(dense);
+#endif
+BENCHMARK(kiln_1thread)->Name("depthwise/kiln")->Apply(depthwise);
+BENCHMARK(direct_depthwise)->Name("depthwise/direct_loop")->Apply(depthwise);
+BENCHMARK(kiln_max_pool)->Name("max_pool2d/kiln")->Unit(benchmark::kMicrosecond);
+BENCHMARK(direct_max_pool)->Name("max_pool2d/direct_loop")->Unit(benchmark::kMicrosecond);
+
+BENCHMARK_MAIN();
