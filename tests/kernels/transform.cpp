@@ -41,7 +41,9 @@ TEST_CASE("copy and broadcast_to: every broadcasting pattern, into contiguous an
   const std::vector<std::pair<shape_vector, shape_vector>> cases = {
       {{}, {3, 4}}, {{4}, {3, 4}}, {{3, 1}, {3, 4}}, {{1, 4}, {2, 3, 4}}, {{2, 1, 5}, {2, 7, 5}}, {{1}, {1}}, {{3, 0}, {2, 3, 0}}, {{5, 1, 1}, {5, 6, 33}}};
   unsigned seed = 1;
-  for (const auto& [from, to] : cases) {
+  for (const auto& c : cases) {
+    const shape_vector& from = c.first;  // not a structured binding: Clang 14 cannot capture one
+    const shape_vector& to = c.second;
     CAPTURE(runtime::shape_to_string(from));
     CAPTURE(runtime::shape_to_string(to));
     const tensor x = random_tensor<float>(from, -5, 5, seed++);

@@ -440,6 +440,18 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
 }
 
 template <bool Max>
+void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, const tensor& out);
+
+/// The allocating form of max_pool2d and avg_pool2d.
+template <bool Max>
+tensor pool2d_new(std::string_view op, const tensor& x, const pool2d_params& p) {
+  const pool_geometry g = check_pool2d(op, x, p, !Max);
+  tensor out = new_output({g.n, g.c, g.oh, g.ow}, x.type());
+  pool2d_op<Max>(op, x, p, out);
+  return out;
+}
+
+template <bool Max>
 void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, const tensor& out) {
   const pool_geometry g = check_pool2d(op, x, p, !Max);
   check_output(op, out, x.type(), std::array{g.n, g.c, g.oh, g.ow});
@@ -454,20 +466,10 @@ void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, con
 
 /// out = the maximum over each pooling window of x ([N, C, H, W]; any numeric dtype).
 inline void max_pool2d(const tensor& x, const pool2d_params& p, const tensor& out) { detail::pool2d_op<true>("max_pool2d", x, p, out); }
-inline tensor max_pool2d(const tensor& x, const pool2d_params& p) {
-  const detail::pool_geometry g = detail::check_pool2d("max_pool2d", x, p, false);
-  tensor out = new_output({g.n, g.c, g.oh, g.ow}, x.type());
-  max_pool2d(x, p, out);
-  return out;
-}
+inline tensor max_pool2d(const tensor& x, const pool2d_params& p) { return detail::pool2d_new<true>("max_pool2d", x, p); }
 /// out = the mean over each pooling window of x ([N, C, H, W]; float32 or float64).
 inline void avg_pool2d(const tensor& x, const pool2d_params& p, const tensor& out) { detail::pool2d_op<false>("avg_pool2d", x, p, out); }
-inline tensor avg_pool2d(const tensor& x, const pool2d_params& p) {
-  const detail::pool_geometry g = detail::check_pool2d("avg_pool2d", x, p, true);
-  tensor out = new_output({g.n, g.c, g.oh, g.ow}, x.type());
-  avg_pool2d(x, p, out);
-  return out;
-}
+inline tensor avg_pool2d(const tensor& x, const pool2d_params& p) { return detail::pool2d_new<false>("avg_pool2d", x, p); }
 
 /// out[n, c, i, j] = the mean of x[n, c] over rows [floor(i H / OH), ceil((i+1) H / OH)) and the
 /// same columns (PyTorch's adaptive average pooling); out's shape [N, C, OH, OW] sets the bins.

@@ -130,28 +130,24 @@ inline void check_disjoint(std::string_view op, const tensor& x, const tensor& o
                                   "; write into a separate tensor"));
 }
 
+/// `copy_unchecked` after the checks, with errors naming `op`.
+inline void checked_copy(std::string_view op, const tensor& x, const tensor& out) {
+  check_same_dtype(op, x, out);
+  check_broadcasts_to(op, x, out.shape());
+  check_disjoint(op, x, out);
+  copy_unchecked(x, out);
+}
+
 }  // namespace detail
 
 /// out = x broadcast (numpy) to out's shape, in out's layout. With equal shapes, a plain copy.
 /// `out` must not overlap `x`.
-inline void copy(const tensor& x, const tensor& out) {
-  constexpr std::string_view op = "copy";
-  detail::check_same_dtype(op, x, out);
-  detail::check_broadcasts_to(op, x, out.shape());
-  detail::check_disjoint(op, x, out);
-  detail::copy_unchecked(x, out);
-}
+inline void copy(const tensor& x, const tensor& out) { detail::checked_copy("copy", x, out); }
 
 // ---- broadcast_to -------------------------------------------------------------------------------------
 
 /// out = x broadcast to out's shape (the IR's `broadcast_to`).
-inline void broadcast_to(const tensor& x, const tensor& out) {
-  constexpr std::string_view op = "broadcast_to";
-  detail::check_same_dtype(op, x, out);
-  detail::check_broadcasts_to(op, x, out.shape());
-  detail::check_disjoint(op, x, out);
-  detail::copy_unchecked(x, out);
-}
+inline void broadcast_to(const tensor& x, const tensor& out) { detail::checked_copy("broadcast_to", x, out); }
 /// x broadcast to `shape`, as a new contiguous tensor.
 inline tensor broadcast_to(const tensor& x, std::span<const std::int64_t> shape) {
   if (!x.defined()) fail("broadcast_to", "the input is undefined");
