@@ -149,11 +149,59 @@ TEST_CASE("softmax and log_softmax: stable for large values, along any axis, -in
   CHECK(s[1] == 1);
   CHECK(std::isnan(s[2]));  // all -inf: 0/0, as numpy
   CHECK(std::isnan(softmax(tensor::from_values<float>({2}, {1.f, std::numeric_limits<float>::quiet_NaN()})).to_vector<float>()[0]));
+  // A NaN in the vector body or in the tail of a longer row: every output NaN, in float and double.
+  for (std::int64_t at : {std::int64_t(0), std::int64_t(5), std::int64_t(38)}) {
+    CAPTURE(at);
+    std::vector<float> v(39, 1.f);
+    v[std::size_t(at)] = std::numeric_limits<float>::quiet_NaN();
+    for (float r : softmax(tensor::from_values<float>({39}, v)).to_vector<float>()) CHECK(std::isnan(r));
+    const std::vector<double> vd(v.begin(), v.end());
+    for (double r : softmax(tensor::from_values<double>({39}, vd)).to_vector<double>()) CHECK(std::isnan(r));
+  }
+  // Masked entries (-inf, or -1e9 as attention masks write) give exactly 0; the rest are exact.
+  {
+    std::vector<float> v(40, -1e9f);
+    v[3] = -inf;
+    v[7] = 0.f;
+    v[33] = 0.f;
+    const auto m = softmax(tensor::from_values<float>({40}, v)).to_vector<float>();
+    for (std::size_t j = 0; j < 40; ++j) CHECK(m[j] == (j == 7 || j == 33 ? 0.5f : 0.f));
+  }
   // In place.
   tensor y = random_tensor<double>({4, 9}, -1, 1, 3);
   const auto want = softmax(y).to_vector<double>();
   softmax(y, -1, y);
   check_all_close(y.to_vector<double>(), want, 1e-15, 0);
+}
+
+TEST_CASE("softmax's exp of x - max(x): within 1 ulp of std::exp, zero far below, NaN kept") {
+  using V = batch<float>;
+  constexpr std::size_t W = V::size;
+  double worst = 0;
+  alignas(64) float in[W], out[W];
+  for (int i = 0; i <= 200000; i += int(W)) {  // [-87, 0] in steps of 87/200000
+    for (std::size_t k = 0; k < W; ++k) in[k] = -87.f * float(i + int(k)) / 200000.f;
+    kernels::detail::exp_nonpositive<float>(V::load_aligned(in)).store_aligned(out);
+    for (std::size_t k = 0; k < W; ++k) {
+      const double want = std::exp(double(in[k]));
+      worst = std::max(worst, std::abs(double(out[k]) - want) / want);
+    }
+  }
+  CHECK(worst < 1.2e-7);  // 1 ulp: float's ulp is 6e-8 to 1.2e-7 relative
+  const float special[] = {0.f, -0.f, -88.f, -100.f, -1e9f, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), -1.f};
+  for (std::size_t k = 0; k < W; ++k) in[k] = special[k % 8];
+  kernels::detail::exp_nonpositive<float>(V::load_aligned(in)).store_aligned(out);
+  for (std::size_t k = 0; k < W; ++k) {
+    CAPTURE(in[k]);
+    if (std::isnan(in[k]))
+      CHECK(std::isnan(out[k]));
+    else if (in[k] == 0.f)
+      CHECK(out[k] == 1.f);
+    else if (in[k] == -1.f)
+      CHECK(std::abs(out[k] - 0.36787944f) <= 1e-7f);
+    else
+      CHECK(out[k] == 0.f);
+  }
 }
 
 TEST_CASE("layer_norm over the trailing axes, with and without gamma and beta") {

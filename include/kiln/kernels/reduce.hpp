@@ -337,9 +337,11 @@ inline tensor argmin(const tensor& x, std::optional<std::int64_t> axis = std::nu
 
 namespace detail {
 
-/// Runs `row(src, dst, n)` on every row of `x` along `axis` (`src` contiguous input, `dst`
-/// contiguous output, possibly the same), writing the results to the same row of `out`.
-/// Contiguous rows are read and written in place; others go through a buffer.
+/// Runs `row(src, dst, n, next_src, next_dst)` on every row of `x` along `axis` (`src` contiguous
+/// input, `dst` contiguous output, possibly the same), writing the results to the same row of
+/// `out`. `next_src` and `next_dst` are the row that comes next, or null: a hint to prefetch. Contiguous rows are
+/// read and written in place (one row behind, so that the next is known); others go through a
+/// buffer.
 template <class T, class Row>
 void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& row) {
   const std::int64_t n = x.shape(axis);
@@ -355,39 +357,105 @@ void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& ro
   }
   const T* in = static_cast<const T*>(x.data());
   T* o = static_cast<T*>(out.data());
-  std::vector<T, xsimd::aligned_allocator<T, 64>> buf(static_cast<std::size_t>(xs == 1 && os == 1 ? 0 : n));
+  if (xs == 1 && os == 1) {
+    const T* pending_src = nullptr;
+    T* pending_dst = nullptr;
+    for_each_offsets<2>(other_shape, {x_str.data(), o_str.data()}, [&](const std::array<std::int64_t, 2>& off) {
+      if (pending_src) row(pending_src, pending_dst, n, in + off[0], o + off[1]);
+      pending_src = in + off[0];
+      pending_dst = o + off[1];
+    });
+    if (pending_src) row(pending_src, pending_dst, n, static_cast<const T*>(nullptr), static_cast<T*>(nullptr));
+    return;
+  }
+  std::vector<T, xsimd::aligned_allocator<T, 64>> buf(static_cast<std::size_t>(n));
   for_each_offsets<2>(other_shape, {x_str.data(), o_str.data()}, [&](const std::array<std::int64_t, 2>& off) {
     const T* src = in + off[0];
     T* dst = o + off[1];
-    if (xs == 1 && os == 1) {
-      row(src, dst, n);
-    } else {
-      for (std::int64_t j = 0; j < n; ++j) buf[std::size_t(j)] = src[j * xs];
-      row(buf.data(), buf.data(), n);
-      for (std::int64_t j = 0; j < n; ++j) dst[j * os] = buf[std::size_t(j)];
-    }
+    for (std::int64_t j = 0; j < n; ++j) buf[std::size_t(j)] = src[j * xs];
+    row(buf.data(), buf.data(), n, static_cast<const T*>(nullptr), static_cast<T*>(nullptr));
+    for (std::int64_t j = 0; j < n; ++j) dst[j * os] = buf[std::size_t(j)];
   });
 }
 
+/// The largest lane of `v` by `>`, which ignores NaN (softmax finds NaN through its sum).
+template <class T>
+T max_lane(const batch<T>& v) {
+  constexpr std::size_t W = batch<T>::size;
+  alignas(64) T lanes[W];
+  v.store_aligned(lanes);
+  for (std::size_t w = W / 2; w > 0; w /= 2)  // a tree: depth log2(W), not a chain of W
+    for (std::size_t i = 0; i < w; ++i) lanes[i] = lanes[i + w] > lanes[i] ? lanes[i + w] : lanes[i];
+  return lanes[0];
+}
+
+/// exp(d) for the arguments softmax exponentiates, d = x - max(x): at most 0, or NaN (kept).
+/// For float this is leaner than `xsimd::exp`, which must also handle overflow: about 15 vector
+/// operations instead of 21 (the exp pass is softmax's bottleneck). A degree-6 polynomial on
+/// [-ln2/2, ln2/2] (fitted with mpmath's chebyfit; 2e-8 relative error with the coefficients
+/// rounded to float) times 2^n built in the exponent bits: within 1 ulp of the correctly rounded
+/// exp over a sweep of 8.7 million points of [-87, 0], with FMA (AVX2, AVX-512) or without (SSE2). Results below float's smallest normal number (d < -87.3) may flush to
+/// zero, which keeps denormal arithmetic (slow on x86) out of masked rows of -1e9 or -inf.
+template <class T>
+batch<T> exp_nonpositive(const batch<T>& d) {
+  using V = batch<T>;
+  if constexpr (!std::is_same_v<T, float>) {
+    return xsimd::exp(d);
+  } else {
+    using I = xsimd::batch<std::int32_t, simd_arch>;
+    // Below -88, n = -127 and the 2^n built below is +0. xsimd::max(lo, NaN) is NaN (x86's max
+    // returns its second operand when either is NaN), so NaN flows through to the row's sum.
+    const V c = xsimd::max(V(-88.0f), d);
+    const V n = xsimd::nearbyint(c * V(1.44269504088896341f));  // round(d / ln 2)
+    V r = xsimd::fma(n, V(-0.693359375f), c);                    // Cody-Waite: ln 2 in two parts,
+    r = xsimd::fma(n, V(2.12194440e-4f), r);                     // the first exact in n * hi
+    V p(1.39411085e-3f);
+    p = xsimd::fma(p, r, V(8.37512594e-3f));
+    p = xsimd::fma(p, r, V(4.16663513e-2f));
+    p = xsimd::fma(p, r, V(1.66664153e-1f));
+    p = xsimd::fma(p, r, V(0.5f));
+    p = xsimd::fma(p, r, V(1.0f));
+    p = xsimd::fma(p, r, V(1.0f));
+    const I e = (xsimd::to_int(n) + I(127)) << 23;  // 2^n as a float's bits; n = -127 gives +0
+    return p * xsimd::bitwise_cast<V>(e);
+  }
+}
+
 /// softmax (or log_softmax) of the contiguous row `p[0..n)` into `q` (which may be `p`),
-/// max-subtracted. Three passes: max; exp, stored, and summed; scale (or shift).
+/// max-subtracted. Three passes: max; exp, stored, and summed; scale (or shift). `next_p` and
+/// `next_q` are the next row to be processed (or null), fetched into cache during the exp pass:
+/// that pass is compute-bound, so the next row's misses overlap it instead of stalling the next
+/// max pass and this pass's stores.
+///
+/// The max ignores NaN; a NaN anywhere in the row makes the sum NaN, and with it every output,
+/// as numpy gives.
 template <class T, bool Log>
-void softmax_row(const T* p, T* q, std::int64_t n) {
+void softmax_row(const T* p, T* q, std::int64_t n, const T* next_p, T* next_q) {
   using V = batch<T>;
   constexpr std::int64_t W = std::int64_t(V::size);
-  V vm(max_reducer<T>::identity());
+  constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));  // elements per cache line
+  V vm0(max_reducer<T>::identity()), vm1 = vm0;
   T m = max_reducer<T>::identity();
   std::int64_t j = 0;
-  for (; j + W <= n; j += W) vm = ops::maximum{}(vm, V::load_unaligned(p + j));
-  for (; j < n; ++j) m = ops::maximum{}(m, p[j]);
-  m = ops::maximum{}(m, max_reducer<T>::horizontal(vm));
+  for (; j + 2 * W <= n; j += 2 * W) {
+    vm0 = xsimd::max(vm0, V::load_unaligned(p + j));
+    vm1 = xsimd::max(vm1, V::load_unaligned(p + j + W));
+  }
+  for (; j + W <= n; j += W) vm0 = xsimd::max(vm0, V::load_unaligned(p + j));
+  for (; j < n; ++j) m = p[j] > m ? p[j] : m;
+  m = std::max(m, max_lane<T>(xsimd::max(vm0, vm1)));
   if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp(-inf - 0) = 0, and 0/0 gives NaN as numpy
   const V mv(m);
   V vs0(T(0)), vs1(T(0));
   T s = 0;
   j = 0;
   for (; j + 2 * W <= n; j += 2 * W) {
-    const V e0 = xsimd::exp(V::load_unaligned(p + j) - mv), e1 = xsimd::exp(V::load_unaligned(p + j + W) - mv);
+    if (next_p)
+      for (std::int64_t k = 0; k < 2 * W; k += line) {
+        __builtin_prefetch(next_p + j + k, 0, 3);
+        if constexpr (!Log) __builtin_prefetch(next_q + j + k, 1, 3);
+      }
+    const V e0 = exp_nonpositive<T>(V::load_unaligned(p + j) - mv), e1 = exp_nonpositive<T>(V::load_unaligned(p + j + W) - mv);
     if constexpr (!Log) {
       e0.store_unaligned(q + j);
       e1.store_unaligned(q + j + W);
@@ -395,11 +463,16 @@ void softmax_row(const T* p, T* q, std::int64_t n) {
     vs0 += e0;
     vs1 += e1;
   }
+  if (next_p)
+    for (std::int64_t k = j; k < n; k += line) {
+      __builtin_prefetch(next_p + k, 0, 3);
+      if constexpr (!Log) __builtin_prefetch(next_q + k, 1, 3);
+    }
   for (; j < n; j += W) {  // the rest through a padded batch: the same exp as the body
     alignas(64) T lanes[W];
     const std::int64_t left = std::min(W, n - j);
     for (std::int64_t k = 0; k < W; ++k) lanes[k] = k < left ? p[j + k] : m;
-    const V e = xsimd::exp(V::load_aligned(lanes) - mv);
+    const V e = exp_nonpositive<T>(V::load_aligned(lanes) - mv);
     e.store_aligned(lanes);
     for (std::int64_t k = 0; k < left; ++k) {
       s += lanes[k];
@@ -432,7 +505,7 @@ void softmax_impl(std::string_view op, const tensor& x, std::int64_t axis, const
   check_no_overlap(op, out, {&x});
   if (x.numel() == 0) return;
   visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>) for_each_row<T>(x, ax, out, [](const T* p, T* q, std::int64_t n) { softmax_row<T, Log>(p, q, n); });
+    if constexpr (std::is_floating_point_v<T>) for_each_row<T>(x, ax, out, [](const T* p, T* q, std::int64_t n, const T* next_p, T* next_q) { softmax_row<T, Log>(p, q, n, next_p, next_q); });
   });
 }
 
