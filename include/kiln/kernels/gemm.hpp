@@ -12,9 +12,15 @@
 ///             for ir in MC by MR:   micro-kernel: an MR x NR block of C in registers, KC
 ///                                   rank-1 updates (one broadcast of A, NR/W loads of B, MR*NR/W FMAs)
 ///
-/// Packing pads panels with zeros to whole MR and NR, so the micro-kernel always runs full; an
-/// edge block goes through a small buffer before C. Any strides work (a transposed operand is
-/// just another stride pair), since packing reads them once per block.
+/// Packing pads panels with zeros to whole NR (and the last panel of A to whole MR rows), so the
+/// micro-kernel runs on whole vectors; an edge block goes through a small buffer before C, and
+/// the last rows of A use a shorter micro-kernel (MR/3 or 2MR/3 rows). Any strides work (a
+/// transposed operand is just another stride pair), since packing reads them once per block.
+///
+/// A row-major A (rows contiguous along K) is not packed at all: the micro-kernel broadcasts
+/// its elements from the MR rows in place, as BLIS's "sup" kernels do. Packing A is a
+/// transposition, one scalar load and store per element; at 64³ it took a quarter of the time,
+/// and skipping it costs nothing measurable at larger sizes (each row is a sequential stream).
 ///
 /// With `set_num_threads(n)`, the column panels of each packed block of A are shared out among
 /// the threads (B and A are packed once, by the calling thread).
@@ -59,13 +65,30 @@ struct shape {
 template <class T>
 void pack_a(const matrix_view<const T>& a, std::int64_t i0, std::int64_t mc, std::int64_t p0, std::int64_t kc, T* out) {
   constexpr std::int64_t MR = shape<T>::MR;
-  for (std::int64_t r = 0; r < mc; r += MR) {
+  const std::int64_t rs = a.row_stride, cs = a.col_stride;
+  for (std::int64_t r = 0; r < mc; r += MR, out += kc * MR) {
     const std::int64_t m = std::min(MR, mc - r);
-    for (std::int64_t k = 0; k < kc; ++k) {
-      const T* src = a.data + (i0 + r) * a.row_stride + (p0 + k) * a.col_stride;
-      for (std::int64_t i = 0; i < m; ++i) out[i] = src[i * a.row_stride];
-      for (std::int64_t i = m; i < MR; ++i) out[i] = T(0);
-      out += MR;
+    const T* src = a.data + (i0 + r) * rs + p0 * cs;
+    if (m == MR && cs == 1) {
+      // Row-major A, a whole panel: rows read contiguously, G at a time into their lanes of the
+      // panel (fixed trip counts, so the compiler unrolls them without bounds tests).
+      constexpr std::int64_t G = MR % 4 == 0 ? 4 : 3;
+      static_assert(MR % G == 0);
+      for (std::int64_t i = 0; i < MR; i += G) {
+        const T* s[G];
+        for (std::int64_t g = 0; g < G; ++g) s[g] = src + (i + g) * rs;
+        T* d = out + i;
+        for (std::int64_t k = 0; k < kc; ++k, d += MR)
+          for (std::int64_t g = 0; g < G; ++g) d[g] = s[g][k];
+      }
+    } else if (m == MR) {
+      for (std::int64_t k = 0; k < kc; ++k)
+        for (std::int64_t i = 0; i < MR; ++i) out[k * MR + i] = src[i * rs + k * cs];
+    } else {
+      for (std::int64_t k = 0; k < kc; ++k) {
+        for (std::int64_t i = 0; i < m; ++i) out[k * MR + i] = src[i * rs + k * cs];
+        for (std::int64_t i = m; i < MR; ++i) out[k * MR + i] = T(0);
+      }
     }
   }
 }
@@ -80,8 +103,13 @@ void pack_b(const matrix_view<const T>& b, std::int64_t p0, std::int64_t kc, std
   for (std::int64_t k = 0; k < kc; ++k) {
     const T* src = b.data + (p0 + k) * b.row_stride + j0 * b.col_stride;
     T* dst = out + k * NR;
-    if (b.col_stride == 1) {
-      for (std::int64_t c = 0; c < full; ++c) std::memcpy(dst + c * kc * NR, src + c * NR, sizeof(T) * std::size_t(NR));
+    if (b.col_stride == 1) {  // two vectors per panel row (a memcpy call would cost more than the copy)
+      using V = batch<T>;
+      constexpr std::int64_t W = shape<T>::W;
+      for (std::int64_t c = 0; c < full; ++c) {
+        V::load_unaligned(src + c * NR).store_aligned(dst + c * kc * NR);
+        V::load_unaligned(src + c * NR + W).store_aligned(dst + c * kc * NR + W);
+      }
     } else {
       for (std::int64_t c = 0; c < full; ++c)
         for (std::int64_t j = 0; j < NR; ++j) dst[c * kc * NR + j] = src[(c * NR + j) * b.col_stride];
@@ -95,27 +123,41 @@ void pack_b(const matrix_view<const T>& b, std::int64_t p0, std::int64_t kc, std
   }
 }
 
-/// The micro-kernel: acc = sum over k of a[k*MR + i] * b[k*NR + j] for the MR x NR block; then
-/// C = acc (when `first`) or C += acc, into the `m` x `n` corner of C at `c`.
-template <class T>
-__attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T* __restrict a, const T* __restrict b, T* c,
+/// The micro-kernel: acc = sum over k of A(i, k) * b[k*NR + j] for the R x NR block (R = MR, or
+/// fewer for the last rows of A); then C = acc (when `first`) or C += acc, into the `m` x `n`
+/// corner of C at `c` (m <= R). A(i, k) is a[k*MR + i] in a packed panel (`lda` == 0), or
+/// a[i*lda + k] read in place from a row-major A.
+template <class T, std::int64_t R = shape<T>::MR>
+__attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b, T* c,
                                                         std::int64_t rs, std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
   using S = shape<T>;
   using V = typename S::V;
   constexpr std::int64_t MR = S::MR, W = S::W, NR = S::NR;
-  V acc0[MR], acc1[MR];
+  static_assert(R >= 1 && R <= MR);
+  V acc0[R], acc1[R];
   [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
     ((acc0[I] = V(T(0)), acc1[I] = V(T(0))), ...);
-  }(std::make_index_sequence<MR>{});
-  for (std::int64_t k = 0; k < kc; ++k) {
-    const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W);
-    [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
-      ((acc0[I] = xsimd::fma(V(a[I]), b0, acc0[I]), acc1[I] = xsimd::fma(V(a[I]), b1, acc1[I])), ...);
-    }(std::make_index_sequence<MR>{});
-    a += MR;
-    b += NR;
+  }(std::make_index_sequence<R>{});
+  if (lda == 0) {
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W);
+      [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+        ((acc0[I] = xsimd::fma(V(a[I]), b0, acc0[I]), acc1[I] = xsimd::fma(V(a[I]), b1, acc1[I])), ...);
+      }(std::make_index_sequence<R>{});
+      a += MR;
+      b += NR;
+    }
+  } else {
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W);
+      [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+        ((acc0[I] = xsimd::fma(V(a[std::int64_t(I) * lda]), b0, acc0[I]), acc1[I] = xsimd::fma(V(a[std::int64_t(I) * lda]), b1, acc1[I])), ...);
+      }(std::make_index_sequence<R>{});
+      a += 1;
+      b += NR;
+    }
   }
-  if (m == MR && n == NR && cs == 1) {
+  if (m == R && n == NR && cs == 1) {
     [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
       if (first) {
         ((acc0[I].store_unaligned(c + std::int64_t(I) * rs), acc1[I].store_unaligned(c + std::int64_t(I) * rs + W)), ...);
@@ -124,19 +166,36 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
           (V::load_unaligned(c + std::int64_t(I) * rs + W) + acc1[I]).store_unaligned(c + std::int64_t(I) * rs + W)),
          ...);
       }
-    }(std::make_index_sequence<MR>{});
+    }(std::make_index_sequence<R>{});
     return;
   }
   // An edge block, or C with a column stride: through a buffer.
-  alignas(64) T buf[MR * NR];
+  alignas(64) T buf[R * NR];
   [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
     ((acc0[I].store_aligned(buf + I * NR), acc1[I].store_aligned(buf + I * NR + W)), ...);
-  }(std::make_index_sequence<MR>{});
+  }(std::make_index_sequence<R>{});
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       T& dst = c[i * rs + j * cs];
       dst = first ? buf[i * NR + j] : dst + buf[i * NR + j];
     }
+}
+
+/// The micro-kernel for an `m`-row block: a shorter one when m is at most a third or two
+/// thirds of MR (the last rows of A), so that few zero rows are multiplied.
+template <class T>
+__attribute__((always_inline)) inline void block_kernel(std::int64_t kc, const T* a, std::int64_t lda, const T* b, T* c, std::int64_t rs,
+                                                        std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
+  constexpr std::int64_t MR = shape<T>::MR;
+  static_assert(MR % 3 == 0);
+  if (m == MR) [[likely]]
+    micro_kernel<T>(kc, a, lda, b, c, rs, cs, m, n, first);
+  else if (m <= MR / 3)
+    micro_kernel<T, MR / 3>(kc, a, lda, b, c, rs, cs, m, n, first);
+  else if (m <= 2 * MR / 3)
+    micro_kernel<T, 2 * MR / 3>(kc, a, lda, b, c, rs, cs, m, n, first);
+  else
+    micro_kernel<T>(kc, a, lda, b, c, rs, cs, m, n, first);
 }
 
 }  // namespace gemm_detail
@@ -170,7 +229,11 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
       pack_b(pc, kc, jc, nc, packed_b.data());
       for (std::int64_t ic = 0; ic < M; ic += MC) {
         const std::int64_t mc = std::min(MC, M - ic);
-        gemm_detail::pack_a(a, ic, mc, pc, kc, packed_a.data());
+        // A row-major A is read in place, but for its last panel when that is partial (packing
+        // pads it with zero rows); any other A is packed.
+        const bool in_place = a.col_stride == 1;
+        const std::int64_t whole = in_place ? mc / MR * MR : 0;  // rows read in place
+        gemm_detail::pack_a(a, ic + whole, mc - whole, pc, kc, packed_a.data());
         // The column panels of this block are independent: one task each (see parallel.hpp).
         const T* pa = packed_a.data();
         const T* pb = packed_b.data();
@@ -178,9 +241,11 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
           const std::int64_t jr = panel * NR;
           const T* bp = pb + panel * kc * NR;
           for (std::int64_t ir = 0; ir < mc; ir += MR) {
-            const T* ap = pa + (ir / MR) * kc * MR;
+            const bool here = ir < whole;
+            const T* ap = here ? a.data + (ic + ir) * a.row_stride + pc : pa + ((ir - whole) / MR) * kc * MR;
             T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
-            gemm_detail::micro_kernel<T>(kc, ap, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
+            gemm_detail::block_kernel<T>(kc, ap, here ? a.row_stride : 0, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir),
+                                         std::min(NR, nc - jr), first);
           }
         });
       }
