@@ -65,7 +65,8 @@ TEST_CASE("matmul across the cache blocks: K beyond one panel, M beyond one bloc
   check_matmul<float>(250, 20, 9, false, false, 101);   // M over several A blocks
   check_matmul<float>(3, 5, 2100, false, true, 102);    // N over one NC block (float, AVX-512: 2048)
   check_matmul<double>(130, 300, 70, true, false, 103);
-  check_matmul<float>(200, 400, 40, false, false, 104);  // a row-major A read in place in every block
+  check_matmul<float>(200, 400, 40, false, false, 104);  // a row-major A read in place in every block (N small)
+  check_matmul<float>(30, 50, 200, false, false, 105);   // ... and packed (N large)
 }
 
 TEST_CASE("batched matmul broadcasts batches; 1-D operands are vectors; strided views and outputs") {

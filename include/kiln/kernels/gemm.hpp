@@ -17,10 +17,10 @@
 /// the last rows of A use a shorter micro-kernel (MR/3 or 2MR/3 rows). Any strides work (a
 /// transposed operand is just another stride pair), since packing reads them once per block.
 ///
-/// A row-major A (rows contiguous along K) is not packed at all: the micro-kernel broadcasts
-/// its elements from the MR rows in place, as BLIS's "sup" kernels do. Packing A is a
-/// transposition, one scalar load and store per element; at 64³ it took a quarter of the time,
-/// and skipping it costs nothing measurable at larger sizes (each row is a sequential stream).
+/// When N is small (at most 4 column panels), a row-major A (rows contiguous along K) is not
+/// packed: the micro-kernel broadcasts its elements from the MR rows in place, as BLIS's "sup"
+/// kernels do. Packing A is a transposition, one scalar load and store per element, and each
+/// packed panel serves only N / NR column panels: at 64³ packing took a quarter of the time.
 ///
 /// With `set_num_threads(n)`, the column panels of each packed block of A are shared out among
 /// the threads (B and A are packed once, by the calling thread).
@@ -229,9 +229,12 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
       pack_b(pc, kc, jc, nc, packed_b.data());
       for (std::int64_t ic = 0; ic < M; ic += MC) {
         const std::int64_t mc = std::min(MC, M - ic);
-        // A row-major A is read in place, but for its last panel when that is partial (packing
-        // pads it with zero rows); any other A is packed.
-        const bool in_place = a.col_stride == 1;
+        // A row-major A is read in place when few column panels share each of its panels, so
+        // that packing would be paid for by few uses (but for its last panel when that is
+        // partial: packing pads it with zero rows). Otherwise, and for any other layout, A is
+        // packed: its MR rows are then read from one contiguous panel rather than MR streams
+        // that may map to the same cache sets (a row stride of a multiple of 4 KB).
+        const bool in_place = a.col_stride == 1 && nc <= 4 * NR;
         const std::int64_t whole = in_place ? mc / MR * MR : 0;  // rows read in place
         gemm_detail::pack_a(a, ic + whole, mc - whole, pc, kc, packed_a.data());
         // The column panels of this block are independent: one task each (see parallel.hpp).
