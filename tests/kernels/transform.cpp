@@ -110,6 +110,8 @@ TEST_CASE("permute_dims: every permutation of rank 3 and 4, strided inputs, the 
   CHECK(permute_dims(big).to_vector<float>() == big.permute({1, 0}).to_vector<float>());
   const tensor bytes = iota<std::uint8_t>({70, 90});
   CHECK(permute_dims(bytes).to_vector<std::uint8_t>() == bytes.permute({1, 0}).to_vector<std::uint8_t>());
+  const tensor batched = iota<std::int32_t>({3, 40, 50});  // whole 16 x 16 tiles (in registers on AVX2) per batch
+  CHECK(permute_dims(batched, {0, 2, 1}).to_vector<std::int32_t>() == batched.permute({0, 2, 1}).to_vector<std::int32_t>());
   const tensor doubles = iota<double>({33, 9, 20});
   CHECK(permute_dims(doubles, {2, 1, 0}).to_vector<double>() == doubles.permute({2, 1, 0}).to_vector<double>());
   // A strided input and a strided output.

@@ -27,6 +27,10 @@
 
 #include <kiln/kernels/common.hpp>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -50,6 +54,44 @@ decltype(auto) visit_item(dtype t, F&& f) {
   }
 }
 
+/// out[i * out_t + j] = src[i + j * src_l] for i, j < B.
+template <class U, std::int64_t B>
+__attribute__((always_inline)) inline void transpose_tile(U* __restrict out, std::int64_t out_t, const U* __restrict src, std::int64_t src_l) {
+#if defined(__AVX2__)
+  if constexpr (sizeof(U) == 4 && B % 8 == 0) {
+    // In registers, 8 x 8 at a time: xsimd 8 has no transposition (its zip_lo interleaves within
+    // 128-bit lanes on AVX), so this is the classic unpack / shuffle / lane-permute sequence.
+    for (std::int64_t j0 = 0; j0 < B; j0 += 8)
+      for (std::int64_t i0 = 0; i0 < B; i0 += 8) {
+        const float* s = reinterpret_cast<const float*>(src + i0 + j0 * src_l);
+        float* o = reinterpret_cast<float*>(out + i0 * out_t + j0);
+        __m256 r[8], t[8];
+        for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(s + k * src_l);
+        for (int k = 0; k < 8; k += 2) {
+          t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+          t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+        }
+        for (int k = 0; k < 8; k += 4) {
+          r[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+          r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+          r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+          r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+        }
+        for (int k = 0; k < 4; ++k) {
+          _mm256_storeu_ps(o + k * out_t, _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
+          _mm256_storeu_ps(o + (k + 4) * out_t, _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
+        }
+      }
+    return;
+  }
+#endif
+  U tile[B][B];  // read rows of the source contiguously, write rows of the output contiguously
+  for (std::int64_t j = 0; j < B; ++j)
+    for (std::int64_t i = 0; i < B; ++i) tile[i][j] = src[i + j * src_l];
+  for (std::int64_t i = 0; i < B; ++i)
+    for (std::int64_t j = 0; j < B; ++j) out[i * out_t + j] = tile[i][j];
+}
+
 /// The tiled transposition: the innermost dimension is contiguous in the output, dimension `t` in
 /// the source. Copies square tiles of 64 bytes a side (16 x 16 floats).
 template <class U>
@@ -68,6 +110,10 @@ void copy_transposed(const loop_plan<2>& p, std::size_t t) {
     const U* src = reinterpret_cast<const U*>(src_base + off[1]);
     for (std::int64_t i0 = 0; i0 < nt; i0 += B)
       for (std::int64_t j0 = 0; j0 < nl; j0 += B) {
+        if (i0 + B <= nt && j0 + B <= nl) {  // a whole tile: fixed trip counts, which the compiler unrolls
+          transpose_tile<U, B>(out + i0 * out_t + j0, out_t, src + i0 + j0 * src_l, src_l);
+          continue;
+        }
         const std::int64_t i1 = std::min(nt, i0 + B), j1 = std::min(nl, j0 + B);
         for (std::int64_t i = i0; i < i1; ++i)
           for (std::int64_t j = j0; j < j1; ++j) out[i * out_t + j] = src[i + j * src_l];
