@@ -110,6 +110,17 @@ TEST_CASE("deep and wide run-time expressions reuse temporaries and stay correct
   for (const auto& t : inputs)
     for (std::size_t k = 0; k < 100; ++k) top[k] = std::max(top[k], t.data<float>()[k]);
   check_all_close(level[0].run(std::span<const tensor>(inputs)).to_vector<float>(), top);
+  // Constants on either side of non-commutative operators (broadcast in registers), and two
+  // constants together, over several tiles and a strided input.
+  const tensor long_base = random_tensor<float>({5000, 2}, 0.5, 2, 30);
+  const tensor strided = long_base.slice(1, 0, 1);
+  const fused_expr consts = fused_expr::parse("(subtract (divide 3 x0) (multiply (add 1 0.5) (subtract x0 0.25)))");
+  const auto got = consts.run({strided}).to_vector<float>();
+  const auto xs = strided.to_vector<float>();
+  REQUIRE(got.size() == 5000);
+  std::vector<float> want_consts;
+  for (float x : xs) want_consts.push_back(3.f / x - 1.5f * (x - 0.25f));
+  check_all_close(got, want_consts, 1e-6, 1e-6);  // not exact: a compiler may contract the reference into an FMA
   // A bare input is a copy; clip takes its bounds.
   check_all_close(fused_expr::parse("x1").run({x0, x1}).to_vector<double>(), x1.to_vector<double>());
   check_all_close(fused_expr::parse("(clip x0 -0.5 0.5)").run({x0}).to_vector<double>(), clip(x0, -0.5, 0.5).to_vector<double>());

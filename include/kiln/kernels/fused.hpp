@@ -14,7 +14,7 @@
 ///     kernels::run_fused(chain{}, {a, b, c}, out);     //   default-constructible when it has no constants
 ///
 /// **Run time**, from a description: parsed from text or built node by node, compiled into a
-/// short program over slots, and interpreted one tile (2 KB of each operand) at a time, so the
+/// short program over slots, and interpreted one tile (4 KB of each operand) at a time, so the
 /// intermediates of a tile stay in L1 and memory is read and written once:
 ///
 ///     fused_expr e = fused_expr::parse("(add (exp (multiply x0 x1)) x2)");
@@ -489,43 +489,85 @@ private:
     }
   };
 
+  /// One instruction over a tile: `d = op(a, b)` over `n` elements (a multiple of the vector
+  /// width). `a` or `b` is null for a constant operand, `ca` or `cb`, which is then broadcast in
+  /// a register rather than read from a buffer.
   template <class T>
-  static void exec(const instr& in, T* d, const T* a, const T* b, std::int64_t n) {
-    using V = batch<T>;
-    constexpr std::int64_t W = std::int64_t(V::size);
-    auto unary = [&](auto op) {
-      for (std::int64_t j = 0; j < n; j += W) op(V::load_unaligned(a + j)).store_unaligned(d + j);
-    };
-    auto binary = [&](auto op) {
-      for (std::int64_t j = 0; j < n; j += W) op(V::load_unaligned(a + j), V::load_unaligned(b + j)).store_unaligned(d + j);
-    };
-    switch (in.op) {
-      case opcode::add: return binary(ops::add{});
-      case opcode::subtract: return binary(ops::subtract{});
-      case opcode::multiply: return binary(ops::multiply{});
-      case opcode::divide: return binary(ops::divide{});
-      case opcode::power: return binary(ops::power{});
-      case opcode::maximum: return binary(ops::maximum{});
-      case opcode::minimum: return binary(ops::minimum{});
-      case opcode::negative: return unary(ops::negative{});
-      case opcode::abs: return unary(ops::abs{});
-      case opcode::relu: return unary(ops::relu{});
-      case opcode::exp: return unary(ops::exp{});
-      case opcode::log: return unary(ops::log{});
-      case opcode::sqrt: return unary(ops::sqrt{});
-      case opcode::rsqrt: return unary(ops::rsqrt{});
-      case opcode::tanh: return unary(ops::tanh{});
-      case opcode::sigmoid: return unary(ops::sigmoid{});
-      case opcode::erf: return unary(ops::erf{});
-      case opcode::gelu: return unary(ops::gelu{});
-      case opcode::gelu_tanh: return unary(ops::gelu_tanh{});
-      case opcode::clip: return unary(ops::clip{in.lo, in.hi});
-      case opcode::copy: return unary([](const V& x) { return x; });
+  using exec_fn = void (*)(const instr& in, T* d, const T* a, const T* b, T ca, T cb, std::int64_t n);
+
+  /// `d[j] = f(j)` for each vector of `n` elements, four vectors per iteration (the loop is bound
+  /// by its loads and stores).
+  template <class T, class F>
+  __attribute__((always_inline)) static void vector_loop(T* d, std::int64_t n, F&& f) {
+    constexpr std::int64_t W = std::int64_t(batch<T>::size);
+    std::int64_t j = 0;
+    for (; j + 4 * W <= n; j += 4 * W) {
+      const auto r0 = f(j), r1 = f(j + W), r2 = f(j + 2 * W), r3 = f(j + 3 * W);
+      r0.store_unaligned(d + j);
+      r1.store_unaligned(d + j + W);
+      r2.store_unaligned(d + j + 2 * W);
+      r3.store_unaligned(d + j + 3 * W);
     }
+    for (; j < n; j += W) f(j).store_unaligned(d + j);
+  }
+  template <class T, class Op>
+  static void exec_unary(const instr& in, T* d, const T* a, const T*, T, T, std::int64_t n) {
+    using V = batch<T>;
+    Op op;
+    if constexpr (std::is_same_v<Op, ops::clip>) op = ops::clip{in.lo, in.hi};
+    vector_loop(d, n, [&](std::int64_t j) __attribute__((always_inline)) { return op(V::load_unaligned(a + j)); });
+  }
+  template <class T, class Op>
+  static void exec_binary(const instr&, T* d, const T* a, const T* b, T ca, T cb, std::int64_t n) {
+    using V = batch<T>;
+    if (!a) {
+      const V va(ca);
+      vector_loop(d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(va, V::load_unaligned(b + j)); });
+    } else if (!b) {
+      const V vb(cb);
+      vector_loop(d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(V::load_unaligned(a + j), vb); });
+    } else {
+      vector_loop(d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(V::load_unaligned(a + j), V::load_unaligned(b + j)); });
+    }
+  }
+  struct identity_op {
+    template <class V>
+    V operator()(const V& x) const { return x; }
+  };
+
+  /// The function that runs `op` on float or double tiles: resolved once per run, so that each
+  /// instruction is one indirect call to a small function (one switch over every operator would
+  /// carry the largest one's stack frame into every call).
+  template <class T>
+  static exec_fn<T> resolve(opcode op) {
+    switch (op) {
+      case opcode::add: return &exec_binary<T, ops::add>;
+      case opcode::subtract: return &exec_binary<T, ops::subtract>;
+      case opcode::multiply: return &exec_binary<T, ops::multiply>;
+      case opcode::divide: return &exec_binary<T, ops::divide>;
+      case opcode::power: return &exec_binary<T, ops::power>;
+      case opcode::maximum: return &exec_binary<T, ops::maximum>;
+      case opcode::minimum: return &exec_binary<T, ops::minimum>;
+      case opcode::negative: return &exec_unary<T, ops::negative>;
+      case opcode::abs: return &exec_unary<T, ops::abs>;
+      case opcode::relu: return &exec_unary<T, ops::relu>;
+      case opcode::exp: return &exec_unary<T, ops::exp>;
+      case opcode::log: return &exec_unary<T, ops::log>;
+      case opcode::sqrt: return &exec_unary<T, ops::sqrt>;
+      case opcode::rsqrt: return &exec_unary<T, ops::rsqrt>;
+      case opcode::tanh: return &exec_unary<T, ops::tanh>;
+      case opcode::sigmoid: return &exec_unary<T, ops::sigmoid>;
+      case opcode::erf: return &exec_unary<T, ops::erf>;
+      case opcode::gelu: return &exec_unary<T, ops::gelu>;
+      case opcode::gelu_tanh: return &exec_unary<T, ops::gelu_tanh>;
+      case opcode::clip: return &exec_unary<T, ops::clip>;
+      case opcode::copy: return &exec_unary<T, identity_op>;
+    }
+    return &exec_unary<T, identity_op>;  // unreachable: every opcode is listed
   }
 
   /// Bytes of each slot buffer: a tile of every operand.
-  static constexpr std::size_t tile_bytes = 2048;
+  static constexpr std::size_t tile_bytes = 4096;
 
   template <class T, std::size_t N>
   void evaluate(const loop_plan<N + 1>& plan) const {
@@ -543,6 +585,21 @@ private:
     std::vector<const T*> src(slots);
     for (std::size_t s = detail::max_fused_inputs; s < slots; ++s) src[s] = buffer(s);
     constexpr auto item = std::int64_t(sizeof(T));
+    // Each instruction's function and constant operand, once per run.
+    struct step {
+      exec_fn<T> fn;
+      bool ka, kb;  ///< operand a or b is a constant broadcast in a register
+      T ca, cb;
+    };
+    thread_local std::vector<step> steps;
+    steps.clear();
+    for (const instr& in : p.code) {
+      auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
+      auto constant_of = [&](std::uint32_t slot) { return T(p.constants[slot - detail::max_fused_inputs]); };
+      // A unary operator, or a binary one with two constants, reads the constant's buffer.
+      const bool binary = in.op <= opcode::minimum, ka = binary && is_constant(in.a), kb = binary && is_constant(in.b) && !ka;
+      steps.push_back(step{resolve<T>(in.op), ka, kb, ka ? constant_of(in.a) : T(0), kb ? constant_of(in.b) : T(0)});
+    }
 
     plan.for_each_run([&](std::int64_t n, const std::array<char*, N + 1>& ptr, const std::array<std::int64_t, N + 1>& stride) {
       for (std::size_t k = 0; k < N; ++k)
@@ -570,7 +627,8 @@ private:
           const instr& in = p.code[c];
           const bool last = c + 1 == p.code.size();
           T* d = last && direct_out ? reinterpret_cast<T*>(out) : buffer(in.dst);
-          exec<T>(in, d, src[in.a], src[in.b], padded);
+          const step& st = steps[c];
+          st.fn(in, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], st.ca, st.cb, padded);
           if (!last) src[in.dst] = d;
         }
         if (!direct_out) {
