@@ -201,41 +201,33 @@ void unary(const Op& op, const tensor& x, const tensor& out) {
 
 // ---- the operators ----------------------------------------------------------------------------------
 
-#define KILN_KERNELS_BINARY(op_name)                                                                  \
-  inline void op_name(const tensor& a, const tensor& b, const tensor& out) { binary(ops::op_name{}, a, b, out); } \
-  inline tensor op_name(const tensor& a, const tensor& b) {                                           \
-    detail::require_same_dtype(ops::op_name::name, {&a, &b});                                          \
-    tensor out = new_output(broadcast_shapes(ops::op_name::name, {&a, &b}), a.type());               \
-    op_name(a, b, out);                                                                               \
-    return out;                                                                                       \
-  }
-KILN_KERNELS_BINARY(add)
-KILN_KERNELS_BINARY(subtract)
-KILN_KERNELS_BINARY(multiply)
-KILN_KERNELS_BINARY(divide)
-KILN_KERNELS_BINARY(floor_divide)
-KILN_KERNELS_BINARY(power)
-KILN_KERNELS_BINARY(maximum)
-KILN_KERNELS_BINARY(minimum)
-#undef KILN_KERNELS_BINARY
-
-#define KILN_KERNELS_COMPARE(op_name)                                                                  \
-  inline void op_name(const tensor& a, const tensor& b, const tensor& out) { compare(ops::op_name{}, a, b, out); } \
+// Each binary operator in its two forms: into a given output through `driver` (`binary`, or
+// `compare` for bool results), and allocating an output of dtype `result_type`.
+#define KILN_KERNELS_BINARY(op_name, driver, result_type)                                              \
+  inline void op_name(const tensor& a, const tensor& b, const tensor& out) { driver(ops::op_name{}, a, b, out); } \
   inline tensor op_name(const tensor& a, const tensor& b) {                                            \
     detail::require_same_dtype(ops::op_name::name, {&a, &b});                                           \
-    tensor out = new_output(broadcast_shapes(ops::op_name::name, {&a, &b}), dtype::bool_);             \
+    tensor out = new_output(broadcast_shapes(ops::op_name::name, {&a, &b}), result_type);              \
     op_name(a, b, out);                                                                                \
     return out;                                                                                        \
   }
-KILN_KERNELS_COMPARE(equal)
-KILN_KERNELS_COMPARE(not_equal)
-KILN_KERNELS_COMPARE(less)
-KILN_KERNELS_COMPARE(less_equal)
-KILN_KERNELS_COMPARE(greater)
-KILN_KERNELS_COMPARE(greater_equal)
-KILN_KERNELS_COMPARE(logical_and)
-KILN_KERNELS_COMPARE(logical_or)
-#undef KILN_KERNELS_COMPARE
+KILN_KERNELS_BINARY(add, binary, a.type())
+KILN_KERNELS_BINARY(subtract, binary, a.type())
+KILN_KERNELS_BINARY(multiply, binary, a.type())
+KILN_KERNELS_BINARY(divide, binary, a.type())
+KILN_KERNELS_BINARY(floor_divide, binary, a.type())
+KILN_KERNELS_BINARY(power, binary, a.type())
+KILN_KERNELS_BINARY(maximum, binary, a.type())
+KILN_KERNELS_BINARY(minimum, binary, a.type())
+KILN_KERNELS_BINARY(equal, compare, dtype::bool_)
+KILN_KERNELS_BINARY(not_equal, compare, dtype::bool_)
+KILN_KERNELS_BINARY(less, compare, dtype::bool_)
+KILN_KERNELS_BINARY(less_equal, compare, dtype::bool_)
+KILN_KERNELS_BINARY(greater, compare, dtype::bool_)
+KILN_KERNELS_BINARY(greater_equal, compare, dtype::bool_)
+KILN_KERNELS_BINARY(logical_and, compare, dtype::bool_)
+KILN_KERNELS_BINARY(logical_or, compare, dtype::bool_)
+#undef KILN_KERNELS_BINARY
 
 #define KILN_KERNELS_UNARY(op_name)                                                                     \
   inline void op_name(const tensor& x, const tensor& out) { unary(ops::op_name{}, x, out); }            \

@@ -64,35 +64,44 @@ V nan_select(const V& a, const V& b, const V& r) {
 }
 }  // namespace detail
 
-// ---- binary arithmetic ------------------------------------------------------------------------------
+// ---- what the operators share ---------------------------------------------------------------------
 
-struct add {
-  static constexpr std::string_view name = "add";
+/// The traits most operators share: every numeric dtype is accepted, and every type xsimd has
+/// batches for is vectorised. An operator derives from one of these bases and adds its `name`
+/// and its call operator(s), scalar and batch.
+struct numeric_operator {
   static bool accepts(dtype t) { return is_numeric(t); }
   template <class T>
   static constexpr bool vectorized = is_simd_type<T>;
+};
+/// Numeric dtypes, vectorised for floats only: the integer forms check for division by zero or
+/// negative exponents element by element (xsimd has no integer division).
+struct numeric_operator_vectorized_for_floats {
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = std::is_floating_point_v<T>;
+};
+
+// ---- binary arithmetic ------------------------------------------------------------------------------
+
+struct add : numeric_operator {
+  static constexpr std::string_view name = "add";
   template <class V>
   V operator()(const V& a, const V& b) const {
     if constexpr (std::is_integral_v<V>) return detail::wrap_add(a, b);
     else return a + b;
   }
 };
-struct subtract {
+struct subtract : numeric_operator {
   static constexpr std::string_view name = "subtract";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = is_simd_type<T>;
   template <class V>
   V operator()(const V& a, const V& b) const {
     if constexpr (std::is_integral_v<V>) return detail::wrap_sub(a, b);
     else return a - b;
   }
 };
-struct multiply {
+struct multiply : numeric_operator {
   static constexpr std::string_view name = "multiply";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = is_simd_type<T>;
   template <class V>
   V operator()(const V& a, const V& b) const {
     using E = element_t<V>;
@@ -109,11 +118,8 @@ struct multiply {
   }
 };
 /// Floats: IEEE division. Integers: truncating, error on zero, and MIN / -1 wraps to MIN.
-struct divide {
+struct divide : numeric_operator_vectorized_for_floats {
   static constexpr std::string_view name = "divide";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = std::is_floating_point_v<T>;
   template <class V>
   V operator()(const V& a, const V& b) const {
     if constexpr (std::is_integral_v<V>) {
@@ -126,11 +132,8 @@ struct divide {
   }
 };
 /// Floats: floor(a / b). Integers: the quotient rounded down, error on zero.
-struct floor_divide {
+struct floor_divide : numeric_operator_vectorized_for_floats {
   static constexpr std::string_view name = "floor_divide";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = std::is_floating_point_v<T>;
   template <class V>
   V operator()(const V& a, const V& b) const {
     if constexpr (std::is_integral_v<V>) {
@@ -146,11 +149,8 @@ struct floor_divide {
   }
 };
 /// Floats: pow. Integers: exact power by squaring (wrapping), error on a negative exponent.
-struct power {
+struct power : numeric_operator_vectorized_for_floats {
   static constexpr std::string_view name = "power";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = std::is_floating_point_v<T>;
   template <class V>
   V operator()(const V& a, const V& b) const {
     if constexpr (std::is_integral_v<V>) {
@@ -170,22 +170,16 @@ struct power {
   }
 };
 /// Propagates NaN (numpy's maximum), unlike the hardware's max.
-struct maximum {
+struct maximum : numeric_operator {
   static constexpr std::string_view name = "maximum";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = is_simd_type<T>;
   template <class V>
   V operator()(const V& a, const V& b) const {
     if constexpr (std::is_arithmetic_v<V>) return detail::nan_select(a, b, a < b ? b : a);
     else return detail::nan_select(a, b, xsimd::max(a, b));
   }
 };
-struct minimum {
+struct minimum : numeric_operator {
   static constexpr std::string_view name = "minimum";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = is_simd_type<T>;
   template <class V>
   V operator()(const V& a, const V& b) const {
     if constexpr (std::is_arithmetic_v<V>) return detail::nan_select(a, b, b < a ? b : a);
@@ -225,22 +219,16 @@ struct logical_or {
 
 // ---- unary ------------------------------------------------------------------------------------------
 
-struct negative {
+struct negative : numeric_operator {
   static constexpr std::string_view name = "negative";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = is_simd_type<T>;
   template <class V>
   V operator()(const V& x) const {
     if constexpr (std::is_integral_v<V>) return detail::wrap_sub(V(0), x);
     else return -x;
   }
 };
-struct abs {
+struct abs : numeric_operator {
   static constexpr std::string_view name = "abs";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = is_simd_type<T>;
   template <class V>
   V operator()(const V& x) const {
     if constexpr (std::is_integral_v<V>) {
@@ -253,11 +241,8 @@ struct abs {
     }
   }
 };
-struct relu {
+struct relu : numeric_operator {
   static constexpr std::string_view name = "relu";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = is_simd_type<T>;
   /// max(x, 0), NaN kept.
   template <class V>
   V operator()(const V& x) const {
@@ -301,13 +286,12 @@ KILN_KERNELS_FLOAT_UNARY(gelu_tanh,
 /// min(max(x, lo), hi) with NaN kept; `lo` and `hi` converted to the element type.
 /// (Integer batches avoid xsimd::select: xsimd 8.1's integer select for AVX-512BW does not
 /// compile with GCC without optimisation, where GCC's intrinsics are casting macros.)
-struct clip {
+struct clip : numeric_operator {
   static constexpr std::string_view name = "clip";
-  static bool accepts(dtype t) { return is_numeric(t); }
-  template <class T>
-  static constexpr bool vectorized = is_simd_type<T>;
   double lo = -std::numeric_limits<double>::infinity();
   double hi = std::numeric_limits<double>::infinity();
+  clip() = default;
+  clip(double lo_, double hi_) : lo(lo_), hi(hi_) {}
   template <class V>
   V operator()(const V& x) const {
     using E = element_t<V>;
