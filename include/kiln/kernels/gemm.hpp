@@ -81,10 +81,7 @@ void pack_a(const matrix_view<const T>& a, std::int64_t i0, std::int64_t mc, std
         for (std::int64_t k = 0; k < kc; ++k, d += MR)
           for (std::int64_t g = 0; g < G; ++g) d[g] = s[g][k];
       }
-    } else if (m == MR) {
-      for (std::int64_t k = 0; k < kc; ++k)
-        for (std::int64_t i = 0; i < MR; ++i) out[k * MR + i] = src[i * rs + k * cs];
-    } else {
+    } else {  // any strides, or the last, partial panel (zero rows below the matrix)
       for (std::int64_t k = 0; k < kc; ++k) {
         for (std::int64_t i = 0; i < m; ++i) out[k * MR + i] = src[i * rs + k * cs];
         for (std::int64_t i = m; i < MR; ++i) out[k * MR + i] = T(0);
