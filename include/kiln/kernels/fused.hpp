@@ -593,9 +593,9 @@ private:
     };
     thread_local std::vector<step> steps;
     steps.clear();
+    auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
+    auto constant_of = [&](std::uint32_t slot) { return T(p.constants[slot - detail::max_fused_inputs]); };
     for (const instr& in : p.code) {
-      auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
-      auto constant_of = [&](std::uint32_t slot) { return T(p.constants[slot - detail::max_fused_inputs]); };
       // A unary operator, or a binary one with two constants, reads the constant's buffer.
       const bool binary = in.op <= opcode::minimum, ka = binary && is_constant(in.a), kb = binary && is_constant(in.b) && !ka;
       steps.push_back(step{resolve<T>(in.op), ka, kb, ka ? constant_of(in.a) : T(0), kb ? constant_of(in.b) : T(0)});

@@ -185,9 +185,7 @@ __attribute__((always_inline)) inline void block_kernel(std::int64_t kc, const T
                                                         std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
   constexpr std::int64_t MR = shape<T>::MR;
   static_assert(MR % 3 == 0);
-  if (m == MR) [[likely]]
-    micro_kernel<T>(kc, a, lda, b, c, rs, cs, m, n, first);
-  else if (m <= MR / 3)
+  if (m <= MR / 3)
     micro_kernel<T, MR / 3>(kc, a, lda, b, c, rs, cs, m, n, first);
   else if (m <= 2 * MR / 3)
     micro_kernel<T, 2 * MR / 3>(kc, a, lda, b, c, rs, cs, m, n, first);

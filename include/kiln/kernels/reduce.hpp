@@ -339,9 +339,9 @@ namespace detail {
 
 /// Runs `row(src, dst, n, next_src, next_dst)` on every row of `x` along `axis` (`src` contiguous
 /// input, `dst` contiguous output, possibly the same), writing the results to the same row of
-/// `out`. `next_src` and `next_dst` are the row that comes next, or null: a hint to prefetch. Contiguous rows are
-/// read and written in place (one row behind, so that the next is known); others go through a
-/// buffer.
+/// `out`. `next_src` and `next_dst` are the row that comes next, or null: a hint to prefetch.
+/// Contiguous rows are read and written in place (one row behind, so that the next is known);
+/// others go through a buffer.
 template <class T, class Row>
 void for_each_row(const tensor& x, std::size_t axis, const tensor& out, Row&& row) {
   const std::int64_t n = x.shape(axis);
@@ -394,8 +394,9 @@ T max_lane(const batch<T>& v) {
 /// operations instead of 21 (the exp pass is softmax's bottleneck). A degree-6 polynomial on
 /// [-ln2/2, ln2/2] (fitted with mpmath's chebyfit; 2e-8 relative error with the coefficients
 /// rounded to float) times 2^n built in the exponent bits: within 1 ulp of the correctly rounded
-/// exp over a sweep of 8.7 million points of [-87, 0], with FMA (AVX2, AVX-512) or without (SSE2). Results below float's smallest normal number (d < -87.3) may flush to
-/// zero, which keeps denormal arithmetic (slow on x86) out of masked rows of -1e9 or -inf.
+/// exp over a sweep of 8.7 million points of [-87, 0], with FMA (AVX2, AVX-512) or without
+/// (SSE2). Results below float's smallest normal number (d < -87.3) may flush to zero, which
+/// keeps denormal arithmetic (slow on x86) out of masked rows of -1e9 or -inf.
 template <class T>
 batch<T> exp_nonpositive(const batch<T>& d) {
   using V = batch<T>;
@@ -448,13 +449,16 @@ void softmax_row(const T* p, T* q, std::int64_t n, const T* next_p, T* next_q) {
   const V mv(m);
   V vs0(T(0)), vs1(T(0));
   T s = 0;
+  auto prefetch_next = [&](std::int64_t from, std::int64_t to) {  // elements [from, to) of the next row
+    if (!next_p) return;
+    for (std::int64_t k = from; k < to; k += line) {
+      __builtin_prefetch(next_p + k, 0, 3);
+      if constexpr (!Log) __builtin_prefetch(next_q + k, 1, 3);
+    }
+  };
   j = 0;
   for (; j + 2 * W <= n; j += 2 * W) {
-    if (next_p)
-      for (std::int64_t k = 0; k < 2 * W; k += line) {
-        __builtin_prefetch(next_p + j + k, 0, 3);
-        if constexpr (!Log) __builtin_prefetch(next_q + j + k, 1, 3);
-      }
+    prefetch_next(j, j + 2 * W);
     const V e0 = exp_nonpositive<T>(V::load_unaligned(p + j) - mv), e1 = exp_nonpositive<T>(V::load_unaligned(p + j + W) - mv);
     if constexpr (!Log) {
       e0.store_unaligned(q + j);
@@ -463,11 +467,7 @@ void softmax_row(const T* p, T* q, std::int64_t n, const T* next_p, T* next_q) {
     vs0 += e0;
     vs1 += e1;
   }
-  if (next_p)
-    for (std::int64_t k = j; k < n; k += line) {
-      __builtin_prefetch(next_p + k, 0, 3);
-      if constexpr (!Log) __builtin_prefetch(next_q + k, 1, 3);
-    }
+  prefetch_next(j, n);
   for (; j < n; j += W) {  // the rest through a padded batch: the same exp as the body
     alignas(64) T lanes[W];
     const std::int64_t left = std::min(W, n - j);
