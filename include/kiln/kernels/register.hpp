@@ -27,8 +27,9 @@
 ///     kernels.avg_pool2d(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad, out)
 ///     kernels.adaptive_avg_pool2d(x, out)   kernels.global_avg_pool2d(x, out)
 ///
-/// The names are those of `elementwise.hpp` with the prefix "kernels."; `kernel_names()` lists
-/// them. `kernels.fused` parses each distinct description once and keeps it.
+/// The names are those of `elementwise.hpp` with the prefix "kernels.". `kernels.fused` parses each
+/// distinct description once and keeps it. `kernels::global_registry()` is the VM's global
+/// registry with every kernel added, what `kiln::compile`d executables are run with by default.
 #pragma once
 
 #include <kiln/kernels/fused.hpp>
@@ -36,6 +37,7 @@
 #include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/kernels/transform.hpp>
+#include <kiln/vm/builtins.hpp>
 #include <kiln/vm/native.hpp>
 
 #include <mutex>
@@ -175,6 +177,18 @@ inline void register_kernels(vm::function_registry& r) {
     if (!rest[rest.size() - 1].is_tensor()) fail("fused", kiln::detail::concat("the output must be a tensor, got ", vm::name(rest[rest.size() - 1].kind())));
     e.run(inputs, rest[rest.size() - 1].as_tensor());
   });
+}
+
+/// The VM's process-wide registry (`vm::global_registry()`: the built-ins and whatever the program
+/// added) with every kernel registered in it, once. A VM made with the default registry after this
+/// call can run compiled programs.
+inline vm::function_registry& global_registry() {
+  static vm::function_registry* r = [] {
+    vm::function_registry* reg = &vm::global_registry();
+    register_kernels(*reg);
+    return reg;
+  }();
+  return *r;
 }
 
 }  // namespace kiln::kernels

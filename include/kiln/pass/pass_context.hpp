@@ -42,6 +42,8 @@ public:
 
   /// The innermost scoped context on this thread, or this thread's default context.
   static pass_context& current() noexcept;
+  /// True when a `pass_context_scope` is open on this thread (`current()` is not the default).
+  static bool in_scope() noexcept;
 
   // ---- opt level, required and disabled passes -------------------------------------------------
 
@@ -250,6 +252,7 @@ inline pass_context& pass_context::current() noexcept {
   thread_state& s = state();
   return s.stack.empty() ? s.default_context : *s.stack.back();
 }
+inline bool pass_context::in_scope() noexcept { return !state().stack.empty(); }
 
 /// Makes `ctx` the current context of this thread until the scope ends (the design's
 /// `with PassContext(...)`), entering its instruments first and exiting them at the end.

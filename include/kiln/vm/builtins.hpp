@@ -15,6 +15,10 @@
 ///     vm.builtin.make_shape(heap, ndim, (mode, v)*ndim)     -> shape
 ///         0 use_imm: v;  1 load_shape: heap[v]
 ///     vm.builtin.match_prim_value(x, heap, mode, v, err_ctx)  the match_shape modes on an int
+///     vm.builtin.eval_shape_expr(heap, dst, (kind, v)*)     heap[dst] = a dimension expression, in
+///         postfix: kind 0 pushes v, 1 pushes heap[v], 2 applies operator v to the top two
+///         (0 +, 1 -, 2 *, 3 floor division, 4 floor modulo, 5 min, 6 max), overflow-checked
+///     vm.builtin.shape_heap_load(heap, i) -> heap[i] as an int
 ///
 /// and for the code the compiler emits:
 ///
@@ -40,7 +44,10 @@
 #include <kiln/vm/native.hpp>
 #include <kiln/vm/value.hpp>
 
+#include <algorithm>
+#include <climits>
 #include <string>
+#include <vector>
 
 namespace kiln::vm {
 
@@ -157,6 +164,56 @@ inline void register_builtins(function_registry& r) {
     std::int64_t size;
     std::int64_t* h = detail::heap_data(heap, "match_prim_value", size);
     detail::match_one(x, mode, v, h, size, "match_prim_value", ctx, "the value");
+  });
+  r.add("vm.builtin.eval_shape_expr", [](call_args a) {
+    constexpr std::string_view fn = "eval_shape_expr";
+    if (a.size() < 4 || a.size() % 2 != 0) builtin_fail(fn, "", "expects (heap, dst, (kind, value)+), got " + std::to_string(a.size()) + " arguments");
+    std::int64_t size;
+    std::int64_t* heap = detail::heap_data(a[0], fn, size);
+    std::vector<std::int64_t> stack;
+    for (std::size_t i = 2; i < a.size(); i += 2) {
+      const std::int64_t kind = a[i].as_int(), v = a[i + 1].as_int();
+      if (kind == 0) {
+        stack.push_back(v);
+      } else if (kind == 1) {
+        stack.push_back(detail::heap_slot(heap, size, v, fn, ""));
+      } else if (kind == 2) {
+        if (stack.size() < 2) builtin_fail(fn, "", "operator " + std::to_string(v) + " needs two operands");
+        const std::int64_t y = stack.back();
+        stack.pop_back();
+        std::int64_t& x = stack.back();
+        bool overflow = false;
+        switch (v) {
+          case 0: overflow = __builtin_add_overflow(x, y, &x); break;
+          case 1: overflow = __builtin_sub_overflow(x, y, &x); break;
+          case 2: overflow = __builtin_mul_overflow(x, y, &x); break;
+          case 3:
+          case 4: {
+            if (y == 0) builtin_fail(fn, "", "division by zero in a shape expression");
+            if (x == INT64_MIN && y == -1) overflow = true;
+            else {
+              std::int64_t q = x / y;
+              if (x % y != 0 && ((x < 0) != (y < 0))) --q;
+              x = v == 3 ? q : x - q * y;
+            }
+            break;
+          }
+          case 5: x = std::min(x, y); break;
+          case 6: x = std::max(x, y); break;
+          default: builtin_fail(fn, "", "unknown operator " + std::to_string(v));
+        }
+        if (overflow) builtin_fail(fn, "", "integer overflow in a shape expression");
+      } else {
+        builtin_fail(fn, "", "unknown kind " + std::to_string(kind));
+      }
+    }
+    if (stack.size() != 1) builtin_fail(fn, "", "the expression leaves " + std::to_string(stack.size()) + " values, not one");
+    detail::heap_slot(heap, size, a[1].as_int(), fn, "") = stack.back();
+  });
+  r.add("vm.builtin.shape_heap_load", [](const value& heap, std::int64_t i) {
+    std::int64_t size;
+    std::int64_t* h = detail::heap_data(heap, "shape_heap_load", size);
+    return detail::heap_slot(h, size, i, "shape_heap_load", "");
   });
   r.add("vm.builtin.copy", [](const value& x) { return x; });
   r.add("vm.builtin.null_value", [] { return value(); });

@@ -121,20 +121,28 @@ public:
       for (std::int64_t pc = f.start_instr; pc < f.end_instr; ++pc)
         if (auto msg = detail::check_instruction(exec_, f, pc)) throw usage_error(*msg);
     } catch (const usage_error& e) {
-      exec_.instr_offset.resize(snapshot_->instructions);
-      exec_.instr_data.resize(snapshot_->words);
-      if (snapshot_->replaced) exec_.functions[*current_] = *snapshot_->replaced;
-      // Drops the function if it was new, and the natives its body declared (only it used them).
-      exec_.functions.erase(exec_.functions.begin() + std::ptrdiff_t(snapshot_->functions), exec_.functions.end());
-      current_.reset();
-      snapshot_.reset();
-      defined_.resize(exec_.functions.size());
-      called_.resize(exec_.functions.size());
+      rollback();
       fail(std::string(e.what()) + " (the function is dropped)");
     }
     defined_[*current_] = true;
     current_.reset();
     snapshot_.reset();
+  }
+
+  /// Sets the register file size of the open function (for generators that know it only after
+  /// emitting the body); `end_function` checks every instruction against it.
+  void set_register_file_size(std::int64_t n) {
+    if (!current_) fail("set_register_file_size: no function is open");
+    function_info f = cur();
+    f.register_file_size = n;
+    if (auto msg = detail::check_function(exec_, f, /*check_range=*/false)) fail(*msg);
+    cur().register_file_size = n;
+  }
+
+  /// Drops the open function and everything emitted into it, as a failed `end_function` does.
+  void abandon_function() {
+    if (!current_) return;
+    rollback();
   }
 
   // ---- operands -------------------------------------------------------------------------------
@@ -217,6 +225,18 @@ public:
 
 private:
   [[noreturn]] static void fail(const std::string& msg) { throw usage_error("kiln::vm::exec_builder: " + msg); }
+  /// Restores the builder to its state before `begin_function` of the open function.
+  void rollback() {
+    exec_.instr_offset.resize(snapshot_->instructions);
+    exec_.instr_data.resize(snapshot_->words);
+    if (snapshot_->replaced) exec_.functions[*current_] = *snapshot_->replaced;
+    // Drops the function if it was new, and the natives its body declared (only it used them).
+    exec_.functions.erase(exec_.functions.begin() + std::ptrdiff_t(snapshot_->functions), exec_.functions.end());
+    current_.reset();
+    snapshot_.reset();
+    defined_.resize(exec_.functions.size());
+    called_.resize(exec_.functions.size());
+  }
   function_info& cur() { return exec_.functions[*current_]; }
   const function_info& cur() const { return exec_.functions[*current_]; }
 

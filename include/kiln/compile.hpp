@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `kiln::compile`: an IR module in, an executable the VM runs out (the design's `tvm.compile` /
+/// `relax.build`).
+///
+/// \code
+/// ir::ir_module m = ir::parse_module(text);
+/// vm::executable ex = kiln::compile(m);                              // the default pipeline, opt level 2
+/// vm::virtual_machine vm(ex, {}, kiln::kernels::global_registry());
+/// vm::value y = vm.invoke("main", x, w);
+///
+/// kiln::pass_context ctx(3);                                         // instruments see every pass
+/// ctx.set_instruments({kiln::instrument(kiln::pass_timing{})});
+/// kiln::pass_context_scope scope(ctx);
+/// vm::executable ex2 = kiln::compile(m, {.pipeline = "my_pass,kiln.default"});
+/// \endcode
+///
+/// Steps: the pipeline (the default one, `transform::default_pipeline`, unless a static pipeline
+/// or pipeline text is given) runs on the module under the pass context — the current one, or a
+/// context made with `options.opt_level`; then `codegen::vm_codegen` emits one bytecode function
+/// per graph-level function. Errors: a pass's own (`lowering_error` lists every call that cannot
+/// be lowered), a `pipeline_parse_error` for bad text, a `codegen_error` naming the function and
+/// binding that code generation cannot handle.
+#pragma once
+
+#include <kiln/codegen/vm_codegen.hpp>
+#include <kiln/kernels/register.hpp>
+#include <kiln/pass/run.hpp>
+#include <kiln/transform/default_pipeline.hpp>
+#include <kiln/vm/executable.hpp>
+
+#include <optional>
+#include <string>
+
+namespace kiln {
+
+/// The design's execution modes; the compiled mode (generated C++) is not built yet.
+enum class exec_mode : std::uint8_t { bytecode };
+
+struct compile_options {
+  /// The opt level of the context `compile` makes when no context is current (a context made by a
+  /// `pass_context_scope` wins, as in TVM, where the opt level is the PassContext's).
+  int opt_level = 2;
+  /// A textual pipeline (`"legalize_ops,kiln.lower_to_vm"`) to run instead of the default one.
+  std::optional<std::string> pipeline;
+  exec_mode mode = exec_mode::bytecode;
+  codegen::vm_codegen_options codegen;
+};
+
+namespace detail {
+inline pass_context& compile_context(std::optional<pass_context>& own, int opt_level) {
+  if (pass_context::in_scope()) return pass_context::current();
+  own.emplace(opt_level);
+  return *own;
+}
+inline void register_compiler_passes_once() {
+  static const bool done = [] {
+    transform::register_passes();
+    return true;
+  }();
+  (void)done;
+}
+}  // namespace detail
+
+/// Compiles `m` with `pipeline`, a static pipeline or pass, under `ctx`.
+template <class Pipeline>
+  requires pass_for<std::remove_cvref_t<Pipeline>, ir::ir_module>
+vm::executable compile(const ir::ir_module& m, Pipeline&& pipeline, pass_context& ctx, codegen::vm_codegen_options codegen = {}) {
+  kernels::global_registry();  // executables call kernels.*: make sure the default registry has them
+  ir::ir_module lowered = kiln::run(pipeline, m, ctx);
+  return codegen::vm_codegen(lowered, codegen);
+}
+
+/// Compiles `m` with a run-time pipeline (`parse_pipeline`, `make_pipeline`, `get_pass`) under `ctx`.
+inline vm::executable compile(const ir::ir_module& m, const pass<ir::ir_module>& pipeline, pass_context& ctx,
+                              codegen::vm_codegen_options codegen = {}) {
+  kernels::global_registry();
+  ir::ir_module lowered = pipeline(m, ctx);
+  return codegen::vm_codegen(lowered, codegen);
+}
+
+/// Compiles `m` with the default pipeline, or the pipeline text of `options`.
+inline vm::executable compile(const ir::ir_module& m, const compile_options& options = {}) {
+  detail::register_compiler_passes_once();
+  std::optional<pass_context> own;
+  pass_context& ctx = detail::compile_context(own, options.opt_level);
+  if (options.pipeline) return compile(m, parse_pipeline<ir::ir_module>(*options.pipeline), ctx, options.codegen);
+  return compile(m, transform::default_pipeline{}, ctx, options.codegen);
+}
+
+}  // namespace kiln

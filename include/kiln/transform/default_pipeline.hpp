@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// kiln's default compilation pipeline, in one place, and the registration of every compiler pass
+/// by name (for textual pipelines and `kiln-opt`).
+///
+/// \code
+/// using pipeline = kiln::transform::default_pipeline;
+/// std::cout << pipeline::element_text();   // kiln.default(legalize_ops,to_non_dataflow,...)
+/// \endcode
+///
+/// Graph-level passes come first; fusion passes slot in before `legalize_ops`, which is where the
+/// IR stops being operators and starts being kernel calls. From there each step establishes what
+/// the next needs (see `properties.hpp`): a user pipeline that reorders them does not compile.
+#pragma once
+
+#include <kiln/ir/pass_traits.hpp>
+#include <kiln/pass/pipeline.hpp>
+#include <kiln/pass/registry.hpp>
+#include <kiln/pass/sequential.hpp>
+#include <kiln/transform/call_tir_rewrite.hpp>
+#include <kiln/transform/legalize_ops.hpp>
+#include <kiln/transform/static_plan_block_memory.hpp>
+#include <kiln/transform/to_non_dataflow.hpp>
+#include <kiln/transform/vm_builtin_lower.hpp>
+#include <kiln/transform/vm_shape_lower.hpp>
+
+namespace kiln::transform {
+
+/// Lowering from kernel calls to what the VM runs: explicit outputs, memory planning, built-ins,
+/// shapes.
+using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, call_tir_rewrite, static_plan_block_memory,
+                                     vm_builtin_lower, vm_shape_lower>;
+
+/// The whole pipeline `kiln::compile` runs by default.
+using default_pipeline = named_sequential<"kiln.default", 0, legalize_ops, lower_to_vm>;
+
+/// Registers every compiler pass, and the two pipelines, by name in `registry` (idempotent).
+inline void register_passes(pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global()) {
+  registry.add<legalize_ops>()
+      .add<to_non_dataflow>()
+      .add<call_tir_rewrite>()
+      .add<static_plan_block_memory>()
+      .add<vm_builtin_lower>()
+      .add<vm_shape_lower>()
+      .add<lower_to_vm>()
+      .add<default_pipeline>();
+}
+
+}  // namespace kiln::transform

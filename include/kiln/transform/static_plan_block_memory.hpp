@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `static_plan_block_memory`: places a function's intermediate tensors in planned storage
+/// (Relax's StaticPlanBlockMemory, planned over the whole function as XLA's buffer assignment
+/// does).
+///
+/// Every `R.builtin.alloc_tensor` bound at the top level of a function is a candidate. Its
+/// lifetime runs from its binding to the last use of it *or of anything that may alias it*: a
+/// view (`kernels.reshape_view`), a tuple holding it, the result of a call it was passed to, an
+/// `if` whose branches use it. A tensor that may reach the function's result, or that a closure
+/// captures, escapes: it keeps its own allocation, since the caller holds it after the function
+/// returns.
+///
+/// - **Static sizes** share one arena per function: the tensors are placed greedily in decreasing
+///   size, each at the best-fitting gap among the tensors whose lifetimes overlap its own (XLA's
+///   GlobalDecreasingSizeBestFitHeap), at 64-byte aligned offsets. The arena is one
+///   `R.memory.alloc_storage` at the start of the function; each tensor an `R.memory.alloc_tensor`
+///   at a fixed offset.
+/// - **Symbolic sizes** get storage tokens: a tensor reuses the storage of an earlier one whose
+///   lifetime has ended when their sizes in bytes are provably equal (keyed by bytes, not dtype),
+///   else it gets a storage of its own, allocated where it is first needed.
+///
+/// The function records its plan in attributes: `kiln.planned_bytes` (the arena), `kiln.unplanned_bytes`
+/// (the sum of the planned tensors' sizes, what one allocation per tensor would take),
+/// `kiln.live_lower_bound` (the largest sum of sizes live at one point, which no plan can beat)
+/// and `kiln.storage_tokens` (symbolic storages).
+///
+/// Allocations inside `if` branches are left as they are.
+#pragma once
+
+#include <kiln/pass/property.hpp>
+#include <kiln/transform/detail/rewrite.hpp>
+#include <kiln/transform/properties.hpp>
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kiln::transform {
+
+/// What `static_plan_block_memory` decided for one function (also recorded as its attributes).
+struct memory_plan_stats {
+  std::int64_t planned_bytes = 0;     ///< the arena's size
+  std::int64_t unplanned_bytes = 0;   ///< sum of the sizes of the tensors placed in the arena
+  std::int64_t live_lower_bound = 0;  ///< the largest sum of sizes live at once
+  std::int64_t planned_tensors = 0;   ///< tensors placed in the arena
+  std::int64_t storage_tokens = 0;    ///< storages for tensors of symbolic size
+  std::int64_t symbolic_tensors = 0;  ///< tensors of symbolic size placed in those storages
+  std::int64_t escaping_tensors = 0;  ///< tensors left with their own allocation (they may be returned)
+};
+
+/// The stats recorded on function `f` by the planner (zeros when it was not planned).
+inline memory_plan_stats memory_plan_of(const ir::base_func& f) {
+  memory_plan_stats s;
+  s.planned_bytes = f->attrs.get_or<std::int64_t>(properties::planned_bytes_attr, 0);
+  s.unplanned_bytes = f->attrs.get_or<std::int64_t>("kiln.unplanned_bytes", 0);
+  s.live_lower_bound = f->attrs.get_or<std::int64_t>("kiln.live_lower_bound", 0);
+  s.storage_tokens = f->attrs.get_or<std::int64_t>("kiln.storage_tokens", 0);
+  return s;
+}
+
+struct static_plan_block_memory {
+  static constexpr std::string_view name = "static_plan_block_memory";
+  static constexpr int opt_level = 0;
+  using needs = property_list<properties::non_dataflow, properties::explicit_outputs>;
+  using establishes = property_list<properties::memory_planned>;
+
+  static constexpr std::int64_t alignment = 64;
+
+  ir::function operator()(const ir::function& f) const {
+    analysis a(f);
+    return a.rewrite();
+  }
+
+private:
+  struct candidate {
+    const ir::var_node* var;
+    ir::prim_expr bytes;  ///< size in bytes
+    std::int64_t begin = 0, end = 0;
+    std::int64_t offset = -1;  ///< static: offset in the arena
+    int token = -1;            ///< symbolic: storage token
+  };
+
+  class analysis {
+  public:
+    explicit analysis(const ir::function& f) : f_(f) {
+      auto& body = static_cast<const ir::seq_expr_node&>(*f->body);
+      for (auto& block : body.blocks)
+        for (auto& b : block.bindings) bindings_.push_back(&b);
+      result_pos_ = std::int64_t(bindings_.size());
+      collect();
+      lifetimes(body);
+    }
+
+    ir::function rewrite() {
+      std::vector<candidate*> fixed, symbolic;
+      for (auto& c : cands_) {
+        if (escapes_.count(c.var)) {
+          ++stats_.escaping_tensors;
+          continue;
+        }
+        (ir::as_int(c.bytes) ? fixed : symbolic).push_back(&c);
+      }
+      place_static(fixed);
+      place_symbolic(symbolic);
+      stats_.planned_tensors = std::int64_t(fixed.size());
+      stats_.symbolic_tensors = std::int64_t(symbolic.size());
+
+      ir::var arena;
+      if (!fixed.empty())
+        arena = ir::make_var("storage", ir::object_type());
+      std::unordered_map<const ir::var_node*, const candidate*> plan;
+      for (auto* c : fixed) plan[c->var] = c;
+      for (auto* c : symbolic) plan[c->var] = c;
+      std::vector<ir::var> token_vars(std::size_t(stats_.storage_tokens));
+      auto on_body = [](const ir::expr& e) { return e; };
+      auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
+        auto it = plan.find(b.variable.get());
+        if (it == plan.end()) return out.push_back(b);
+        const candidate& c = *it->second;
+        auto& call = static_cast<const ir::call_node&>(*b.value);
+        const dtype dt = call.attrs.find("dtype")->as<dtype>();
+        ir::var st = arena;
+        std::int64_t offset = c.offset;
+        if (c.token >= 0) {
+          ir::var& tv = token_vars[std::size_t(c.token)];
+          if (!tv) {
+            tv = ir::make_var("storage" + std::to_string(c.token), ir::object_type());
+            out.push_back({tv, storage(token_bytes_[std::size_t(c.token)]), {}});
+          }
+          st = tv;
+          offset = 0;
+        }
+        out.push_back({b.variable, ir::call_op("memory.alloc_tensor", {st, call.args[0]}, {{"offset", offset}, {"dtype", dt}}), b.cast_type});
+      };
+      ir::expr body = detail::rewrite_seq(f_->body, on_binding, on_body);
+      if (arena) {  // the arena comes first, before anything can use it
+        auto& s = static_cast<const ir::seq_expr_node&>(*body);
+        std::vector<ir::binding_block> blocks = s.blocks;
+        blocks.insert(blocks.begin(), ir::binding_block{false, {{arena, storage(ir::make_int(stats_.planned_bytes)), {}}}});
+        body = ir::make_seq(std::move(blocks), s.body);
+      }
+      ir::attr_map attrs = f_->attrs;
+      attrs.set(properties::planned_bytes_attr, stats_.planned_bytes);
+      attrs.set("kiln.unplanned_bytes", stats_.unplanned_bytes);
+      attrs.set("kiln.live_lower_bound", stats_.live_lower_bound);
+      if (stats_.storage_tokens) attrs.set("kiln.storage_tokens", stats_.storage_tokens);
+      return ir::make_ref<ir::function_node>(f_->params, std::move(body), f_->ret_type, std::move(attrs));
+    }
+
+  private:
+    static ir::expr storage(const ir::prim_expr& bytes) { return ir::call_op("memory.alloc_storage", {ir::make_shape_expr({bytes})}); }
+
+    /// The variables `e` mentions, anywhere inside it (branches included).
+    static void vars_in(const ir::expr& e, std::vector<const ir::var_node*>& out) {
+      ir::post_order_visit(e, [&](const ir::expr& x) {
+        if (auto* v = ir::dyn_cast<ir::var_node>(x)) out.push_back(v);
+      });
+    }
+
+    /// True when the value bound may hold a reference to the variables it mentions.
+    static bool may_alias(const ir::binding& b) {
+      const ir::type& t = b.variable->checked_type;
+      if (t->kind == ir::node_kind::prim_type || t->kind == ir::node_kind::shape_type) return false;
+      if (auto* tt = ir::dyn_cast<ir::tuple_type_node>(t); tt && tt->fields.empty()) return false;
+      const ir::op_node* o = detail::callee_op(b.value);
+      if (o && (o->name() == "builtin.alloc_tensor" || o->name().rfind("memory.", 0) == 0)) return false;
+      return true;
+    }
+
+    void collect() {
+      for (std::int64_t p = 0; p < std::int64_t(bindings_.size()); ++p) {
+        const ir::binding& b = *bindings_[std::size_t(p)];
+        pos_[b.variable.get()] = p;
+        if (!detail::is_op_call(b.value, "builtin.alloc_tensor")) continue;
+        auto& call = static_cast<const ir::call_node&>(*b.value);
+        auto* shape = ir::dyn_cast<ir::shape_expr_node>(call.args[0]);
+        if (!shape) continue;
+        ir::prim_expr bytes = ir::make_int(std::int64_t(size_of(call.attrs.find("dtype")->as<dtype>())));
+        for (auto& d : shape->values) bytes = bytes * d;
+        cands_.push_back({b.variable.get(), bytes, p, p});
+      }
+    }
+
+    void lifetimes(const ir::seq_expr_node& body) {
+      std::unordered_map<const ir::var_node*, std::int64_t> last_use;
+      std::unordered_map<const ir::var_node*, std::vector<const ir::var_node*>> aliased_by;  // v -> bindings that may hold v
+      for (std::int64_t p = 0; p < std::int64_t(bindings_.size()); ++p) {
+        const ir::binding& b = *bindings_[std::size_t(p)];
+        std::vector<const ir::var_node*> used;
+        vars_in(b.value, used);
+        const bool alias = may_alias(b);
+        const bool captures = detail::is_op_call(b.value, "make_closure");
+        for (auto* v : used) {
+          last_use[v] = p;
+          if (alias) aliased_by[v].push_back(b.variable.get());
+          if (captures) escapes_.insert(v);
+        }
+      }
+      std::vector<const ir::var_node*> returned;
+      vars_in(body.body, returned);
+      for (auto* v : returned) {
+        escapes_.insert(v);
+        last_use[v] = result_pos_;
+      }
+      // Backwards: a variable lives as long as anything holding it, and escapes with it.
+      std::unordered_map<const ir::var_node*, std::int64_t> end;
+      for (std::int64_t p = std::int64_t(bindings_.size()) - 1; p >= 0; --p) {
+        const ir::var_node* v = bindings_[std::size_t(p)]->variable.get();
+        std::int64_t e = last_use.count(v) ? last_use[v] : p;
+        for (auto* w : aliased_by[v]) {
+          e = std::max(e, end[w]);
+          if (escapes_.count(w)) escapes_.insert(v);
+        }
+        end[v] = e;
+      }
+      for (auto& c : cands_) c.end = end[c.var];
+    }
+
+    static std::int64_t align(std::int64_t n) { return (n + alignment - 1) / alignment * alignment; }
+
+    void place_static(std::vector<candidate*>& fixed) {
+      for (auto* c : fixed) stats_.unplanned_bytes += *ir::as_int(c->bytes);
+      // The live-set lower bound, swept over positions.
+      for (std::int64_t p = 0; p <= result_pos_; ++p) {
+        std::int64_t live = 0;
+        for (auto* c : fixed)
+          if (c->begin <= p && p <= c->end) live += *ir::as_int(c->bytes);
+        stats_.live_lower_bound = std::max(stats_.live_lower_bound, live);
+      }
+      std::vector<candidate*> order = fixed;
+      std::stable_sort(order.begin(), order.end(), [](const candidate* a, const candidate* b) { return *ir::as_int(a->bytes) > *ir::as_int(b->bytes); });
+      std::vector<const candidate*> placed;
+      for (auto* c : order) {
+        const std::int64_t size = align(*ir::as_int(c->bytes));
+        std::vector<std::pair<std::int64_t, std::int64_t>> busy;  // [offset, end) of overlapping placed tensors
+        for (auto* q : placed)
+          if (q->begin <= c->end && c->begin <= q->end) busy.emplace_back(q->offset, q->offset + align(*ir::as_int(q->bytes)));
+        std::sort(busy.begin(), busy.end());
+        std::int64_t best = -1, best_gap = 0, at = 0;
+        for (auto& [lo, hi] : busy) {
+          if (lo - at >= size && (best < 0 || lo - at < best_gap)) best = at, best_gap = lo - at;
+          at = std::max(at, hi);
+        }
+        c->offset = best >= 0 ? best : at;
+        stats_.planned_bytes = std::max(stats_.planned_bytes, c->offset + size);
+        placed.push_back(c);
+      }
+    }
+
+    void place_symbolic(std::vector<candidate*>& symbolic) {
+      struct token {
+        ir::prim_expr bytes;
+        std::int64_t end;
+      };
+      std::vector<token> tokens;
+      for (auto* c : symbolic) {  // in program order
+        int chosen = -1;
+        for (std::size_t t = 0; t < tokens.size(); ++t)
+          if (tokens[t].end < c->begin && ir::prove_equal(tokens[t].bytes, c->bytes)) {
+            chosen = int(t);
+            break;
+          }
+        if (chosen < 0) {
+          tokens.push_back({c->bytes, c->end});
+          token_bytes_.push_back(c->bytes);
+          chosen = int(tokens.size() - 1);
+        }
+        tokens[std::size_t(chosen)].end = c->end;
+        c->token = chosen;
+      }
+      stats_.storage_tokens = std::int64_t(tokens.size());
+    }
+
+    ir::function f_;
+    std::vector<const ir::binding*> bindings_;
+    std::int64_t result_pos_ = 0;
+    std::vector<candidate> cands_;
+    std::unordered_map<const ir::var_node*, std::int64_t> pos_;
+    std::unordered_set<const ir::var_node*> escapes_;
+    std::vector<ir::prim_expr> token_bytes_;
+    memory_plan_stats stats_;
+  };
+};
+
+}  // namespace kiln::transform
