@@ -18,6 +18,10 @@
 #include <kiln/pass/registry.hpp>
 #include <kiln/pass/sequential.hpp>
 #include <kiln/transform/call_tir_rewrite.hpp>
+#include <kiln/transform/canonicalize_bindings.hpp>
+#include <kiln/transform/dead_code_elimination.hpp>
+#include <kiln/transform/eliminate_common_subexpr.hpp>
+#include <kiln/transform/fold_constant.hpp>
 #include <kiln/transform/legalize_ops.hpp>
 #include <kiln/transform/static_plan_block_memory.hpp>
 #include <kiln/transform/to_non_dataflow.hpp>
@@ -26,17 +30,27 @@
 
 namespace kiln::transform {
 
+/// Graph-level simplification (opt level 1 and up, but canonicalization): constants folded, common
+/// values shared, renamings and dead code removed.
+using simplify = named_sequential<"kiln.simplify", 0, canonicalize_bindings, fold_constant, eliminate_common_subexpr, canonicalize_bindings,
+                                  dead_code_elimination>;
+
 /// Lowering from kernel calls to what the VM runs: explicit outputs, memory planning, built-ins,
 /// shapes.
 using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, call_tir_rewrite, static_plan_block_memory,
                                      vm_builtin_lower, vm_shape_lower>;
 
 /// The whole pipeline `kiln::compile` runs by default.
-using default_pipeline = named_sequential<"kiln.default", 0, legalize_ops, lower_to_vm>;
+using default_pipeline = named_sequential<"kiln.default", 0, simplify, legalize_ops, lower_to_vm>;
 
 /// Registers every compiler pass, and the two pipelines, by name in `registry` (idempotent).
 inline void register_passes(pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global()) {
-  registry.add<legalize_ops>()
+  registry.add<canonicalize_bindings>()
+      .add<fold_constant>()
+      .add<eliminate_common_subexpr>()
+      .add<dead_code_elimination>()
+      .add<simplify>()
+      .add<legalize_ops>()
       .add<to_non_dataflow>()
       .add<call_tir_rewrite>()
       .add<static_plan_block_memory>()
