@@ -42,9 +42,9 @@ struct compile_options {
   /// `pass_context_scope` wins, as in TVM, where the opt level is the PassContext's).
   int opt_level = 2;
   /// A textual pipeline (`"legalize_ops,kiln.lower_to_vm"`) to run instead of the default one.
-  std::optional<std::string> pipeline;
+  std::optional<std::string> pipeline = std::nullopt;
   exec_mode mode = exec_mode::bytecode;
-  codegen::vm_codegen_options codegen;
+  codegen::vm_codegen_options codegen = {};
 };
 
 namespace detail {

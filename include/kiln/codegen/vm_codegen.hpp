@@ -175,7 +175,9 @@ private:
         vm::shape_vector dims;
         for (auto& d : static_cast<const ir::shape_expr_node&>(*e).values) {
           auto c = ir::as_int(d);
-          if (!c) fail("the shape " + ir::to_string(static_cast<const ir::shape_expr_node&>(*e).values) + " uses size variables; run vm_shape_lower first");
+          if (!c)
+            fail("the shape " + ir::to_string(static_cast<const ir::shape_expr_node&>(*e).values, [](const ir::size_var_node& v) { return v.name; }, "[", "]") +
+                 " uses size variables; run vm_shape_lower first");
           dims.push_back(*c);
         }
         return b_.c(b_.add_constant(vm::value::shape(std::move(dims))));
@@ -276,8 +278,9 @@ private:
     b_.emit_call(p.func, std::span<const vm::instr_arg>(p.args), p.fixed_dst ? *p.fixed_dst : dst);
   }
 
-  /// The operand for `e`: a register, or a literal. A tuple literal or element access is computed
-  /// into a temporary register, recorded in `temps` for release after the instruction.
+  /// The operand for `e`: a register, or a literal. A tuple literal, an element access or a call
+  /// (a function's result, say) is computed into a temporary register, recorded in `temps` for
+  /// release after the instruction.
   vm::instr_arg operand(const ir::expr& e, std::vector<vm::reg_name>& temps) {
     if (auto* v = ir::dyn_cast<ir::var_node>(e)) {
       const ir::var_node* g = find(v);
@@ -287,14 +290,14 @@ private:
       return vm::exec_builder::r(it->second);
     }
     if (auto lit = literal(e)) return *lit;
-    if (ir::isa<ir::tuple_node>(e) || ir::isa<ir::tuple_get_item_node>(e)) {
+    if (ir::isa<ir::tuple_node>(e) || ir::isa<ir::tuple_get_item_node>(e) || ir::isa<ir::call_node>(e)) {
       call_plan p = plan_value(e, temps);
       const vm::reg_name r = take_register();
       temps.push_back(r);
       emit(p, r);
       return vm::exec_builder::r(r);
     }
-    fail("cannot pass this expression as an argument (a nested call); bind it to a variable first");
+    fail("cannot use this expression (an if or a sequence) as an operand; bind it to a variable first");
   }
   void release(std::vector<vm::reg_name>& temps) {
     for (auto r : temps) give_back(r);

@@ -303,7 +303,7 @@ private:
         if (!v || *v == f.default_value) continue;
         s += ", " + f.name + "=" + attr_text(*v);
       }
-      if (!c.type_args.empty()) s += (o->name() == "call_tir" ? ", out_sinfo=" : ", type_args=") + type_list(c.type_args);
+      if (!c.type_args.empty()) s += (o->name() == "call_tir" || o->name() == "call_dps_packed" ? ", out_sinfo=" : ", type_args=") + type_list(c.type_args);
       return s + ")";
     }
     if (auto* x = dyn_cast<extern_func_node>(c.callee)) {

@@ -73,6 +73,13 @@ public:
     return it == rules_.end() ? nullptr : &it->second;
   }
   bool contains(const std::string& op_name) const { return find(op_name) != nullptr; }
+  /// The operators that have a rule, sorted.
+  std::vector<std::string> names() const {
+    std::shared_lock lock(mutex_);
+    std::vector<std::string> out;
+    for (auto& [n, r] : rules_) out.push_back(n);
+    return out;
+  }
 
   /// The lowering of `call`, an operator call; a `lowering_error` when there is no rule or the rule
   /// refuses the call.

@@ -13,10 +13,12 @@
 /// kernel, by a `call_dps_packed` of its `global_symbol`. Operators already in lowered form pass
 /// through. Fusion passes run before this one.
 ///
+/// Operator calls nested inside other expressions (an operand, a tuple, a function's or branch's
+/// result) are bound to variables of their own first.
+///
 /// A call that cannot be lowered — an operator without a kernel, an attribute the kernel does not
-/// support, a result whose shape or dtype is unknown, an operator call nested inside another
-/// expression — is an error; the pass reports **all** of them in one `lowering_error`, one line
-/// each, naming the operator, the function and the binding.
+/// support, a result whose shape or dtype is unknown — is an error; the pass reports **all** of
+/// them in one `lowering_error`, one line each, naming the operator, the function and the binding.
 #pragma once
 
 #include <kiln/ir/visitor.hpp>
@@ -63,36 +65,74 @@ private:
     auto where = [&](const std::string& op, const ir::binding* b) {
       return "R." + op + " in function '" + fn_name + "', " + (b ? "binding '" + b->variable->name_hint + "'" : std::string("the result"));
     };
-    // Operator calls may only stand as a binding's whole value.
-    auto check_nested = [&](const ir::expr& e, const ir::binding* b) {
-      detail::for_each_subexpr(e, [&](const ir::expr& x) {
-        if (x == e) return;
-        if (const ir::op_node* o = detail::callee_op(x); o && !passes_through(o->name()))
-          problems.push_back(where(o->name(), b) + ": the call is nested inside another expression; bind it to a variable first");
-      });
+    // Lowers one operator call bound to `v` (appending to `out`); nested operator calls in its
+    // operands are bound to variables of their own first.
+    std::function<void(const ir::var&, const ir::expr&, const ir::type&, const ir::binding*, std::vector<ir::binding>&)> lower_bound;
+    auto hoist = [&](const ir::expr& e, const ir::binding* b, bool dataflow, std::vector<ir::binding>& out) -> ir::expr {
+      struct hoister final : ir::expr_mutator {
+        std::function<ir::expr(const ir::expr&)> bind;
+        ir::expr mutate_call(const ir::call_node& n, const ir::expr& self) override {
+          ir::expr e = expr_mutator::mutate_call(n, self);
+          if (const ir::op_node* o = detail::callee_op(e); o && !passes_through(o->name())) return bind(e);
+          return e;
+        }
+        ir::expr mutate_if(const ir::if_node&, const ir::expr& self) override { return self; }
+        ir::expr mutate_seq(const ir::seq_expr_node&, const ir::expr& self) override { return self; }
+      } h;
+      h.bind = [&](const ir::expr& call) -> ir::expr {
+        ir::var v = dataflow ? ir::make_dataflow_var("lv", call->checked_type) : ir::make_var("lv", call->checked_type);
+        lower_bound(v, call, {}, b, out);
+        return v;
+      };
+      return h.mutate(e);
     };
-    auto on_body = [&](const ir::expr& body) {
-      check_nested(body, nullptr);
-      if (const ir::op_node* o = detail::callee_op(body); o && !passes_through(o->name()))
-        problems.push_back(where(o->name(), nullptr) + ": an operator call as a function's or branch's result must be bound to a variable first");
-      return body;
-    };
-    auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
-      check_nested(b.value, &b);
-      const ir::op_node* o = detail::callee_op(b.value);
+    lower_bound = [&](const ir::var& v, const ir::expr& value, const ir::type& cast, const ir::binding* b, std::vector<ir::binding>& out) {
+      const ir::op_node* o = detail::callee_op(value);
       if (!o || passes_through(o->name())) {
-        out.push_back(b);
+        out.push_back({v, value, cast});
         return;
       }
-      auto& call = static_cast<const ir::call_node&>(*b.value);
-      try {
-        if (o->name() == "call_tir") return lower_call_tir(m, call, b, out, t);
-        kernel_call k = t.lower(call);
-        out.push_back({b.variable, emit(k, call.checked_type), b.cast_type});
-      } catch (const lowering_error& err) {
-        problems.push_back(where(o->name(), &b) + ": " + err.what());
-        out.push_back(b);
+      // Operands first: nested calls get variables of their own.
+      auto& c = static_cast<const ir::call_node&>(*value);
+      std::vector<ir::expr> args;
+      bool changed = false;
+      for (auto& a : c.args) {
+        args.push_back(hoist(a, b, v->is_dataflow(), out));
+        changed |= args.back() != a;
       }
+      ir::expr call = changed ? ir::expr_mutator::rebuild_call(c, c.callee, std::move(args)) : value;
+      auto& cn = static_cast<const ir::call_node&>(*call);
+      try {
+        if (o->name() == "call_tir") {
+          ir::binding fake{v, call, cast};
+          return lower_call_tir(m, cn, fake, out, t);
+        }
+        out.push_back({v, emit(t.lower(cn), cn.checked_type), cast});
+      } catch (const lowering_error& err) {
+        problems.push_back(where(o->name(), b) + ": " + err.what());
+        out.push_back({v, call, cast});
+      }
+    };
+    auto on_body = [&](const ir::expr& body, std::vector<ir::binding>& out) -> ir::expr {
+      if (ir::isa<ir::var_node>(body)) return body;
+      // A result that computes (an operator call, a tuple of them) is bound first.
+      bool computes = false;
+      detail::for_each_subexpr(body, [&](const ir::expr& x) {
+        if (const ir::op_node* o = detail::callee_op(x); o && !passes_through(o->name())) computes = true;
+      });
+      if (!computes) return body;
+      if (detail::callee_op(body)) {
+        ir::var r = ir::make_var("lv", body->checked_type);
+        lower_bound(r, body, {}, nullptr, out);
+        return r;
+      }
+      return hoist(body, nullptr, false, out);
+    };
+    auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
+      if (ir::isa<ir::if_node>(b.value)) return out.push_back(b);
+      const ir::op_node* o = detail::callee_op(b.value);
+      if (o && !passes_through(o->name())) return lower_bound(b.variable, b.value, b.cast_type, &b, out);
+      out.push_back({b.variable, hoist(b.value, &b, b.variable->is_dataflow(), out), b.cast_type});
     };
     return detail::with_body(f, detail::rewrite_seq(f->body, on_binding, on_body));
   }
@@ -164,7 +204,10 @@ private:
         out.push_back(std::move(x));
       }
     }
-    out.push_back({b.variable, in.mutate(body.body), b.cast_type});
+    ir::expr result = in.mutate(body.body);
+    if (auto* o = detail::callee_op(result); o && !passes_through(o->name()))
+      result = emit(table.lower(static_cast<const ir::call_node&>(*result)), result->checked_type);
+    out.push_back({b.variable, result, b.cast_type});
   }
 };
 

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// Compiler tests: random arguments made from a function's parameter types, and the comparison of
+// the compiled program's results with the reference evaluator's.
+#pragma once
+
+#include <kiln/compile.hpp>
+#include <kiln/ir/ir.hpp>
+#include <kiln/pass/pass.hpp>
+#include <kiln/transform/reference_evaluator.hpp>
+#include <kiln/vm/vm.hpp>
+
+#include "../common/message_of.hpp"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <random>
+#include <string>
+
+namespace kiln_test {
+
+namespace ir = kiln::ir;
+namespace vm = kiln::vm;
+using kiln::dtype;
+using kiln::runtime::shape_vector;
+using kiln::runtime::tensor;
+
+/// True when `text` contains `part`.
+inline bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+/// A tensor of `shape` with random values (floats in [-1, 1), integers in [0, 5), bools).
+inline tensor random_tensor(const shape_vector& shape, dtype dt, std::mt19937& gen) {
+  tensor t = tensor::empty(shape, dt);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::uniform_int_distribution<int> k(0, 4);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    std::byte* p = static_cast<std::byte*>(t.data()) + std::size_t(i) * kiln::size_of(dt);
+    const double v = kiln::is_float(dt) ? u(gen) : dt == dtype::bool_ ? double(k(gen) % 2) : double(k(gen));
+    ir::ndarray::store(dt, p, v);
+  }
+  return t;
+}
+
+/// Arguments for function `fn` of `m`: random tensors of the parameters' types, with each size
+/// variable given the value `dims` has for its name.
+inline std::vector<vm::value> arguments_for(const ir::ir_module& m, const std::string& fn, const std::map<std::string, std::int64_t>& dims,
+                                            unsigned seed = 1) {
+  std::mt19937 gen(seed);
+  std::vector<vm::value> args;
+  auto& f = static_cast<const ir::function_node&>(*m->lookup(fn));
+  for (auto& p : f.params) {
+    auto* t = ir::dyn_cast<ir::tensor_type_node>(p->checked_type);
+    REQUIRE_MESSAGE(t, "parameter " << p->name_hint << " is not a tensor");
+    shape_vector shape;
+    for (auto& d : *t->shape) {  // size variables by name, compound dimensions computed
+      const ir::prim_expr v = ir::substitute(d, [&](const ir::size_var_node& s) { return ir::make_int(dims.at(s.name)); });
+      REQUIRE(ir::as_int(v));
+      shape.push_back(*ir::as_int(v));
+    }
+    args.push_back(vm::value(random_tensor(shape, t->dt, gen)));
+  }
+  return args;
+}
+
+/// The largest absolute difference between two results (tensors, tuples of them), or infinity
+/// when their structure, shapes or dtypes differ.
+inline double max_difference(const vm::value& a, const vm::value& b) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (a.is_tuple() || b.is_tuple()) {
+    if (!a.is_tuple() || !b.is_tuple() || a.as_tuple().size() != b.as_tuple().size()) return inf;
+    double m = 0;
+    for (std::size_t i = 0; i < a.as_tuple().size(); ++i) m = std::max(m, max_difference(a.as_tuple()[i], b.as_tuple()[i]));
+    return m;
+  }
+  if (a.is_tensor() && b.is_tensor()) {
+    const tensor x = a.as_tensor(), y = b.as_tensor();
+    if (x.type() != y.type() || x.shape() != y.shape()) return inf;
+    const auto xs = kiln::kernels::cast(x, dtype::float64).to_vector<double>(), ys = kiln::kernels::cast(y, dtype::float64).to_vector<double>();
+    double m = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      if (std::isnan(xs[i]) != std::isnan(ys[i])) return inf;
+      if (!std::isnan(xs[i])) m = std::max(m, xs[i] == ys[i] ? 0.0 : std::abs(xs[i] - ys[i]));
+    }
+    return m;
+  }
+  if (a.is_shape() && b.is_shape()) return a.as_shape() == b.as_shape() ? 0 : inf;
+  if (a.is_int() && b.is_int()) return a.as_int() == b.as_int() ? 0 : inf;
+  return inf;
+}
+
+/// Compiles `m` at `opt_level` and checks that `fn(args)` gives what the reference evaluator
+/// gives, within `tolerance`.
+inline void check_against_evaluator(const ir::ir_module& m, const std::string& fn, const std::vector<vm::value>& args, int opt_level = 2,
+                                    double tolerance = 0) {
+  kiln::pass_context ctx(opt_level);
+  kiln::pass_context_scope scope(ctx);
+  const vm::executable ex = kiln::compile(m);
+  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  const vm::value got = machine.invoke_span(fn, args);
+  kiln::transform::reference_evaluator eval(m);
+  const vm::value want = eval.call(fn, args);
+  CHECK_MESSAGE(max_difference(got, want) <= tolerance, "function " << fn << " at opt level " << opt_level);
+}
+
+}  // namespace kiln_test

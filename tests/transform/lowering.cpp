@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: Apache-2.0
+// The lowering passes, one behaviour per case: IR text in, expected IR text out.
+#include <kiln/transform/default_pipeline.hpp>
+
+#include "helpers.hpp"
+
+using namespace kiln;
+using namespace kiln_test;
+namespace t = kiln::transform;
+
+namespace {
+
+// The passes up to and including `Last`, as the default pipeline orders them.
+using upto_legalize = kiln::sequential<t::legalize_ops>;
+using upto_rewrite = kiln::sequential<t::legalize_ops, t::to_non_dataflow, t::call_tir_rewrite>;
+using upto_plan = kiln::sequential<t::legalize_ops, t::to_non_dataflow, t::call_tir_rewrite, t::static_plan_block_memory>;
+using upto_builtins = kiln::sequential<t::legalize_ops, t::to_non_dataflow, t::call_tir_rewrite, t::static_plan_block_memory, t::vm_builtin_lower>;
+using upto_shapes = kiln::sequential<t::legalize_ops, t::to_non_dataflow, t::call_tir_rewrite, t::static_plan_block_memory, t::vm_builtin_lower,
+                                     t::vm_shape_lower>;
+
+const char* softmax_module = R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((6,), "float32"):
+        with R.dataflow():
+            lv: R.Tensor((2, 3), "float32") = R.nn.softmax(x, axis=1)
+            lv1: R.Tensor((2, 1), "float32") = R.sum(lv, axis=[1], keepdims=True)
+            lv2: R.Tensor((2, 3), "float32") = R.divide(lv, lv1)
+            gv: R.Tensor((6,), "float32") = R.reshape(lv2, R.shape([-1]))
+            R.output(gv)
+        return gv
+)";
+
+}  // namespace
+
+TEST_CASE("legalize_ops turns operators into kernel calls, attributes into values, reshape into a view") {
+  CHECK(after(upto_legalize{}, softmax_module) == R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((6,), "float32"):
+        with R.dataflow():
+            lv: R.Tensor((2, 3), "float32") = R.call_dps_packed(R.ExternFunc("kernels.softmax"), (x, R.prim_value(1)), out_sinfo=R.Tensor((2, 3), "float32"))
+            lv1: R.Tensor((2, 1), "float32") = R.call_dps_packed(R.ExternFunc("kernels.sum"), (lv, R.shape([1]), R.prim_value(1, "bool")), out_sinfo=R.Tensor((2, 1), "float32"))
+            lv2: R.Tensor((2, 3), "float32") = R.call_dps_packed(R.ExternFunc("kernels.divide"), (lv, lv1), out_sinfo=R.Tensor((2, 3), "float32"))
+            gv: R.Tensor((6,), "float32") = R.call_packed("kernels.reshape_view", lv2, R.shape([6]), sinfo_args=R.Tensor((6,), "float32"))
+            R.output(gv)
+        return gv
+)");
+}
+
+TEST_CASE("legalize_ops lowers optional attributes: an absent axis is null or empty, absent clip bounds are infinite") {
+  const std::string out = after(upto_legalize{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tuple(R.Tensor((), "int64"), R.Tensor((), "float32"), R.Tensor((2, 3), "float32"), R.Tensor((2, 3), "float32"), R.Tensor((3, 2), "float32"), R.Tensor((2, 3), "float32")):
+        a: R.Tensor((), "int64") = R.argmax(x)
+        b: R.Tensor((), "float32") = R.max(x)
+        c: R.Tensor((2, 3), "float32") = R.clip(x, min=0.0, max=inf)
+        d: R.Tensor((2, 3), "float32") = R.sum(x, axis=[])
+        e: R.Tensor((3, 2), "float32") = R.permute_dims(x)
+        f: R.Tensor((2, 3), "float32") = R.nn.gelu(x, approximate="tanh")
+        return (a, b, c, d, e, f)
+)");
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.argmax"), (x, R.null_value(), R.prim_value(0, "bool")))"));
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.max"), (x, R.shape([]), R.prim_value(0, "bool")))"));
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.clip"), (x, R.prim_value(0.0, "float64"), R.prim_value(inf, "float64")))"));
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.copy"), (x,))"));  // reduces no axis
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.permute_dims"), (x, R.shape([])))"));
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.gelu_tanh"), (x,))"));
+}
+
+TEST_CASE("legalize_ops reports every call it cannot lower at once, with function and binding (nested calls are bound first)") {
+  static const ir::op no_kernel = ir::op_registry::global().add(
+      {"test.no_kernel", {"x"}, {}, [](const ir::call_context& c) { return c.arg_type(0); }, ir::op_pattern::elemwise, "an operator without a kernel"});
+  (void)no_kernel;
+  const std::string msg = message_of<kiln::error>([] {
+    kiln::run(upto_legalize{}, ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32"), y: R.Tensor("float32", ndim=2)) -> R.Tuple(R.Tensor((2, 2), "float64"), R.Tensor("float32", ndim=2)):
+        a: R.Tensor((2, 3), "float32") = R.test.no_kernel(x)
+        b: R.Tensor((2, 2), "float64") = R.matmul(a, R.permute_dims(a), out_dtype="float64")
+        c: R.Tensor("float32", ndim=2) = R.exp(y)
+        return (b, c)
+
+    @R.function
+    def other(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        z: R.Tensor((4,), "float32") = R.test.no_kernel(x)
+        return z
+)"));
+  });
+  CHECK(msg == "kiln: pass 'legalize_ops' (in 'sequential') failed: kiln::transform::legalize_ops: 4 calls cannot be lowered to kernels:\n"
+               "  R.test.no_kernel in function 'main', binding 'a': no kernel implements operator R.test.no_kernel\n"
+               "  R.matmul in function 'main', binding 'b': matmul with out_dtype float64 on float32 operands has no kernel (the kernels compute in the operands' dtype); cast the operands instead\n"
+               "  R.exp in function 'main', binding 'c': the result type R.Tensor(\"float32\", ndim=2) does not give the shape and dtype of the output to allocate; add an R.match_cast to a known shape before this call\n"
+               "  R.test.no_kernel in function 'other', binding 'z': no kernel implements operator R.test.no_kernel");
+}
+
+TEST_CASE("legalize_ops inlines a kernel function's body and calls an external kernel by its global symbol") {
+  const std::string out = after(upto_legalize{}, R"(@I.ir_module
+class Module:
+    @T.prim_func
+    def add_relu(a: R.Tensor((m, 4), "float32"), b: R.Tensor((m, 4), "float32"), out: R.Tensor((m, 4), "float32")):
+        s: R.Tensor((m, 4), "float32") = R.add(a, b)
+        return R.nn.relu(s)
+
+    @T.prim_func
+    def ext(p: R.Tensor((8,), "float32"), q: R.Tensor((8,), "float32")):
+        T.func_attr({"global_symbol": "my_kernel"})
+        pass
+
+    @R.function
+    def main(x: R.Tensor((n, 4), "float32"), v: R.Tensor((8,), "float32")) -> R.Tuple(R.Tensor((n, 4), "float32"), R.Tensor((8,), "float32")):
+        y: R.Tensor((n, 4), "float32") = R.call_tir(cls.add_relu, (x, x), out_sinfo=R.Tensor((n, 4), "float32"))
+        w: R.Tensor((8,), "float32") = R.call_tir(cls.ext, (v,), out_sinfo=R.Tensor((8,), "float32"))
+        return (y, w)
+)");
+  CHECK(contains(out, R"(s: R.Tensor((n, 4), "float32") = R.call_dps_packed(R.ExternFunc("kernels.add"), (x, x), out_sinfo=R.Tensor((n, 4), "float32")))"));
+  CHECK(contains(out, R"(y: R.Tensor((n, 4), "float32") = R.call_dps_packed(R.ExternFunc("kernels.relu"), (s,), out_sinfo=R.Tensor((n, 4), "float32")))"));
+  CHECK(contains(out, R"(w: R.Tensor((8,), "float32") = R.call_dps_packed(R.ExternFunc("my_kernel"), (v,), out_sinfo=R.Tensor((8,), "float32")))"));
+}
+
+TEST_CASE("to_non_dataflow makes blocks and variables ordinary") {
+  CHECK(after(t::to_non_dataflow{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        with R.dataflow():
+            lv: R.Tensor((4,), "float32") = R.exp(x)
+            gv: R.Tensor((4,), "float32") = R.add(lv, x)
+            R.output(gv)
+        return gv
+)") == R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        lv: R.Tensor((4,), "float32") = R.exp(x)
+        gv: R.Tensor((4,), "float32") = R.add(lv, x)
+        return gv
+)");
+}
+
+TEST_CASE("call_tir_rewrite allocates each output and passes it last; several outputs go as one tuple") {
+  CHECK(after(upto_rewrite{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 6), "float32")) -> R.Tuple(R.Tensor((4, 3), "float32"), R.Tensor((4, 3), "float32")):
+        e: R.Tensor((4, 6), "float32") = R.exp(x)
+        s: R.Tuple(R.Tensor((4, 3), "float32"), R.Tensor((4, 3), "float32")) = R.split(e, sections=2, axis=1)
+        return s
+)") == R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 6), "float32")) -> R.Tuple(R.Tensor((4, 3), "float32"), R.Tensor((4, 3), "float32")):
+        e: R.Tensor((4, 6), "float32") = R.builtin.alloc_tensor(R.shape([4, 6]), dtype="float32")
+        _: R.Tuple() = R.call_packed("kernels.exp", x, e, sinfo_args=R.Tuple())
+        s_0: R.Tensor((4, 3), "float32") = R.builtin.alloc_tensor(R.shape([4, 3]), dtype="float32")
+        s_1: R.Tensor((4, 3), "float32") = R.builtin.alloc_tensor(R.shape([4, 3]), dtype="float32")
+        s: R.Tuple(R.Tensor((4, 3), "float32"), R.Tensor((4, 3), "float32")) = (s_0, s_1)
+        _1: R.Tuple() = R.call_packed("kernels.split", e, R.prim_value(1), s, sinfo_args=R.Tuple())
+        return s
+)");
+}
+
+TEST_CASE("static_plan_block_memory places static intermediates in one arena, reusing dead space, and leaves the result alone") {
+  const std::string out = after(upto_plan{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((256,), "float32")) -> R.Tensor((256,), "float32"):
+        a: R.Tensor((256,), "float32") = R.exp(x)
+        b: R.Tensor((256,), "float32") = R.exp(a)
+        c: R.Tensor((256,), "float32") = R.exp(b)
+        d: R.Tensor((256,), "float32") = R.exp(c)
+        e: R.Tensor((256,), "float32") = R.exp(d)
+        return e
+)");
+  // a and c (and b and d) never live at the same time: two 1 KiB slots serve four tensors.
+  CHECK(contains(out, R"(R.func_attr({"kiln.live_lower_bound": 2048, "kiln.planned_bytes": 2048, "kiln.unplanned_bytes": 4096}))"));
+  CHECK(contains(out, R"(storage: R.Object = R.memory.alloc_storage(R.shape([2048])))"));
+  CHECK(contains(out, R"(a: R.Tensor((256,), "float32") = R.memory.alloc_tensor(storage, R.shape([256]), dtype="float32"))"));
+  CHECK(contains(out, R"(b: R.Tensor((256,), "float32") = R.memory.alloc_tensor(storage, R.shape([256]), offset=1024, dtype="float32"))"));
+  CHECK(contains(out, R"(c: R.Tensor((256,), "float32") = R.memory.alloc_tensor(storage, R.shape([256]), dtype="float32"))"));
+  CHECK(contains(out, R"(d: R.Tensor((256,), "float32") = R.memory.alloc_tensor(storage, R.shape([256]), offset=1024, dtype="float32"))"));
+  CHECK(contains(out, R"(e: R.Tensor((256,), "float32") = R.builtin.alloc_tensor(R.shape([256]), dtype="float32"))"));  // returned
+}
+
+TEST_CASE("static_plan_block_memory keeps a tensor alive while a view of it is, and lets what reaches the result escape") {
+  const std::string out = after(upto_plan{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((16, 16), "float32")) -> R.Tuple(R.Tensor((256,), "float32"), R.Tensor((256,), "float32")):
+        a: R.Tensor((16, 16), "float32") = R.exp(x)
+        v: R.Tensor((256,), "float32") = R.reshape(a, R.shape([256]))
+        b: R.Tensor((16, 16), "float32") = R.exp(x)
+        vb: R.Tensor((256,), "float32") = R.reshape(b, R.shape([256]))
+        w: R.Tensor((256,), "float32") = R.add(v, vb)
+        r: R.Tensor((16, 16), "float32") = R.negative(x)
+        k: R.Tensor((256,), "float32") = R.reshape(r, R.shape([256]))
+        return (w, k)
+)");
+  // The view v of a is used with b: a and b may not share memory.
+  CHECK(contains(out, R"(a: R.Tensor((16, 16), "float32") = R.memory.alloc_tensor(storage, R.shape([16, 16]), dtype="float32"))"));
+  CHECK(contains(out, R"(b: R.Tensor((16, 16), "float32") = R.memory.alloc_tensor(storage, R.shape([16, 16]), offset=1024, dtype="float32"))"));
+  // r is returned through its view k: it keeps its own allocation.
+  CHECK(contains(out, R"(r: R.Tensor((16, 16), "float32") = R.builtin.alloc_tensor(R.shape([16, 16]), dtype="float32"))"));
+}
+
+TEST_CASE("static_plan_block_memory gives tensors of symbolic size storage tokens, shared when sizes are provably equal") {
+  const std::string out = after(upto_plan{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((n, 4), "float32")) -> R.Tuple(R.Tensor((n, 8), "float32"), R.Tensor((4, n), "float32")):
+        a: R.Tensor((n, 4), "float32") = R.exp(x)
+        b: R.Tensor((n, 4), "float32") = R.exp(a)
+        c: R.Tensor((4, n), "float32") = R.permute_dims(b)
+        d: R.Tensor((n, 8), "float32") = R.concat((x, x), axis=1)
+        e: R.Tensor((4, n), "float32") = R.add(c, c)
+        return (d, e)
+)");
+  CHECK(contains(out, R"("kiln.storage_tokens": 2)"));
+  CHECK(contains(out, R"(storage0: R.Object = R.memory.alloc_storage(R.shape([n * 4 * 4])))"));
+  CHECK(contains(out, R"(a: R.Tensor((n, 4), "float32") = R.memory.alloc_tensor(storage0, R.shape([n, 4]), dtype="float32"))"));
+  CHECK(contains(out, R"(storage1: R.Object = R.memory.alloc_storage(R.shape([n * 4 * 4])))"));
+  // c has the same number of bytes as a, which is dead by then (keyed by bytes, not shape).
+  CHECK(contains(out, R"(c: R.Tensor((4, n), "float32") = R.memory.alloc_tensor(storage0, R.shape([4, n]), dtype="float32"))"));
+}
+
+TEST_CASE("vm_builtin_lower turns memory operators into VM built-in calls") {
+  const std::string out = after(upto_builtins{}, softmax_module);
+  CHECK(contains(out, R"(storage: R.Object = R.call_builtin_with_ctx(R.ExternFunc("vm.builtin.alloc_storage"), (R.shape([128]), R.prim_value(0), R.str("uint8"), R.str("global")), type_args=R.Object))"));
+  CHECK(contains(out, R"(lv1: R.Tensor((2, 1), "float32") = R.call_packed("vm.builtin.alloc_tensor", storage, R.prim_value(64), R.shape([2, 1]), R.str("float32"), sinfo_args=R.Tensor((2, 1), "float32")))"));
+  CHECK(contains(out, R"(lv2_storage: R.Object = R.call_builtin_with_ctx(R.ExternFunc("vm.builtin.alloc_storage"), (R.shape([2, 3]), R.prim_value(0), R.str("float32"), R.str("global")), type_args=R.Object))"));
+}
+
+TEST_CASE("vm_shape_lower checks parameters, stores size variables on the heap, computes compound dimensions, builds shapes") {
+  const std::string out = after(upto_shapes{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((n, 4), "float32"), y: R.Tensor((n * 2, 2), "float32")) -> R.Tensor((n * 2, 2), "float32"):
+        lv: R.Tensor((n * 4,), "float32") = R.reshape(x, R.shape([n * 4]))
+        z: R.Tensor((n * 2, 2), "float32") = R.reshape(lv, R.shape([n * 2, 2]))
+        w: R.Tensor((n * 2, 2), "float32") = R.add(z, y)
+        return w
+)");
+  const char* ctx_x = R"x(R.str("main: parameter 'x' (R.Tensor((n, 4), \"float32\"))"))x";
+  CHECK(contains(out, R"(shape_heap: R.Tensor((3,), "int64") = R.call_builtin_with_ctx(R.ExternFunc("vm.builtin.alloc_shape_heap"), (R.prim_value(3),), type_args=R.Tensor((3,), "int64")))"));
+  CHECK(contains(out, std::string(R"(R.call_packed("vm.builtin.check_tensor_info", x, R.prim_value(2), R.str("float32"), )") + ctx_x));
+  // n stored in slot 0; 4 compared as an immediate
+  CHECK(contains(out, std::string(R"(R.call_packed("vm.builtin.match_shape", x, shape_heap, R.prim_value(2), R.prim_value(1), R.prim_value(0), R.prim_value(0), R.prim_value(4), )") + ctx_x));
+  // y's first dimension n * 2 (slot 1) is computed, then compared
+  CHECK(contains(out, R"(R.call_packed("vm.builtin.eval_shape_expr", shape_heap, R.prim_value(1), R.prim_value(1), R.prim_value(0), R.prim_value(0), R.prim_value(2), R.prim_value(2), R.prim_value(2), sinfo_args=R.Tuple()))"));
+  CHECK(contains(out, R"(R.call_packed("vm.builtin.match_shape", y, shape_heap, R.prim_value(2), R.prim_value(3), R.prim_value(1), R.prim_value(2), R.prim_value(0), )"));
+  CHECK(contains(out, R"(shape: R.Shape([n * 4]) = R.call_packed("vm.builtin.make_shape", shape_heap, R.prim_value(1), R.prim_value(1), R.prim_value(2), sinfo_args=R.Shape([n * 4])))"));
+  CHECK(t::properties::shapes_lowered::check(ir::parse_module(out)).empty());
+}
+
+TEST_CASE("each property's checker finds what its pass would have removed") {
+  const ir::ir_module m = ir::parse_module(softmax_module);
+  CHECK(t::properties::legalized::check(m) == std::vector<std::string>{"function 'main' still calls operator R.nn.softmax", "function 'main' still calls operator R.sum",
+                                                                        "function 'main' still calls operator R.divide", "function 'main' still calls operator R.reshape"});
+  CHECK(t::properties::non_dataflow::check(m) == std::vector<std::string>{"function 'main' has a dataflow block"});
+  CHECK(t::properties::memory_planned::check(m) == std::vector<std::string>{"function 'main' has no memory plan (no kiln.planned_bytes attribute)"});
+  const ir::ir_module lowered = kiln::run(upto_shapes{}, m);
+  CHECK(t::properties::legalized::check(lowered).empty());
+  CHECK(t::properties::non_dataflow::check(lowered).empty());
+  CHECK(t::properties::explicit_outputs::check(lowered).empty());
+  CHECK(t::properties::memory_planned::check(lowered).empty());
+  CHECK(t::properties::builtins_lowered::check(lowered).empty());
+  CHECK(t::properties::shapes_lowered::check(lowered).empty());
+  CHECK(t::properties::builtins_lowered::check(kiln::run(upto_plan{}, m)) ==
+        std::vector<std::string>{"function 'main' still calls R.memory.alloc_storage", "function 'main' still calls R.memory.alloc_tensor",
+                                 "function 'main' still calls R.memory.alloc_tensor", "function 'main' still calls R.builtin.alloc_tensor"});
+}

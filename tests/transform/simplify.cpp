@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+// The graph-level passes: canonicalize_bindings, dead_code_elimination, eliminate_common_subexpr,
+// fold_constant.
+#include <kiln/transform/canonicalize_bindings.hpp>
+#include <kiln/transform/dead_code_elimination.hpp>
+#include <kiln/transform/eliminate_common_subexpr.hpp>
+#include <kiln/transform/fold_constant.hpp>
+
+#include "helpers.hpp"
+
+using namespace kiln;
+using namespace kiln_test;
+namespace t = kiln::transform;
+
+TEST_CASE("canonicalize_bindings drops renamings and casts that prove nothing, but not a dataflow block's output") {
+  CHECK(after(t::canonicalize_bindings{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), o: R.Object) -> R.Tuple(R.Tensor((4,), "float32"), R.Tensor("float32", ndim=1)):
+        with R.dataflow():
+            lv: R.Tensor((4,), "float32") = R.exp(x)
+            lv1: R.Tensor((4,), "float32") = lv
+            lv2: R.Tensor((4,), "float32") = R.match_cast(lv1, R.Tensor((4,), "float32"))
+            gv: R.Tensor((4,), "float32") = lv2
+            R.output(gv)
+        y: R.Tensor((4,), "float32") = gv
+        z: R.Tensor((3,), "float32") = R.match_cast(o, R.Tensor((3,), "float32"))
+        return (y, z)
+)") == R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), o: R.Object) -> R.Tuple(R.Tensor((4,), "float32"), R.Tensor("float32", ndim=1)):
+        with R.dataflow():
+            lv: R.Tensor((4,), "float32") = R.exp(x)
+            gv: R.Tensor((4,), "float32") = lv
+            R.output(gv)
+        z = R.match_cast(o, R.Tensor((3,), "float32"))
+        return (gv, z)
+)");
+}
+
+TEST_CASE("dead_code_elimination removes unused pure bindings, last first, and functions no entry reaches") {
+  CHECK(after(t::dead_code_elimination{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        R.func_attr({"global_symbol": "main"})
+        a: R.Tensor((4,), "float32") = R.exp(x)
+        b: R.Tensor((4,), "float32") = R.log(a)
+        c: R.Object = R.call_packed("my.effect", x, sinfo_args=R.Object)
+        d: R.Tensor((4,), "float32") = cls.used(x)
+        return d
+
+    @R.function
+    def used(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        return x
+
+    @R.function
+    def unused(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        return x
+)") == R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        R.func_attr({"global_symbol": "main"})
+        c: R.Object = R.call_packed("my.effect", x, sinfo_args=R.Object)
+        d: R.Tensor((4,), "float32") = cls.used(x)
+        return d
+
+    @R.function
+    def used(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        return x
+)");
+}
+
+TEST_CASE("eliminate_common_subexpr shares equal values where they are visible, not across a branch's end") {
+  const std::string out = after(kiln::sequential<t::eliminate_common_subexpr, t::canonicalize_bindings>{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), c: R.Prim("bool")) -> R.Tensor((4,), "float32"):
+        a: R.Tensor((4,), "float32") = R.exp(x)
+        b: R.Tensor((4,), "float32") = R.exp(x)
+        s: R.Tensor((4,), "float32") = R.add(a, b)
+        if c:
+            p: R.Tensor((4,), "float32") = R.exp(x)
+            q: R.Tensor((4,), "float32") = R.log(x)
+            r: R.Tensor((4,), "float32") = R.add(p, q)
+        else:
+            r: R.Tensor((4,), "float32") = R.log(x)
+        t: R.Tensor((4,), "float32") = R.log(x)
+        u: R.Tensor((4,), "float32") = R.add(s, R.add(r, t))
+        return u
+)");
+  CHECK(contains(out, "s: R.Tensor((4,), \"float32\") = R.add(a, a)"));
+  CHECK(contains(out, "r: R.Tensor((4,), \"float32\") = R.add(a, q)"));  // the branch sees a
+  CHECK(contains(out, "t: R.Tensor((4,), \"float32\") = R.log(x)"));    // q is not visible here
+}
+
+TEST_CASE("fold_constant computes constant calls with the kernels, through chains, and respects its size limit") {
+  const std::string out = after(kiln::sequential<t::fold_constant, t::dead_code_elimination>{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        a: R.Tensor((2,), "float32") = R.add(R.const([1.0, 2.0], "float32"), R.const(1.0, "float32"))
+        b: R.Tensor((2,), "float32") = R.multiply(a, a)
+        c: R.Tensor((2,), "float32") = R.add(x, b)
+        return c
+)");
+  CHECK(contains(out, R"(c: R.Tensor((2,), "float32") = R.add(x, R.const([4.0, 9.0], "float32")))"));
+  CHECK(!contains(out, "a: R.Tensor"));
+
+  const char* big = R"(@I.ir_module
+class Module:
+    @R.function
+    def main() -> R.Tensor((100, 100), "float32"):
+        a: R.Tensor((100, 100), "float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([100, 100]))
+        return a
+)";
+  CHECK(!contains(after(t::fold_constant{}, big), "R.broadcast_to"));  // 40 KB: folded
+  kiln::pass_context ctx;
+  ctx.set_config(t::fold_constant_max_bytes(), std::int64_t{1000});
+  kiln::pass_context_scope scope(ctx);
+  CHECK(contains(after(t::fold_constant{}, big), "R.broadcast_to(R.const(1.0, \"float32\"), R.shape([100, 100]))"));
+}
+
+TEST_CASE("fold_constant leaves a call the kernels reject, with a warning naming it") {
+  kiln::pass_context ctx;
+  kiln::pass_context_scope scope(ctx);
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main() -> R.Tensor((1,), "int64"):
+        a: R.Tensor((1,), "int64") = R.take(R.const([1, 2], "int64"), R.const([5], "int64"), axis=0)
+        return a
+)");
+  CHECK(kiln::run(t::fold_constant{}, m) == m);
+  REQUIRE(ctx.diagnostics().size() == 1);
+  CHECK(contains(ctx.diagnostics()[0].message, "fold_constant: R.take was not folded"));
+  CHECK(ctx.diagnostics()[0].where == "function 'main', binding 'a'");
+}
