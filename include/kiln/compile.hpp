@@ -45,6 +45,9 @@ struct compile_options {
   std::optional<std::string> pipeline = std::nullopt;
   exec_mode mode = exec_mode::bytecode;
   codegen::vm_codegen_options codegen = {};
+  /// When set, receives the module as the pipeline left it (what code generation read): its
+  /// functions carry the memory plan's figures (`transform::memory_plan_of`).
+  ir::ir_module* lowered = nullptr;
 };
 
 namespace detail {
@@ -62,21 +65,25 @@ inline void register_compiler_passes_once() {
 }
 }  // namespace detail
 
-/// Compiles `m` with `pipeline`, a static pipeline or pass, under `ctx`.
+/// Compiles `m` with `pipeline`, a static pipeline or pass, under `ctx`; `lowered`, when set,
+/// receives what the pipeline produced.
 template <class Pipeline>
   requires pass_for<std::remove_cvref_t<Pipeline>, ir::ir_module>
-vm::executable compile(const ir::ir_module& m, Pipeline&& pipeline, pass_context& ctx, codegen::vm_codegen_options codegen = {}) {
+vm::executable compile(const ir::ir_module& m, Pipeline&& pipeline, pass_context& ctx, codegen::vm_codegen_options codegen = {},
+                       ir::ir_module* lowered = nullptr) {
   kernels::global_registry();  // executables call kernels.*: make sure the default registry has them
-  ir::ir_module lowered = kiln::run(pipeline, m, ctx);
-  return codegen::vm_codegen(lowered, codegen);
+  ir::ir_module out = kiln::run(pipeline, m, ctx);
+  if (lowered) *lowered = out;
+  return codegen::vm_codegen(out, codegen);
 }
 
 /// Compiles `m` with a run-time pipeline (`parse_pipeline`, `make_pipeline`, `get_pass`) under `ctx`.
 inline vm::executable compile(const ir::ir_module& m, const pass<ir::ir_module>& pipeline, pass_context& ctx,
-                              codegen::vm_codegen_options codegen = {}) {
+                              codegen::vm_codegen_options codegen = {}, ir::ir_module* lowered = nullptr) {
   kernels::global_registry();
-  ir::ir_module lowered = pipeline(m, ctx);
-  return codegen::vm_codegen(lowered, codegen);
+  ir::ir_module out = pipeline(m, ctx);
+  if (lowered) *lowered = out;
+  return codegen::vm_codegen(out, codegen);
 }
 
 /// Compiles `m` with the default pipeline, or the pipeline text of `options`.
@@ -84,8 +91,8 @@ inline vm::executable compile(const ir::ir_module& m, const compile_options& opt
   detail::register_compiler_passes_once();
   std::optional<pass_context> own;
   pass_context& ctx = detail::compile_context(own, options.opt_level);
-  if (options.pipeline) return compile(m, parse_pipeline<ir::ir_module>(*options.pipeline), ctx, options.codegen);
-  return compile(m, transform::default_pipeline{}, ctx, options.codegen);
+  if (options.pipeline) return compile(m, parse_pipeline<ir::ir_module>(*options.pipeline), ctx, options.codegen, options.lowered);
+  return compile(m, transform::default_pipeline{}, ctx, options.codegen, options.lowered);
 }
 
 }  // namespace kiln

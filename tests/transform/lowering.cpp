@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The lowering passes, one behaviour per case: IR text in, expected IR text out.
+#include <kiln/pass/pass.hpp>
 #include <kiln/transform/default_pipeline.hpp>
 
 #include "helpers.hpp"
@@ -270,4 +271,61 @@ TEST_CASE("each property's checker finds what its pass would have removed") {
   CHECK(t::properties::builtins_lowered::check(kiln::run(upto_plan{}, m)) ==
         std::vector<std::string>{"function 'main' still calls R.memory.alloc_storage", "function 'main' still calls R.memory.alloc_tensor",
                                  "function 'main' still calls R.memory.alloc_tensor", "function 'main' still calls R.builtin.alloc_tensor"});
+}
+
+namespace {
+/// A pass that claims `legalized` but leaves operators behind: what verify_ir is for.
+struct lying_legalize {
+  static constexpr std::string_view name = "lying_legalize";
+  using establishes = kiln::property_list<t::properties::legalized>;
+  ir::ir_module operator()(const ir::ir_module& m) const { return m; }
+};
+/// A pass that brings operators back after legalization.
+struct reintroduce_ops {
+  static constexpr std::string_view name = "reintroduce_ops";
+  using invalidates = kiln::property_list<t::properties::legalized>;
+  ir::ir_module operator()(const ir::ir_module& m) const { return m; }
+};
+}  // namespace
+
+TEST_CASE("the default pipeline's contract: it needs nothing, and each lowering stage needs what the one before establishes") {
+  static_assert(std::is_same_v<kiln::needs_of<t::default_pipeline>, kiln::property_list<>>);
+  static_assert(std::is_same_v<kiln::needs_of<t::lower_to_vm>, kiln::property_list<t::properties::legalized>>);
+  static_assert(std::is_same_v<kiln::establishes_of<t::lower_to_vm>,
+                               kiln::property_list<t::properties::non_dataflow, t::properties::explicit_outputs, t::properties::memory_planned,
+                                                   t::properties::builtins_lowered, t::properties::shapes_lowered>>);
+  CHECK(t::lower_to_vm::first_unmet_pass == "call_tir_rewrite");
+  CHECK(t::lower_to_vm::first_unmet_property == "legalized");
+  // kiln::assume lets a pipeline start from IR that already has a property.
+  using tail = kiln::sequential<kiln::assume<t::properties::legalized>, t::lower_to_vm>;
+  static_assert(std::is_same_v<kiln::needs_of<tail>, kiln::property_list<>>);
+  const ir::ir_module legal = kiln::run(t::legalize_ops{}, ir::parse_module(softmax_module));
+  CHECK(t::properties::shapes_lowered::check(kiln::run(tail{}, legal)).empty());
+}
+
+TEST_CASE("run-time pipelines make the same property check when they are built") {
+  t::register_passes();
+  auto& reg = kiln::pass_registry<ir::ir_module>::global();
+  reg.add<reintroduce_ops>();
+  CHECK(message_of<usage_error>([] { kiln::parse_pipeline<ir::ir_module>("legalize_ops,to_non_dataflow,reintroduce_ops,call_tir_rewrite"); }) ==
+        "kiln::make_pipeline 'sequential': pass 'call_tir_rewrite' needs property 'legalized', which 'reintroduce_ops' invalidates before it");
+  const kiln::pass<ir::ir_module> p = kiln::parse_pipeline<ir::ir_module>("kiln.lower_to_vm");
+  REQUIRE(p.info().needs.size() == 1);
+  CHECK(p.info().needs[0].name == "legalized");
+}
+
+TEST_CASE("verify_ir checks the properties a pass needs before it and establishes after it") {
+  kiln::pass_context ctx;
+  ctx.set_instruments({kiln::instrument(kiln::verify_ir{})});
+  kiln::pass_context_scope scope(ctx);
+  const ir::ir_module m = ir::parse_module(softmax_module);
+  CHECK(message_of<kiln::error>([&] { kiln::run(kiln::sequential<lying_legalize, t::to_non_dataflow>{}, m); }) ==
+        "kiln::verify_ir: pass 'lying_legalize' establishes property 'legalized', which does not hold after it:\n"
+        "  function 'main' still calls operator R.nn.softmax\n  function 'main' still calls operator R.sum\n"
+        "  function 'main' still calls operator R.divide\n  function 'main' still calls operator R.reshape");
+  CHECK(message_of<kiln::error>([&] { kiln::run(t::call_tir_rewrite{}, m); }) ==
+        "kiln::verify_ir: pass 'call_tir_rewrite' needs property 'legalized', which does not hold before it:\n"
+        "  function 'main' still calls operator R.nn.softmax\n  function 'main' still calls operator R.sum\n"
+        "  function 'main' still calls operator R.divide\n  function 'main' still calls operator R.reshape");
+  CHECK(t::properties::shapes_lowered::check(kiln::run(upto_shapes{}, m)).empty());  // the real pipeline passes every check
 }

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <kiln/pass/module_traits.hpp>
+#include <kiln/pass/property.hpp>
 
 #include <array>
 #include <concepts>
@@ -61,6 +62,11 @@ struct pass_info {
   int opt_level = 0;
   std::span<const std::string_view> required;  ///< names of the passes it requires
   pass_kind kind = pass_kind::module;
+  /// The IR properties it needs and establishes (with their checkers), and invalidates; see
+  /// `property.hpp`.
+  std::span<const property_check> needs = {};
+  std::span<const property_check> establishes = {};
+  std::span<const property_check> invalidates = {};
 };
 
 namespace detail {
@@ -248,8 +254,30 @@ consteval std::string_view checked_name() {
 
 /// The `pass_info` of `Pass` running on `Module`, in static storage.
 template <pass_like Pass, module_like Module>
-inline constexpr pass_info pass_info_of{detail::checked_name<Pass>(), opt_level_of<Pass>,
+inline constexpr pass_info pass_info_of{detail::checked_name<Pass>(),
+                                        opt_level_of<Pass>,
                                         std::span<const std::string_view>(detail::required_names<required_of<Pass>>::value),
-                                        pass_kind_of<Pass, Module>()};
+                                        pass_kind_of<Pass, Module>(),
+                                        std::span<const property_check>(detail::property_checks<needs_of<Pass>, Module>::value),
+                                        std::span<const property_check>(detail::property_checks<establishes_of<Pass>, Module>::value),
+                                        std::span<const property_check>(detail::property_checks<invalidates_of<Pass>, Module>::value)};
+
+/// A module pass that changes nothing and establishes `Properties...`: put it first in a pipeline
+/// whose input already has them (IR from another front end, a test's hand-written lowered IR).
+///
+/// \code
+/// using tail = kiln::sequential<kiln::assume<legalized>, call_tir_rewrite, static_plan_block_memory>;
+/// \endcode
+template <class... Properties>
+struct assume {
+  static_assert((ir_property<Properties> && ...), "kiln::assume: every argument must be an IR property (a class with static constexpr std::string_view name)");
+  static constexpr std::string_view name = "assume";
+  static constexpr pass_kind kind = pass_kind::module;
+  using establishes = property_list<Properties...>;
+  template <class Module>
+  Module operator()(const Module& m) const {
+    return m;
+  }
+};
 
 }  // namespace kiln

@@ -125,6 +125,52 @@ private:
       max_opt_level_ = std::max(max_opt_level_, p.info().opt_level);
       steps_.push_back({std::move(p), ps.user_index < 0, std::move(r.dependents[s])});
     }
+    walk_properties();
+  }
+
+  /// The same walk as `kiln::sequential`'s, by name: a step needing what an earlier step
+  /// invalidated is an error; the pipeline needs what no step establishes before it is needed.
+  void walk_properties() {
+    struct state {
+      property_check check;
+      bool held = false, needed = false, established = false, invalidated = false;
+      std::string_view invalidated_by;
+    };
+    std::vector<state> props;
+    auto at = [&](const property_check& c) -> state& {
+      for (auto& p : props)
+        if (p.check.name == c.name) return p;
+      state fresh;
+      fresh.check = c;
+      return props.emplace_back(fresh);
+    };
+    for (const step& st : steps_) {
+      const pass_info& info = st.p.info();
+      for (const property_check& n : info.needs) {
+        state& p = at(n);
+        if (p.held) continue;
+        if (!p.invalidated_by.empty())
+          throw usage_error("kiln::make_pipeline '" + name_ + "': pass '" + std::string(info.name) + "' needs property '" + std::string(n.name) +
+                            "', which '" + std::string(p.invalidated_by) + "' invalidates before it");
+        p.needed = true;
+      }
+      for (const property_check& i : info.invalidates) {
+        state& p = at(i);
+        p.held = false, p.established = false, p.invalidated = true, p.invalidated_by = info.name;
+      }
+      for (const property_check& e : info.establishes) {
+        state& p = at(e);
+        p.held = true, p.established = true, p.invalidated = false, p.invalidated_by = {};
+      }
+    }
+    for (const state& p : props) {
+      if (p.needed) needs_.push_back(p.check);
+      if (p.established) establishes_.push_back(p.check);
+      if (p.invalidated) invalidates_.push_back(p.check);
+    }
+    info_.needs = needs_;
+    info_.establishes = establishes_;
+    info_.invalidates = invalidates_;
   }
 
   Module run_steps(const Module& m, pass_context& ctx) {
@@ -146,6 +192,7 @@ private:
 
   std::string name_;
   pass_info info_;
+  std::vector<property_check> needs_, establishes_, invalidates_;
   std::vector<pass<Module>> listed_;
   std::vector<step> steps_;
   int max_opt_level_ = 0;

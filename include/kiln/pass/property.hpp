@@ -38,6 +38,8 @@
 /// that establish a property opt level 0, or let `verify_ir` catch the gap.
 #pragma once
 
+#include <kiln/pass/module_traits.hpp>
+
 #include <array>
 #include <concepts>
 #include <span>
@@ -47,8 +49,6 @@
 #include <vector>
 
 namespace kiln {
-
-class module_view;
 
 /// A list of IR property types.
 template <class... Properties>
@@ -98,6 +98,25 @@ KILN_DETAIL_PROPERTY_MEMBER(establishes)
 KILN_DETAIL_PROPERTY_MEMBER(invalidates)
 #undef KILN_DETAIL_PROPERTY_MEMBER
 
+/// The checker of property `P` on modules of type `Module`, or null when `P` has none for them.
+template <class P, class Module>
+constexpr auto property_checker() {
+  if constexpr (requires(const Module& m) {
+                  { P::check(m) } -> std::convertible_to<std::vector<std::string>>;
+                })
+    return +[](const module_view& v) -> std::vector<std::string> { return P::check(v.template get<Module>()); };
+  else
+    return static_cast<std::vector<std::string> (*)(const module_view&)>(nullptr);
+}
+
+/// The `property_check`s of a list, in static storage.
+template <class List, class Module>
+struct property_checks;
+template <class... Ps, class Module>
+struct property_checks<property_list<Ps...>, Module> {
+  static constexpr std::array<property_check, sizeof...(Ps)> value{property_check{std::string_view(Ps::name), property_checker<Ps, Module>()}...};
+};
+
 }  // namespace detail
 
 /// The properties `Pass` needs, establishes and invalidates (empty lists when it does not say).
@@ -107,5 +126,37 @@ template <class Pass>
 using establishes_of = typename detail::establishes_of_impl<Pass>::type;
 template <class Pass>
 using invalidates_of = typename detail::invalidates_of_impl<Pass>::type;
+
+namespace detail {
+
+// ---- list algebra for pipelines (see sequential.hpp) -------------------------------------------
+
+template <class List, class P>
+struct add_property;
+template <class... Ps, class P>
+struct add_property<property_list<Ps...>, P> {
+  using type = std::conditional_t<(std::is_same_v<P, Ps> || ...), property_list<Ps...>, property_list<Ps..., P>>;
+};
+template <class List, class Add>
+struct add_properties;
+template <class List>
+struct add_properties<List, property_list<>> {
+  using type = List;
+};
+template <class List, class P, class... Rest>
+struct add_properties<List, property_list<P, Rest...>> : add_properties<typename add_property<List, P>::type, property_list<Rest...>> {};
+
+/// The properties of `List` whose position holds true in `Mask`.
+template <class Out, class In, std::size_t I, auto Mask>
+struct filter_properties;
+template <class Out, std::size_t I, auto Mask>
+struct filter_properties<Out, property_list<>, I, Mask> {
+  using type = Out;
+};
+template <class... Os, class P, class... Rest, std::size_t I, auto Mask>
+struct filter_properties<property_list<Os...>, property_list<P, Rest...>, I, Mask>
+    : filter_properties<std::conditional_t<Mask[I], property_list<Os..., P>, property_list<Os...>>, property_list<Rest...>, I + 1, Mask> {};
+
+}  // namespace detail
 
 }  // namespace kiln

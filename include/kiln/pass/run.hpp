@@ -293,6 +293,8 @@ Module run(Pass&& pass, const Module& module, pass_context& ctx, Policies&... po
   static_assert(pass_like<pass_type>, "kiln::run: the first argument must be a pass (a class with static constexpr "
                                       "std::string_view name) or a kiln::sequential");
   static_assert((detail::check_instrument<Policies, Module>() && ...));
+  if constexpr (requires { pass_type::check_pipeline_input(); })
+    pass_type::check_pipeline_input();  // a pipeline run as a whole must not need what nothing establishes
   detail::policy_scope<Policies...> scope(policies...);
   Pass& p = pass;  // passes are called as lvalues, const ones through their const call operator
   return detail::run_protocol(p, module, ctx, ctx.check_enabled(pass_info_of<pass_type, Module>), policies...);

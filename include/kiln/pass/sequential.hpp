@@ -31,6 +31,7 @@
 #include <kiln/pass/detail/resolve.hpp>
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/pass_info.hpp>
+#include <kiln/pass/property.hpp>
 #include <kiln/pass/run.hpp>
 #include <kiln/support/fixed_string.hpp>
 
@@ -78,6 +79,30 @@ struct report_requirement_not_default_constructible {
                 "pipeline cannot create it; list an instance of it before the pass that requires it (this "
                 "template's arguments are the required pass, then the pass requiring it)");
 };
+
+template <fixed_string Message, class Pass, class Property, class Invalidator>
+struct report_property_invalidated {
+  static_assert(always_false<Pass, Property, Invalidator>,
+                "kiln::sequential: a pass needs an IR property that an earlier pass of the pipeline invalidates; the "
+                "instantiation above names the pass, the property and the pass that invalidates it");
+};
+template <fixed_string Message, class Pipeline, class Pass, class Property>
+struct report_property_not_established {
+  static_assert(always_false<Pipeline, Pass, Property>,
+                "kiln::run: a pass of this pipeline needs an IR property that no earlier pass establishes; the instantiation "
+                "above names the pipeline, the pass (or the nested pipeline holding it) and the property. Put the pass that establishes it first, or kiln::assume<property> when the input already has it");
+};
+
+/// Concatenates string views into a fixed_string (for the messages above).
+template <std::size_t N>
+constexpr fixed_string<512> join_message(const std::array<std::string_view, N>& parts) {
+  fixed_string<512> out;
+  std::size_t at = 0;
+  for (std::string_view part : parts)
+    for (char c : part)
+      if (at + 1 < sizeof(out.chars)) out.chars[at++] = c;
+  return out;
+}
 
 /// "kiln::sequential: 'a' requires 'b', which requires 'a' (cycle)"
 template <std::size_t N>
@@ -217,6 +242,29 @@ constexpr resolution resolve_plan() {
   return resolve(closure_nodes<closure>::graph(), {index_in<Passes>(closure{})...});
 }
 
+template <class... Lists>
+struct concat_lists {
+  using type = property_list<>;
+};
+template <class... A, class... Rest>
+struct concat_lists<property_list<A...>, Rest...> {
+  using type = typename add_properties<property_list<A...>, typename concat_lists<Rest...>::type>::type;
+};
+template <class List>
+struct list_length;
+template <class... Ps>
+struct list_length<property_list<Ps...>> : std::integral_constant<std::size_t, sizeof...(Ps)> {};
+template <class List>
+struct list_as_tuple;
+template <class... Ps>
+struct list_as_tuple<property_list<Ps...>> {
+  using type = std::tuple<Ps...>;
+};
+template <class P, class... Ps>
+constexpr int property_position(property_list<Ps...>) {
+  return index_in<P, Ps...>();
+}
+
 /// Everything known at compile time about a pipeline of `Passes...`.
 template <class... Passes>
 struct sequential_plan {
@@ -280,9 +328,132 @@ struct sequential_plan {
     return n;
   }();
 
+  // ---- IR properties (see property.hpp) ----------------------------------------------------------
+  // The steps' properties, each once; for each step, the positions of what it needs, establishes
+  // and invalidates; then the walk through the steps with the set of properties that hold.
+
+  template <class Seq>
+  struct all_properties_of;
+  template <std::size_t... S>
+  struct all_properties_of<std::index_sequence<S...>> {
+    // in order of first mention, step by step
+    using type = typename concat_lists<
+        typename concat_lists<needs_of<step_type<S>>, establishes_of<step_type<S>>, invalidates_of<step_type<S>>>::type...>::type;
+  };
+  using properties = typename all_properties_of<std::make_index_sequence<size>>::type;
+  static constexpr std::size_t property_count = list_length<properties>::value;
+
+  template <class List>
+  static constexpr std::vector<int> positions_of() {
+    return []<class... Ps>(property_list<Ps...>) { return std::vector<int>{property_position<Ps>(properties{})...}; }(List{});
+  }
+
+  struct property_walk {
+    std::vector<char> needed, established, invalidated;  // the pipeline's own contract, per property
+    std::vector<int> first_needing_step;                 // per property needed: the first step needing it
+    int bad_step = -1, bad_property = -1, bad_invalidator = -1;  // a need an earlier step invalidated
+  };
+  static constexpr property_walk walk_properties() {
+    property_walk w{std::vector<char>(property_count, 0), std::vector<char>(property_count, 0), std::vector<char>(property_count, 0),
+                    std::vector<int>(property_count, -1)};
+    std::vector<char> held(property_count, 0);
+    std::vector<int> invalidated_by(property_count, -1);
+    [&]<std::size_t... S>(std::index_sequence<S...>) {
+      (
+          [&] {
+            if (w.bad_step >= 0) return;
+            for (int n : positions_of<needs_of<step_type<S>>>()) {
+              if (held[std::size_t(n)]) continue;
+              if (invalidated_by[std::size_t(n)] >= 0) {
+                w.bad_step = int(S), w.bad_property = n, w.bad_invalidator = invalidated_by[std::size_t(n)];
+                return;
+              }
+              if (!w.needed[std::size_t(n)]) w.needed[std::size_t(n)] = 1, w.first_needing_step[std::size_t(n)] = int(S);
+            }
+            for (int i : positions_of<invalidates_of<step_type<S>>>()) {
+              held[std::size_t(i)] = 0;
+              invalidated_by[std::size_t(i)] = int(S);
+              w.established[std::size_t(i)] = 0;
+              w.invalidated[std::size_t(i)] = 1;
+            }
+            for (int e : positions_of<establishes_of<step_type<S>>>()) {
+              held[std::size_t(e)] = 1;
+              invalidated_by[std::size_t(e)] = -1;
+              w.established[std::size_t(e)] = 1;
+              w.invalidated[std::size_t(e)] = 0;
+            }
+          }(),
+          ...);
+    }(std::make_index_sequence<size>{});
+    return w;
+  }
+  static constexpr int bad_step = walk_properties().bad_step;
+  static constexpr int bad_property = walk_properties().bad_property;
+  static constexpr int bad_invalidator = walk_properties().bad_invalidator;
+
+  template <int Which>  // 0 needed, 1 established, 2 invalidated
+  static constexpr std::array<bool, property_count> mask = [] {
+    std::array<bool, property_count> a{};
+    const property_walk w = walk_properties();
+    const std::vector<char>& v = Which == 0 ? w.needed : Which == 1 ? w.established : w.invalidated;
+    for (std::size_t i = 0; i < property_count; ++i) a[i] = v[i] != 0;
+    return a;
+  }();
+  using needs = typename filter_properties<property_list<>, properties, 0, mask<0>>::type;
+  using establishes = typename filter_properties<property_list<>, properties, 0, mask<1>>::type;
+  using invalidates = typename filter_properties<property_list<>, properties, 0, mask<2>>::type;
+
+  static constexpr std::string_view step_name(std::size_t s) {
+    return [&]<std::size_t... S>(std::index_sequence<S...>) {
+      std::string_view n;
+      ((S == s ? (n = innermost_needing<step_type<S>>()) : n), ...);
+      return n;
+    }(std::make_index_sequence<size>{});
+  }
+  template <class P>
+  static constexpr std::string_view innermost_needing() {
+    if constexpr (requires { P::first_unmet_pass; })
+      return P::first_unmet_pass.empty() ? std::string_view(P::name) : P::first_unmet_pass;
+    else
+      return P::name;
+  }
+
+  /// The step and the property of the first need the pipeline's input must meet (-1: none).
+  static constexpr std::pair<int, int> first_unmet_at = [] {
+    const property_walk w = walk_properties();
+    std::pair<int, int> r{-1, -1};
+    for (std::size_t p = 0; p < property_count; ++p)
+      if (w.needed[p] && (r.first < 0 || w.first_needing_step[p] < r.first)) r = {w.first_needing_step[p], int(p)};
+    return r;
+  }();
+
+  /// The first property the pipeline needs from its input, and the innermost pass needing it
+  /// (empty when it needs none).
+  static constexpr std::pair<std::string_view, std::string_view> first_unmet = [] {
+    if constexpr (property_count == 0) {
+      return std::pair<std::string_view, std::string_view>{};
+    } else {
+      const property_walk w = walk_properties();
+      std::pair<std::string_view, std::string_view> r{};
+      int best = int(size);
+      for (std::size_t p = 0; p < property_count; ++p)
+        if (w.needed[p] && w.first_needing_step[p] < best) best = w.first_needing_step[p], r.first = property_names<properties>::value[p];
+      if (best < int(size)) r.second = step_name(std::size_t(best));
+      return r;
+    }
+  }();
   /// Reports what is wrong, once, and says whether the pipeline can be built.
   static constexpr bool check() {
     if constexpr (!nodes::requirements_are_passes()) {
+      return false;
+    } else if constexpr (cycle_length == 0 && bad_step >= 0) {
+      using pass = step_type<std::size_t(bad_step)>;
+      using invalidator = step_type<std::size_t(bad_invalidator)>;
+      using property = std::tuple_element_t<std::size_t(bad_property), typename list_as_tuple<properties>::type>;
+      (void)report_property_invalidated<join_message(std::array<std::string_view, 7>{
+                                            "kiln::sequential: pass '", pass::name, "' needs property '", property::name, "', which '",
+                                            invalidator::name, "' invalidates before it"}),
+                                        pass, property, invalidator>{};
       return false;
     } else if constexpr (cycle_length != 0) {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -380,6 +551,24 @@ public:
   static constexpr std::string_view name = Info::name;
   static constexpr int opt_level = Info::opt_level;
   static constexpr bool is_sequential = true;
+  /// The IR properties the pipeline needs from its input, establishes and invalidates (from its
+  /// steps; see `property.hpp`).
+  using needs = typename plan::needs;
+  using establishes = typename plan::establishes;
+  using invalidates = typename plan::invalidates;
+  /// The first property it needs from its input and the innermost pass needing it (empty if none).
+  static constexpr std::string_view first_unmet_property = plan::first_unmet.first;
+  static constexpr std::string_view first_unmet_pass = plan::first_unmet.second;
+  /// Fails to compile when the pipeline needs a property from its input (called by `kiln::run`,
+  /// for a pipeline run as a whole; a nested pipeline passes its needs to the one around it).
+  static constexpr void check_pipeline_input() {
+    if constexpr (!first_unmet_property.empty())
+      (void)detail::report_property_not_established<
+          detail::join_message(std::array<std::string_view, 7>{"kiln::run: pipeline '", name, "': pass '", first_unmet_pass, "' needs property '",
+                                                               first_unmet_property, "', which no earlier pass establishes"}),
+          basic_sequential, typename plan::template step_type<std::size_t(plan::first_unmet_at.first)>,
+          std::tuple_element_t<std::size_t(plan::first_unmet_at.second), typename detail::list_as_tuple<typename plan::properties>::type>>{};
+  }
   /// The number of passes as listed, and as resolved (listed plus pulled in).
   static constexpr std::size_t listed_size = sizeof...(Passes);
   static constexpr std::size_t size = plan::size;

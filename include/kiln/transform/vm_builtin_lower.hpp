@@ -50,7 +50,7 @@ struct vm_builtin_lower {
       } else if (!o && ir::isa<ir::var_node>(c->callee)) {
         std::vector<ir::expr> args{c->callee};
         args.insert(args.end(), c->args.begin(), c->args.end());
-        with(ir::call_op("call_builtin_with_ctx", {ir::make_extern_func("vm.builtin.invoke_closure"), ir::make_tuple(std::move(args))}, {}, {c->checked_type}));
+        with(detail::call_builtin_with_ctx("vm.builtin.invoke_closure", std::move(args), c->checked_type));
       } else {
         out.push_back(b);
       }
@@ -59,10 +59,9 @@ struct vm_builtin_lower {
   }
 
   static ir::expr alloc_storage(const ir::expr& size, std::int64_t device, const std::string& dtype_name, const std::string& scope) {
-    return ir::call_op("call_builtin_with_ctx",
-                       {ir::make_extern_func("vm.builtin.alloc_storage"),
-                        ir::make_tuple({size, ir::make_prim_value(device), ir::make_string_imm(dtype_name), ir::make_string_imm(scope)})},
-                       {}, {ir::object_type()});
+    return detail::call_builtin_with_ctx("vm.builtin.alloc_storage",
+                                         {size, ir::make_prim_value(device), ir::make_string_imm(dtype_name), ir::make_string_imm(scope)},
+                                         ir::object_type());
   }
   static ir::expr alloc_tensor(const ir::expr& storage, std::int64_t offset, const ir::expr& shape, dtype dt, const ir::type& t) {
     return ir::call_extern("vm.builtin.alloc_tensor", {storage, ir::make_prim_value(offset), shape, ir::make_string_imm(std::string(kiln::name(dt)))}, t);

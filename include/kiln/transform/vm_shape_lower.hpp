@@ -64,7 +64,7 @@ private:
       std::vector<ir::binding> prologue;
       if (slots_ > 0) {
         heap_ = ir::make_var("shape_heap", ir::tensor_type({slots_}, dtype::int64));
-        prologue.push_back({heap_, call_ctx("vm.builtin.alloc_shape_heap", {ir::make_prim_value(slots_)}, heap_->checked_type), {}});
+        prologue.push_back({heap_, detail::call_builtin_with_ctx("vm.builtin.alloc_shape_heap", {ir::make_prim_value(slots_)}, heap_->checked_type), {}});
       }
       std::vector<pending> later;
       for (auto& p : f_->params) check_value(p, p->checked_type, context("parameter '" + p->name_hint + "'", p->checked_type), prologue, later);
@@ -108,9 +108,6 @@ private:
 
     std::string context(const std::string& what, const ir::type& t) const { return name_ + ": " + what + " (" + ir::to_string(t) + ")"; }
 
-    static ir::expr call_ctx(const std::string& builtin, std::vector<ir::expr> args, ir::type t) {
-      return ir::call_op("call_builtin_with_ctx", {ir::make_extern_func(builtin), ir::make_tuple(std::move(args))}, {}, {std::move(t)});
-    }
     static ir::expr packed(const std::string& builtin, std::vector<ir::expr> args, ir::type t = ir::tuple_type({})) {
       return ir::call_extern(builtin, std::move(args), std::move(t));
     }

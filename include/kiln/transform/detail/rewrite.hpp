@@ -31,6 +31,12 @@ inline std::string_view extern_symbol(const ir::expr& e) {
   return x ? std::string_view(x->symbol) : std::string_view();
 }
 
+/// `R.call_builtin_with_ctx(R.ExternFunc(builtin), (args...))` returning `t`: a VM built-in given
+/// the VM first.
+inline ir::expr call_builtin_with_ctx(const std::string& builtin, std::vector<ir::expr> args, ir::type t) {
+  return ir::call_op("call_builtin_with_ctx", {ir::make_extern_func(builtin), ir::make_tuple(std::move(args))}, {}, {std::move(t)});
+}
+
 /// Rebuilds sequence `seq`: each binding (after the branches of an `if` value were rebuilt the same
 /// way) goes to `on_binding(b, out)`, which appends what replaces it to `out`. Blocks keep their
 /// dataflow flag; `on_body(body)` rewrites each sequence's result (and the condition of each `if`);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Instructions the VM spends outside the kernels: each model of end_to_end.cpp run compiled on the
+# VM and as the hand-written kernel sequence, under callgrind; the difference divided by the
+# number of kernel calls is the VM's cost per kernel call (dispatch, argument checks, allocation of
+# tensor views on the arena, shape checks).
+#   usage: benchmarks/compiler/callgrind.sh [path/to/compiler_end_to_end_bench]
+# Build the benchmark without AVX-512 (-DKILN_MARCH= or a CPU without it): Valgrind 3.19 cannot
+# decode it. Fails, with valgrind's own message, when a measurement fails.
+set -euo pipefail
+bench=${1:-build/bench/benchmarks/compiler_end_to_end_bench}
+reps=${KILN_CALLGRIND_REPS:-10}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind is not installed" >&2; exit 1; }
+[[ -x "$bench" ]] || { echo "callgrind.sh: no benchmark binary at $bench" >&2; exit 1; }
+
+instructions() {  # model form -> instructions inside kiln_measure
+  if ! valgrind --tool=callgrind --callgrind-out-file="$tmp/out" --toggle-collect='kiln_measure' \
+      "$bench" --callgrind "$1" "$2" "$reps" >"$tmp/log" 2>&1; then
+    echo "callgrind.sh: valgrind failed on $1 $2:" >&2
+    tail -20 "$tmp/log" >&2
+    exit 1
+  fi
+  local n
+  n=$(callgrind_annotate "$tmp/out" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done { gsub(",", "", $1); print $1; done = 1 }')
+  [[ "$n" =~ ^[0-9]+$ && "$n" -gt 0 ]] || { echo "callgrind.sh: no instruction count for $1 $2" >&2; exit 1; }
+  echo "$n"
+}
+
+declare -A calls=([mlp]=9 [cnn]=13 [encoder]=21)
+printf '%-8s %16s %16s %18s\n' model "vm ins/run" "hand ins/run" "vm extra per call"
+for model in mlp cnn encoder; do
+  vm=$(instructions "$model" vm)
+  hand=$(instructions "$model" hand)
+  awk -v m="$model" -v r="$reps" -v vm="$vm" -v hand="$hand" -v k="${calls[$model]}" 'BEGIN {
+    printf "%-8s %16.0f %16.0f %18.1f\n", m, vm / r, hand / r, (vm - hand) / r / k }'
+done
