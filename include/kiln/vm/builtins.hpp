@@ -85,19 +85,20 @@ inline std::int64_t& heap_slot(std::int64_t* heap, std::int64_t size, std::int64
   return heap[index];
 }
 
-/// One dimension against one (mode, v) pair.
-inline void match_one(std::int64_t actual, std::int64_t mode, std::int64_t v, std::int64_t* heap, std::int64_t size,
-                      std::string_view builtin, std::string_view ctx, const std::string& what) {
+/// One dimension against one (mode, v) pair; `what()` names it in a message (built only on failure).
+template <class What>
+void match_one(std::int64_t actual, std::int64_t mode, std::int64_t v, std::int64_t* heap, std::int64_t size, std::string_view builtin,
+               std::string_view ctx, const What& what) {
   switch (match_shape_code(mode)) {
     case match_shape_code::assert_equal_to_imm:
-      if (actual != v) builtin_fail(builtin, ctx, what + " is " + std::to_string(actual) + ", expected " + std::to_string(v));
+      if (actual != v) builtin_fail(builtin, ctx, what() + " is " + std::to_string(actual) + ", expected " + std::to_string(v));
       return;
     case match_shape_code::store_to_heap: heap_slot(heap, size, v, builtin, ctx) = actual; return;
     case match_shape_code::no_op: return;
     case match_shape_code::assert_equal_to_load: {
       const std::int64_t expected = heap_slot(heap, size, v, builtin, ctx);
       if (actual != expected)
-        builtin_fail(builtin, ctx, what + " is " + std::to_string(actual) + ", expected " + std::to_string(expected) +
+        builtin_fail(builtin, ctx, what() + " is " + std::to_string(actual) + ", expected " + std::to_string(expected) +
                                        " (from shape heap slot " + std::to_string(v) + ")");
       return;
     }
@@ -105,8 +106,8 @@ inline void match_one(std::int64_t actual, std::int64_t mode, std::int64_t v, st
   builtin_fail(builtin, ctx, "unknown match mode " + std::to_string(mode));
 }
 
-inline shape_vector shape_of(const value& x, std::string_view builtin, std::string_view ctx) {
-  if (x.is_tensor()) return x.as_tensor().shape();
+inline const shape_vector& shape_of(const value& x, std::string_view builtin, std::string_view ctx) {
+  if (x.is_tensor()) return x.tensor_ref().shape;
   if (x.is_shape()) return x.as_shape();
   builtin_fail(builtin, ctx, "expected a tensor or a shape, got " + std::string(name(x.kind())));
 }
@@ -129,11 +130,11 @@ inline void register_builtins(function_registry& r) {
   r.add("vm.builtin.match_shape", [](call_args a) {
     constexpr std::string_view fn = "match_shape";
     if (a.size() < 4) builtin_fail(fn, "", "expects (x, heap, ndim, (mode, value)*ndim, err_ctx), got " + std::to_string(a.size()) + " arguments");
-    const std::string ctx = a[a.size() - 1].is_string() ? a[a.size() - 1].as_string() : std::string();
+    const std::string_view ctx = a[a.size() - 1].is_string() ? std::string_view(a[a.size() - 1].as_string()) : std::string_view();
     const std::int64_t ndim = a[2].as_int();
     if (ndim < 0 || std::size_t(ndim) * 2 + 4 != a.size())
       builtin_fail(fn, ctx, std::to_string(a.size()) + " arguments do not match ndim " + std::to_string(ndim));
-    const shape_vector shape = detail::shape_of(a[0], fn, ctx);
+    const shape_vector& shape = detail::shape_of(a[0], fn, ctx);
     if (std::int64_t(shape.size()) != ndim)
       builtin_fail(fn, ctx, "rank is " + std::to_string(shape.size()) + " (shape " + runtime::shape_to_string(shape) +
                                 "), expected " + std::to_string(ndim));
@@ -141,7 +142,7 @@ inline void register_builtins(function_registry& r) {
     std::int64_t* heap = detail::heap_data(a[1], fn, size);
     for (std::int64_t i = 0; i < ndim; ++i)
       detail::match_one(shape[std::size_t(i)], a[3 + 2 * std::size_t(i)].as_int(), a[4 + 2 * std::size_t(i)].as_int(), heap,
-                        size, fn, ctx, "dimension " + std::to_string(i) + " of shape " + runtime::shape_to_string(shape));
+                        size, fn, ctx, [&] { return "dimension " + std::to_string(i) + " of shape " + runtime::shape_to_string(shape); });
   });
   r.add("vm.builtin.make_shape", [](call_args a) {
     constexpr std::string_view fn = "make_shape";
@@ -163,7 +164,7 @@ inline void register_builtins(function_registry& r) {
   r.add("vm.builtin.match_prim_value", [](std::int64_t x, const value& heap, std::int64_t mode, std::int64_t v, std::string_view ctx) {
     std::int64_t size;
     std::int64_t* h = detail::heap_data(heap, "match_prim_value", size);
-    detail::match_one(x, mode, v, h, size, "match_prim_value", ctx, "the value");
+    detail::match_one(x, mode, v, h, size, "match_prim_value", ctx, [] { return std::string("the value"); });
   });
   r.add("vm.builtin.eval_shape_expr", [](call_args a) {
     constexpr std::string_view fn = "eval_shape_expr";

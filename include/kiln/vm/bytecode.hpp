@@ -149,7 +149,8 @@ struct instruction {
 inline std::string register_text(reg_name r) {
   if (r == void_register) return "%void";
   if (r == vm_register) return "%vm";
-  return "%" + std::to_string(r);
+  std::string s = "%";  // appends: GCC 12 -O3 warns falsely (-Wrestrict) on "x" + string
+  return s.append(std::to_string(r));
 }
 
 }  // namespace kiln::vm

@@ -304,12 +304,13 @@ inline std::string executable::as_text() const {
     if (f.kind != function_kind::bytecode) continue;
     s.append("@").append(f.name).append("(");
     for (std::size_t i = 0; i < std::size_t(f.num_args); ++i)
-      s.append(i ? ", " : "").append(i < f.param_names.size() ? f.param_names[i] : "%" + std::to_string(i));
+      s.append(i ? ", " : "").append(i < f.param_names.size() ? f.param_names[i] : register_text(reg_name(i)));
     s.append("):  # ").append(std::to_string(f.num_args)).append(" args, ");
     s.append(std::to_string(f.register_file_size)).append(" registers\n");
     for (std::int64_t pc = f.start_instr; pc < f.end_instr; ++pc) {
       const instruction in = at(std::size_t(pc));
-      std::string line = "  " + detail::pad(std::to_string(pc - f.start_instr), 4) + detail::pad(std::string(name(in.op)), 6);
+      std::string line = "  ";  // appends: GCC 12 -O3 warns falsely (-Wrestrict) on "x" + string
+      line.append(detail::pad(std::to_string(pc - f.start_instr), 4)).append(detail::pad(std::string(name(in.op)), 6));
       switch (in.op) {
         case opcode::call: {
           line.append(detail::pad(functions[std::size_t(in.func_idx)].name, 24)).append(" in: ");
