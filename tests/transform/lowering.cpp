@@ -329,3 +329,24 @@ TEST_CASE("verify_ir checks the properties a pass needs before it and establishe
         "  function 'main' still calls operator R.divide\n  function 'main' still calls operator R.reshape");
   CHECK(t::properties::shapes_lowered::check(kiln::run(upto_shapes{}, m)).empty());  // the real pipeline passes every check
 }
+
+TEST_CASE("kill_after_last_use releases a storage right after the last use of anything placed in it, and never what is returned") {
+  const std::string out = after(kiln::sequential<t::legalize_ops, t::to_non_dataflow, t::call_tir_rewrite, t::static_plan_block_memory, t::kill_after_last_use>{},
+                                R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((n, 4), "float32")) -> R.Tuple(R.Tensor((n, 8), "float32"), R.Tensor((4, n), "float32")):
+        a: R.Tensor((n, 4), "float32") = R.exp(x)
+        b: R.Tensor((n, 4), "float32") = R.exp(a)
+        c: R.Tensor((4, n), "float32") = R.permute_dims(b)
+        d: R.Tensor((n, 8), "float32") = R.concat((x, x), axis=1)
+        e: R.Tensor((4, n), "float32") = R.add(c, c)
+        return (d, e)
+)");
+  // storage1 holds b, last used by the transposition; storage0 holds a and then c, last used by the add.
+  CHECK(contains(out, "_2: R.Tuple() = R.call_packed(\"kernels.permute_dims\", b, R.shape([]), c, sinfo_args=R.Tuple())\n"
+                      "        _3: R.Tuple() = R.memory.kill_storage(storage1)\n"));
+  CHECK(contains(out, "R.call_packed(\"kernels.add\", c, c, e, sinfo_args=R.Tuple())\n        _6: R.Tuple() = R.memory.kill_storage(storage0)\n"));
+  CHECK(!contains(out, "kill_tensor(e)"));
+  CHECK(!contains(out, "kill_tensor(d)"));
+}

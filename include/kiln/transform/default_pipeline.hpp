@@ -22,6 +22,7 @@
 #include <kiln/transform/dead_code_elimination.hpp>
 #include <kiln/transform/eliminate_common_subexpr.hpp>
 #include <kiln/transform/fold_constant.hpp>
+#include <kiln/transform/kill_after_last_use.hpp>
 #include <kiln/transform/legalize_ops.hpp>
 #include <kiln/transform/static_plan_block_memory.hpp>
 #include <kiln/transform/to_non_dataflow.hpp>
@@ -38,7 +39,7 @@ using simplify = named_sequential<"kiln.simplify", 0, canonicalize_bindings, fol
 /// Lowering from kernel calls to what the VM runs: explicit outputs, memory planning, built-ins,
 /// shapes.
 using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, call_tir_rewrite, static_plan_block_memory,
-                                     vm_builtin_lower, vm_shape_lower>;
+                                     kill_after_last_use, vm_builtin_lower, vm_shape_lower>;
 
 /// The whole pipeline `kiln::compile` runs by default.
 using default_pipeline = named_sequential<"kiln.default", 0, simplify, legalize_ops, lower_to_vm>;
@@ -54,6 +55,7 @@ inline void register_passes(pass_registry<ir::ir_module>& registry = pass_regist
       .add<to_non_dataflow>()
       .add<call_tir_rewrite>()
       .add<static_plan_block_memory>()
+      .add<kill_after_last_use>()
       .add<vm_builtin_lower>()
       .add<vm_shape_lower>()
       .add<lower_to_vm>()

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <kiln/pass/property.hpp>
+#include <kiln/transform/detail/lifetimes.hpp>
 #include <kiln/transform/detail/rewrite.hpp>
 #include <kiln/transform/properties.hpp>
 
@@ -90,7 +91,7 @@ private:
         for (auto& b : block.bindings) bindings_.push_back(&b);
       result_pos_ = std::int64_t(bindings_.size());
       collect();
-      lifetimes(body);
+      lifetimes();
     }
 
     ir::function rewrite() {
@@ -152,27 +153,9 @@ private:
   private:
     static ir::expr storage(const ir::prim_expr& bytes) { return ir::call_op("memory.alloc_storage", {ir::make_shape_expr({bytes})}); }
 
-    /// The variables `e` mentions, anywhere inside it (branches included).
-    static void vars_in(const ir::expr& e, std::vector<const ir::var_node*>& out) {
-      ir::post_order_visit(e, [&](const ir::expr& x) {
-        if (auto* v = ir::dyn_cast<ir::var_node>(x)) out.push_back(v);
-      });
-    }
-
-    /// True when the value bound may hold a reference to the variables it mentions.
-    static bool may_alias(const ir::binding& b) {
-      const ir::type& t = b.variable->checked_type;
-      if (t->kind == ir::node_kind::prim_type || t->kind == ir::node_kind::shape_type) return false;
-      if (auto* tt = ir::dyn_cast<ir::tuple_type_node>(t); tt && tt->fields.empty()) return false;
-      const ir::op_node* o = detail::callee_op(b.value);
-      if (o && (o->name() == "builtin.alloc_tensor" || o->name().rfind("memory.", 0) == 0)) return false;
-      return true;
-    }
-
     void collect() {
       for (std::int64_t p = 0; p < std::int64_t(bindings_.size()); ++p) {
         const ir::binding& b = *bindings_[std::size_t(p)];
-        pos_[b.variable.get()] = p;
         if (!detail::is_op_call(b.value, "builtin.alloc_tensor")) continue;
         auto& call = static_cast<const ir::call_node&>(*b.value);
         auto* shape = ir::dyn_cast<ir::shape_expr_node>(call.args[0]);
@@ -183,39 +166,10 @@ private:
       }
     }
 
-    void lifetimes(const ir::seq_expr_node& body) {
-      std::unordered_map<const ir::var_node*, std::int64_t> last_use;
-      std::unordered_map<const ir::var_node*, std::vector<const ir::var_node*>> aliased_by;  // v -> bindings that may hold v
-      for (std::int64_t p = 0; p < std::int64_t(bindings_.size()); ++p) {
-        const ir::binding& b = *bindings_[std::size_t(p)];
-        std::vector<const ir::var_node*> used;
-        vars_in(b.value, used);
-        const bool alias = may_alias(b);
-        const bool captures = detail::is_op_call(b.value, "make_closure");
-        for (auto* v : used) {
-          last_use[v] = p;
-          if (alias) aliased_by[v].push_back(b.variable.get());
-          if (captures) escapes_.insert(v);
-        }
-      }
-      std::vector<const ir::var_node*> returned;
-      vars_in(body.body, returned);
-      for (auto* v : returned) {
-        escapes_.insert(v);
-        last_use[v] = result_pos_;
-      }
-      // Backwards: a variable lives as long as anything holding it, and escapes with it.
-      std::unordered_map<const ir::var_node*, std::int64_t> end;
-      for (std::int64_t p = std::int64_t(bindings_.size()) - 1; p >= 0; --p) {
-        const ir::var_node* v = bindings_[std::size_t(p)]->variable.get();
-        std::int64_t e = last_use.count(v) ? last_use[v] : p;
-        for (auto* w : aliased_by[v]) {
-          e = std::max(e, end[w]);
-          if (escapes_.count(w)) escapes_.insert(v);
-        }
-        end[v] = e;
-      }
-      for (auto& c : cands_) c.end = end[c.var];
+    void lifetimes() {
+      const detail::value_lifetimes life(f_);
+      escapes_ = life.escapes;
+      for (auto& c : cands_) c.end = life.end.at(c.var);
     }
 
     static std::int64_t align(std::int64_t n) { return (n + alignment - 1) / alignment * alignment; }
@@ -277,7 +231,6 @@ private:
     std::vector<const ir::binding*> bindings_;
     std::int64_t result_pos_ = 0;
     std::vector<candidate> cands_;
-    std::unordered_map<const ir::var_node*, std::int64_t> pos_;
     std::unordered_set<const ir::var_node*> escapes_;
     std::vector<ir::prim_expr> token_bytes_;
     memory_plan_stats stats_;
