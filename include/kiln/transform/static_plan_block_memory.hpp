@@ -45,10 +45,7 @@ struct memory_plan_stats {
   std::int64_t planned_bytes = 0;     ///< the arena's size
   std::int64_t unplanned_bytes = 0;   ///< sum of the sizes of the tensors placed in the arena
   std::int64_t live_lower_bound = 0;  ///< the largest sum of sizes live at once
-  std::int64_t planned_tensors = 0;   ///< tensors placed in the arena
   std::int64_t storage_tokens = 0;    ///< storages for tensors of symbolic size
-  std::int64_t symbolic_tensors = 0;  ///< tensors of symbolic size placed in those storages
-  std::int64_t escaping_tensors = 0;  ///< tensors left with their own allocation (they may be returned)
 };
 
 /// The stats recorded on function `f` by the planner (zeros when it was not planned).
@@ -97,16 +94,11 @@ private:
     ir::function rewrite() {
       std::vector<candidate*> fixed, symbolic;
       for (auto& c : cands_) {
-        if (escapes_.count(c.var)) {
-          ++stats_.escaping_tensors;
-          continue;
-        }
+        if (escapes_.count(c.var)) continue;  // the caller holds it after the return: its own allocation
         (ir::as_int(c.bytes) ? fixed : symbolic).push_back(&c);
       }
       place_static(fixed);
       place_symbolic(symbolic);
-      stats_.planned_tensors = std::int64_t(fixed.size());
-      stats_.symbolic_tensors = std::int64_t(symbolic.size());
 
       ir::var arena;
       if (!fixed.empty())
