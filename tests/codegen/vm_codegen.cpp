@@ -53,6 +53,30 @@ class Module:
   CHECK(fn(ex, "main").param_names == std::vector<std::string>{"x", "y"});
 }
 
+TEST_CASE("the executable carries each function's parameter names and types and its result type") {
+  const vm::executable ex = compile_text(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((n, 4), "float32"), s: R.Shape([n]), k: R.Prim("int64")) -> R.Tuple(R.Tensor((n * 2, 4), "float32"), R.Shape([n])):
+        y: R.Tensor((n * 2, 4), "float32") = R.concat((x, x), axis=0)
+        return (y, s)
+)");
+  const auto& f = fn(ex, "main");
+  REQUIRE(f.param_types.size() == 3);
+  CHECK(f.param_types[0].text() == "R.Tensor((n, 4), \"float32\")");
+  CHECK((*f.param_types[0].dims)[0] == vm::dim_signature{-1, "n"});
+  CHECK((*f.param_types[0].dims)[1] == vm::dim_signature{4, ""});
+  CHECK(f.signature_text() == "(x: R.Tensor((n, 4), \"float32\"), s: R.Shape([n]), k: R.Prim(\"int64\")) -> "
+                              "R.Tuple(R.Tensor((n * 2, 4), \"float32\"), R.Shape([n]))");
+  CHECK(ex.as_text().find("@main" + f.signature_text() + ":  # 3 args") != std::string::npos);
+  CHECK(vm::deserialize(vm::serialize(ex)).functions == ex.functions);
+
+  // A caller holding only the executable can check its inputs as the bytecode would.
+  std::map<std::string, std::int64_t> bound;
+  CHECK_FALSE(vm::check_argument(f.param_types[0], runtime::tensor::zeros({3, 4}, dtype::float32), bound));
+  CHECK(vm::check_argument(f.param_types[1], vm::value::shape({2}), bound) == "dimension 0 is n = 3 (bound earlier), got 2");
+}
+
 TEST_CASE("an if becomes If and Goto, both branches copying their result into one register") {
   const vm::executable ex = compile_text(R"(@I.ir_module
 class Module:

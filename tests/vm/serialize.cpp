@@ -22,6 +22,13 @@ executable rich_program() {
   const auto tup = b.add_constant(value::tuple({1, 2.5, true, "x", value(), value::shape({3}), value::tuple({7})}));
   b.declare_function("helper", function_kind::bytecode, 1);
   b.begin_function("main", {"n"}, 3);
+  type_signature n;
+  n.kind = signature_kind::prim;
+  n.dt = dtype::int64;
+  type_signature result;
+  result.kind = signature_kind::tuple;
+  result.fields = {type_signature::object(), type_signature::tensor(dtype::float32, {{2, {}}, {-1, "m * 2"}})};
+  b.set_signature({n}, result);
   b.emit_call("helper", {b.r(0)}, 1);
   b.emit_call("vm.builtin.make_tuple", {b.r(1), b.c(weights), b.c(tup), b.f("helper"), b.imm(-5)}, 2);
   b.emit_ret(2);
@@ -70,9 +77,9 @@ TEST_CASE("the header: magic number first, then the version string") {
   bad[0] = std::byte{0};
   CHECK(load_error(bad) == "kiln::vm: test bytes: not a kiln executable (bad magic number) (section 'header', byte 8)");
   auto other = bytes;
-  other[16 + 9] = std::byte{'9'};  // "kiln-vm-0.1" -> "kiln-vm-091"
+  other[16 + 9] = std::byte{'9'};  // "kiln-vm-0.2" -> "kiln-vm-092"
   CHECK(load_error(other) ==
-        "kiln::vm: test bytes: the executable was written in format 'kiln-vm-091'; this kiln reads 'kiln-vm-0.1' (section 'header', byte 27)");
+        "kiln::vm: test bytes: the executable was written in format 'kiln-vm-092'; this kiln reads 'kiln-vm-0.2' (section 'header', byte 27)");
   CHECK(message_of([] { load_executable("/nonexistent/x.kvm"); }) == "kiln::vm::load_executable: cannot open '/nonexistent/x.kvm'");
 }
 
@@ -118,6 +125,56 @@ TEST_CASE("random byte strings, with and without a valid header, are clean error
       std::copy(valid.begin(), valid.begin() + 27, bytes.begin());
     CHECK_THROWS_AS(deserialize(bytes, "random"), format_error);
   }
+}
+
+TEST_CASE("function signatures survive the round trip, print like the IR, and malformed ones are rejected") {
+  const executable e = rich_program();
+  const executable back = deserialize(serialize(e));
+  const auto& main = back.functions[*back.find_function("main")];
+  CHECK(main.signature_text() == "(n: R.Prim(\"int64\")) -> R.Tuple(R.Object, R.Tensor((2, m * 2), \"float32\"))");
+  CHECK(back.as_text().find("@main(n: R.Prim(\"int64\")) -> R.Tuple(") != std::string::npos);
+  CHECK(back.functions[*back.find_function("helper")].signature_text() == "(x)");
+
+  auto with = [&](auto mutate) {
+    executable bad = e;
+    mutate(bad.functions[*bad.find_function("main")]);
+    return message_of<format_error>([&] { deserialize(serialize(bad), "test bytes"); });
+  };
+  CHECK(with([](function_info& f) { f.param_types.push_back(type_signature::object()); }) ==
+        "kiln::vm: test bytes: function 'main': 2 parameter types for 1 arguments");
+  CHECK(with([](function_info& f) { f.ret_type.fields[1].ndim = 3; }) ==
+        "kiln::vm: test bytes: function 'main', result: 2 dimensions for rank 3");
+  CHECK(with([](function_info& f) { f.param_types[0].ndim = 2; }) ==
+        "kiln::vm: test bytes: function 'main', parameter 0: a non-tensor signature has dimensions");
+  CHECK(with([](function_info& f) { (*f.ret_type.fields[1].dims)[0] = {-7, {}}; }) ==
+        "kiln::vm: test bytes: function 'main', result: dimension '-7' is malformed");
+  type_signature deep;
+  for (int i = 0; i < 40; ++i) {
+    type_signature t;
+    t.kind = signature_kind::tuple;
+    t.fields.push_back(std::move(deep));
+    deep = std::move(t);
+  }
+  CHECK(with([&](function_info& f) { f.ret_type = deep; }).find("nests tuples more than 32 deep") != std::string::npos);
+}
+
+TEST_CASE("check_argument: the verdict the bytecode's shape checks would give, before any call") {
+  std::map<std::string, std::int64_t> bound;
+  const type_signature x = type_signature::tensor(dtype::float32, {{-1, "n"}, {4, {}}});
+  CHECK_FALSE(check_argument(x, value(tensor::zeros({3, 4}, dtype::float32)), bound));
+  CHECK(bound.at("n") == 3);
+  CHECK(check_argument(x, value(tensor::zeros({5, 4}, dtype::float32)), bound) == "dimension 0 is n = 3 (bound earlier), got 5");
+  CHECK(check_argument(x, value(tensor::zeros({3, 5}, dtype::float32)), bound) == "dimension 1 must be 4, got 5");
+  CHECK(check_argument(x, value(tensor::zeros({3}, dtype::float32)), bound) == "expected rank 2, got rank 1");
+  CHECK(check_argument(x, value(tensor::zeros({3, 4}, dtype::int32)), bound) == "expected dtype float32, got int32");
+  CHECK(check_argument(x, value(1), bound) == "expected a tensor, got int");
+  type_signature pair;
+  pair.kind = signature_kind::tuple;
+  pair.fields = {x, type_signature::object()};
+  CHECK(check_argument(pair, value::tuple({value(tensor::zeros({3, 4}, dtype::float32))}), bound) ==
+        "expected a tuple of 2 fields, got 1");
+  CHECK(check_argument(pair, value::tuple({value(tensor::zeros({2, 4}, dtype::float32)), value()}), bound) ==
+        "field 0: dimension 0 is n = 3 (bound earlier), got 2");
 }
 
 TEST_CASE("the loader names what is out of range: registers, constants, functions, jumps, counts") {

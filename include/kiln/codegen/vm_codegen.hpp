@@ -47,6 +47,48 @@ struct vm_codegen_options {
   bool reuse_registers = true;
 };
 
+/// The run-time signature of an IR type: what the executable records of a function's parameters
+/// and result. Symbolic dimensions keep their text (`n`, `n * 4`).
+inline vm::type_signature signature_of(const ir::type& t) {
+  vm::type_signature s;
+  auto dims_of = [](const std::vector<ir::prim_expr>& ds) {
+    std::vector<vm::dim_signature> out;
+    for (auto& d : ds) {
+      if (auto c = ir::as_int(d); c && *c >= 0) out.push_back({*c, {}});
+      else out.push_back({-1, ir::to_string(d)});
+    }
+    return out;
+  };
+  switch (t->kind) {
+    case ir::node_kind::prim_type:
+      s.kind = vm::signature_kind::prim;
+      s.dt = static_cast<const ir::prim_type_node&>(*t).dt;
+      break;
+    case ir::node_kind::shape_type: {
+      auto& st = static_cast<const ir::shape_type_node&>(*t);
+      s.kind = vm::signature_kind::shape;
+      s.ndim = st.ndim;
+      if (st.values) s.dims = dims_of(*st.values);
+      break;
+    }
+    case ir::node_kind::tensor_type: {
+      auto& tt = static_cast<const ir::tensor_type_node&>(*t);
+      s.kind = vm::signature_kind::tensor;
+      s.dt = tt.dt;
+      s.ndim = tt.ndim;
+      if (tt.shape) s.dims = dims_of(*tt.shape);
+      break;
+    }
+    case ir::node_kind::tuple_type:
+      s.kind = vm::signature_kind::tuple;
+      for (auto& f : static_cast<const ir::tuple_type_node&>(*t).fields) s.fields.push_back(signature_of(f));
+      break;
+    case ir::node_kind::func_type: s.kind = vm::signature_kind::callable; break;
+    default: break;
+  }
+  return s;
+}
+
 namespace detail {
 
 /// Emits one function.
@@ -76,6 +118,9 @@ public:
     pos_ = 0;
     b_.begin_function(name_, params, vm::max_register_file_size);  // a bound; the real size is set below
     try {
+      std::vector<vm::type_signature> types;
+      for (auto& p : f_->params) types.push_back(signature_of(p->checked_type));
+      b_.set_signature(std::move(types), signature_of(f_->ret_type));
       bool fresh = false;
       const vm::reg_name r = emit_seq_result(static_cast<const ir::seq_expr_node&>(*f_->body), fresh);
       b_.emit_ret(r);
@@ -430,7 +475,7 @@ private:
 }  // namespace detail
 
 /// The executable of a lowered module: one bytecode function per graph-level function, named as in
-/// the module, with its parameter names.
+/// the module, with its parameter names and types and its result type.
 inline vm::executable vm_codegen(const ir::ir_module& m, vm_codegen_options options = {}) {
   vm::exec_builder b;
   // Declared first, so that calls in either direction (and recursion) find them.

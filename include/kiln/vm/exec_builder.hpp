@@ -139,6 +139,16 @@ public:
     cur().register_file_size = n;
   }
 
+  /// Records the open function's parameter types (one per argument) and result type.
+  void set_signature(std::vector<type_signature> param_types, type_signature ret_type) {
+    if (!current_) fail("set_signature: no function is open");
+    function_info f = cur();
+    f.param_types = std::move(param_types);
+    f.ret_type = std::move(ret_type);
+    if (auto msg = detail::check_function(exec_, f, /*check_range=*/false)) fail(*msg);
+    cur() = std::move(f);
+  }
+
   /// Drops the open function and everything emitted into it, as a failed `end_function` does.
   void abandon_function() {
     if (!current_) return;

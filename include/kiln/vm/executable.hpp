@@ -18,6 +18,7 @@
 
 #include <kiln/support/error.hpp>
 #include <kiln/vm/bytecode.hpp>
+#include <kiln/vm/signature.hpp>
 #include <kiln/vm/value.hpp>
 
 #include <algorithm>
@@ -56,6 +57,12 @@ struct function_info {
   std::int64_t num_args = 0;     ///< -1 for native functions taking any number
   std::int64_t register_file_size = 0;
   std::vector<std::string> param_names;
+  std::vector<type_signature> param_types;  ///< one per argument, or none (hand-assembled code)
+  type_signature ret_type;                  ///< `R.Object` when unknown
+
+  /// `(x: R.Tensor((n, 784), "float32"), ...) -> R.Tensor((n, 10), "float32")`, with whatever
+  /// names and types the function carries.
+  std::string signature_text() const;
 
   friend bool operator==(const function_info&, const function_info&) = default;
 };
@@ -196,6 +203,12 @@ inline std::optional<std::string> check_function(const executable& e, const func
       if (!f.param_names.empty() && std::int64_t(f.param_names.size()) != f.num_args)
         return where + ": " + std::to_string(f.param_names.size()) + " parameter names for " +
                std::to_string(f.num_args) + " arguments";
+      if (!f.param_types.empty() && std::int64_t(f.param_types.size()) != f.num_args)
+        return where + ": " + std::to_string(f.param_types.size()) + " parameter types for " +
+               std::to_string(f.num_args) + " arguments";
+      for (std::size_t i = 0; i < f.param_types.size(); ++i)
+        if (auto msg = check_signature(f.param_types[i])) return where + ", parameter " + std::to_string(i) + ": " + *msg;
+      if (auto msg = check_signature(f.ret_type)) return where + ", result: " + *msg;
       return std::nullopt;
   }
   return where + ": unknown function kind " + std::to_string(int(f.kind));
@@ -293,19 +306,28 @@ inline std::string pad(std::string s, std::size_t width) {
 
 }  // namespace detail
 
+inline std::string function_info::signature_text() const {
+  std::string s = "(";
+  for (std::size_t i = 0; i < std::size_t(std::max<std::int64_t>(num_args, 0)); ++i) {
+    s.append(i ? ", " : "").append(i < param_names.size() ? param_names[i] : register_text(reg_name(i)));
+    if (i < param_types.size()) s.append(": ").append(param_types[i].text());
+  }
+  s.append(")");
+  if (!param_types.empty() || ret_type.kind != signature_kind::object) s.append(" -> ").append(ret_type.text());
+  return s;
+}
+
 /// One block per bytecode function, one line per instruction:
 ///
-///     @main(x, n):  # 2 args, 6 registers
+///     @main(x: R.Tensor((n,), "float32"), n: R.Prim("int64")) -> R.Tensor((n,), "float32"):  # 2 args, 6 registers
 ///       0  call  vm.builtin.copy  in: %0, i3  dst: %2
 ///       1  if    %2, +3  (to 4)
 inline std::string executable::as_text() const {
   std::string s;
   for (const auto& f : functions) {
     if (f.kind != function_kind::bytecode) continue;
-    s.append("@").append(f.name).append("(");
-    for (std::size_t i = 0; i < std::size_t(f.num_args); ++i)
-      s.append(i ? ", " : "").append(i < f.param_names.size() ? f.param_names[i] : register_text(reg_name(i)));
-    s.append("):  # ").append(std::to_string(f.num_args)).append(" args, ");
+    s.append("@").append(f.name).append(f.signature_text());
+    s.append(":  # ").append(std::to_string(f.num_args)).append(" args, ");
     s.append(std::to_string(f.register_file_size)).append(" registers\n");
     for (std::int64_t pc = f.start_instr; pc < f.end_instr; ++pc) {
       const instruction in = at(std::size_t(pc));

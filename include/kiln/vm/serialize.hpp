@@ -10,7 +10,8 @@
 ///     globals     u64 count, then per function:
 ///                 u8 kind (0 native, 1 bytecode, 2 compiled), string name,
 ///                 i64 start_instr, i64 end_instr, i64 num_args, i64 register_file_size,
-///                 u64 count, string param_names[count]
+///                 u64 count, string param_names[count],
+///                 u64 count, signature param_types[count], signature ret_type
 ///     memory      u64 count, then per entry: i64 constant index, string scope
 ///     constants   u64 count, then per constant: u8 tag and its payload:
 ///                 0 null | 1 int: i64 | 2 float: f64 bits as u64 | 3 bool: u8 (0 or 1)
@@ -19,6 +20,11 @@
 ///                   then numel x element-size bytes in row-major order
 ///                 7 tuple: u64 count, then `count` constants (nested at most 32 deep)
 ///     bytecode    u64 count, i64 instr_offset[count], u64 count, i64 instr_data[count]
+///
+/// A `signature` (`type_signature`) is u8 kind (0 object, 1 tensor, 2 shape, 3 prim, 4 tuple,
+/// 5 callable), u8 dtype (0 unknown), i64 ndim (-1 unknown), u8 has_dims, then when has_dims is 1
+/// ndim dimensions, each i64 size (-1 symbolic) and string expression (empty when constant),
+/// then u64 count and that many field signatures (tuples; nested at most 32 deep).
 ///
 /// Nothing may follow. `deserialize` reads with bounds checks — a count is compared with the
 /// bytes left before anything is allocated — and then runs `validate`, so a byte string either
@@ -41,7 +47,7 @@
 namespace kiln::vm {
 
 inline constexpr std::uint64_t executable_magic = 0xD225DE2F4214151EULL;
-inline constexpr std::string_view executable_version = "kiln-vm-0.1";
+inline constexpr std::string_view executable_version = "kiln-vm-0.2";
 
 namespace detail {
 
@@ -96,6 +102,20 @@ public:
     }
     throw usage_error("kiln::vm::serialize: constant " + std::to_string(index) + " is a " + std::string(name(v.kind())) +
                       ", which cannot be serialized (constants are null, numbers, strings, shapes, tensors and tuples)");
+  }
+
+  void signature(const type_signature& s) {
+    u8(std::uint8_t(s.kind));
+    u8(std::uint8_t(s.dt));
+    i64(s.ndim);
+    u8(s.dims ? 1 : 0);
+    if (s.dims)
+      for (const auto& d : *s.dims) {
+        i64(d.size);
+        str(d.expr);
+      }
+    u64(s.fields.size());
+    for (const auto& f : s.fields) signature(f);
   }
 
   std::vector<std::byte> out;
@@ -194,6 +214,33 @@ public:
     fail(what + " has unknown tag " + std::to_string(tag));
   }
 
+  /// A signature; its shape is checked by `validate` once everything is read.
+  type_signature signature(const std::string& what, int depth) {
+    if (depth > max_constant_depth) fail(what + " nests tuples more than " + std::to_string(max_constant_depth) + " deep");
+    type_signature s;
+    const std::uint8_t kind = u8(what + " kind");
+    if (kind > std::uint8_t(signature_kind::callable)) fail(what + " has unknown kind " + std::to_string(kind));
+    s.kind = signature_kind(kind);
+    const std::uint8_t t = u8(what + " dtype");
+    if (t > std::uint8_t(dtype::float64)) fail(what + " has unknown dtype code " + std::to_string(t));
+    s.dt = dtype(t);
+    s.ndim = i64(what + " rank");
+    const std::uint8_t has_dims = u8(what + " dimension flag");
+    if (has_dims > 1) fail(what + " has dimension flag " + std::to_string(has_dims));
+    if (has_dims) {
+      if (s.ndim < 0 || std::uint64_t(s.ndim) > left() / 16)
+        fail(what + " has rank " + std::to_string(s.ndim) + ", more than the " + std::to_string(left()) + " remaining bytes can hold");
+      s.dims.emplace(std::size_t(s.ndim));
+      for (auto& d : *s.dims) {
+        d.size = i64(what + " dimension");
+        d.expr = str(what + " dimension expression", 4096);
+      }
+    }
+    s.fields.resize(count(what + " field count", 19));
+    for (auto& f : s.fields) f = signature(what + " field", depth + 1);
+    return s;
+  }
+
   std::string section = "header";
 
 private:
@@ -219,6 +266,9 @@ inline std::vector<std::byte> serialize(const executable& e) {
     w.i64(f.register_file_size);
     w.u64(f.param_names.size());
     for (const auto& p : f.param_names) w.str(p);
+    w.u64(f.param_types.size());
+    for (const auto& t : f.param_types) w.signature(t);
+    w.signature(f.ret_type);
   }
   w.u64(e.memory_scopes.size());
   for (const auto& [index, scope] : e.memory_scopes) {
@@ -245,7 +295,7 @@ inline executable deserialize(std::span<const std::byte> bytes, std::string_view
 
   executable e;
   r.section = "globals";
-  e.functions.resize(r.count("the number of functions", 1 + 8 + 4 * 8 + 8));
+  e.functions.resize(r.count("the number of functions", 1 + 8 + 4 * 8 + 8 + 8 + 19));
   for (auto& f : e.functions) {
     const std::uint8_t kind = r.u8("a function kind");
     if (kind > 2) r.fail("unknown function kind " + std::to_string(kind));
@@ -257,6 +307,9 @@ inline executable deserialize(std::span<const std::byte> bytes, std::string_view
     f.register_file_size = r.i64("register_file_size");
     f.param_names.resize(r.count("the number of parameter names", 8));
     for (auto& p : f.param_names) p = r.str("a parameter name");
+    f.param_types.resize(r.count("the number of parameter types", 19));
+    for (auto& t : f.param_types) t = r.signature("the type of a parameter of '" + f.name + "'", 0);
+    f.ret_type = r.signature("the result type of '" + f.name + "'", 0);
   }
   r.section = "memory scopes";
   e.memory_scopes.resize(r.count("the number of memory scopes", 16));
