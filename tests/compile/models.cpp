@@ -137,6 +137,32 @@ class Module:
   for (std::int64_t n : {1, 2, 9}) check_against_evaluator(m, "main", arguments_for(m, "main", {{"n", n}}, unsigned(n)));
 }
 
+TEST_CASE("upper bounds on size variables: planned in the arena, correct up to the bound, a clean error beyond it") {
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((n, 4), "float32"), w: R.Tensor((4, 4), "float32")) -> R.Tensor((n * 2, 4), "float32"):
+        R.func_attr({"tir_var_upper_bound": {"n": 16}})
+        a: R.Tensor((n, 4), "float32") = R.matmul(x, w)
+        b: R.Tensor((n, 4), "float32") = R.nn.relu(a)
+        c: R.Tensor((n * 2, 4), "float32") = R.concat((a, b), axis=0)
+        d: R.Tensor((n * 2, 4), "float32") = R.exp(c)
+        return d
+)");
+  for (std::int64_t n : {1, 5, 16}) check_against_evaluator(m, "main", arguments_for(m, "main", {{"n", n}}, unsigned(n)));
+  ir::ir_module lowered;
+  const vm::executable ex = kiln::compile(m, {.lowered = &lowered});
+  CHECK(transform::memory_plan_of(lowered->lookup("main")).storage_tokens == 0);
+  CHECK(transform::memory_plan_of(lowered->lookup("main")).planned_bytes > 0);
+  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  const auto too_big = arguments_for(m, "main", {{"n", 17}});
+  CHECK(message_of<vm::vm_error>([&] { machine.invoke_span("main", too_big); })
+            .find("vm.builtin.check_upper_bound: main: parameter 'x' (R.Tensor((n, 4), \"float32\")): size variable n = 17 exceeds its upper "
+                  "bound 16") != std::string::npos);
+  const auto fine = arguments_for(m, "main", {{"n", 16}});
+  CHECK(machine.invoke_span("main", fine).as_tensor().shape() == runtime::shape_vector{32, 4});  // still usable
+}
+
 TEST_CASE("a serialized executable, loaded back, gives the same results") {
   const ir::ir_module m = make_cnn();
   const vm::executable ex = kiln::compile(m);

@@ -86,6 +86,22 @@ TEST_CASE("the parser accepts hand-written variations of the format") {
   CHECK(static_cast<const ir::call_node&>(*softmax.args[0]).attrs.find("axis")->as<ir::int_array>() == ir::int_array{-1});
 }
 
+TEST_CASE("a dict of ints is an attribute value: it prints, parses back and hashes by content") {
+  const std::string text = fn("x: R.Tensor((n, 4), \"float32\")", "R.Tensor((n, 4), \"float32\")",
+                              {"R.func_attr({\"tir_var_upper_bound\": {\"m\": 3, \"n\": 1024}})", "return x"});
+  const ir::ir_module m = ir::parse_module(text);
+  const auto& f = static_cast<const ir::function_node&>(*m->lookup("main"));
+  CHECK(f.attrs.find("tir_var_upper_bound")->as<ir::int_dict>() == ir::int_dict{{"m", 3}, {"n", 1024}});
+  CHECK(ir::print(m) == "# kiln IR\n" + text);
+  const ir::ir_module other = ir::parse_module(fn("x: R.Tensor((n, 4), \"float32\")", "R.Tensor((n, 4), \"float32\")",
+                                                  {"R.func_attr({\"tir_var_upper_bound\": {\"m\": 3, \"n\": 1025}})", "return x"}));
+  CHECK_FALSE(ir::structural_equal(m, other));
+  CHECK(ir::structural_hash(m) != ir::structural_hash(other));
+  CHECK(parse_fails(fn("x: R.Object", "R.Object", {"R.func_attr({\"b\": {\"n\": 1, \"n\": 2}})", "return x"})).message() ==
+        "key \"n\" is given twice");
+  CHECK(parse_fails(fn("x: R.Object", "R.Object", {"R.func_attr({\"b\": {\"n\": 1.5}})", "return x"})).message().find("expected an integer") == 0);
+}
+
 TEST_CASE("syntax errors give line, column, expectation and a caret") {
   auto e = parse_fails(fn("x: R.Tensor((3,), \"float32\")", "R.Tensor((3,), \"float32\")", {"y = R.add(x x)", "return y"}));
   CHECK(e.line() == 5);

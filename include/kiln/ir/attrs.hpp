@@ -15,9 +15,11 @@
 namespace kiln::ir {
 
 using int_array = std::vector<std::int64_t>;
+/// Integers by name, e.g. `{"n": 1024}` (the upper bounds of size variables).
+using int_dict = std::map<std::string, std::int64_t>;
 
 /// The kinds an attribute can hold; `none` is an absent optional value.
-enum class attr_kind : std::uint8_t { none, boolean, integer, floating, string, data_type, ints };
+enum class attr_kind : std::uint8_t { none, boolean, integer, floating, string, data_type, ints, int_dict };
 
 constexpr const char* name(attr_kind k) noexcept {
   switch (k) {
@@ -28,14 +30,15 @@ constexpr const char* name(attr_kind k) noexcept {
     case attr_kind::string: return "string";
     case attr_kind::data_type: return "dtype";
     case attr_kind::ints: return "list of int";
+    case attr_kind::int_dict: return "dict of int";
   }
   return "?";
 }
 
-/// One attribute value: None, bool, int, float, string, dtype or a list of ints.
+/// One attribute value: None, bool, int, float, string, dtype, a list of ints or a dict of ints.
 class attr_value {
 public:
-  using storage = std::variant<std::monostate, bool, std::int64_t, double, std::string, dtype, int_array>;
+  using storage = std::variant<std::monostate, bool, std::int64_t, double, std::string, dtype, int_array, int_dict>;
 
   attr_value() = default;
   attr_value(bool b) : v_(b) {}
@@ -46,6 +49,7 @@ public:
   attr_value(std::string s) : v_(std::move(s)) {}
   attr_value(dtype d) : v_(d) {}
   attr_value(int_array a) : v_(std::move(a)) {}
+  attr_value(int_dict d) : v_(std::move(d)) {}
   attr_value(std::initializer_list<std::int64_t> a) : v_(int_array(a)) {}
 
   attr_kind kind() const noexcept { return static_cast<attr_kind>(v_.index()); }
@@ -74,6 +78,7 @@ public:
     else if constexpr (std::is_same_v<T, std::string>) return attr_kind::string;
     else if constexpr (std::is_same_v<T, dtype>) return attr_kind::data_type;
     else if constexpr (std::is_same_v<T, int_array>) return attr_kind::ints;
+    else if constexpr (std::is_same_v<T, int_dict>) return attr_kind::int_dict;
     else return attr_kind::none;
   }
 

@@ -368,8 +368,23 @@ private:
     std::from_chars(text.data(), text.data() + text.size(), v);
     return neg ? -v : v;
   }
-  /// An attribute value: None, True/False, an int, a float, a string or a list of ints.
+  /// An attribute value: None, True/False, an int, a float, a string, a list of ints or a dict
+  /// of ints (`{"n": 1024}`).
   attr_value parse_attr_value() {
+    if (at("{")) {
+      next();
+      int_dict d;
+      while (!at("}")) {
+        const token& t = cur();
+        std::string key = parse_string("a string key");
+        if (d.count(key)) fail_at(t, "key \"" + key + "\" is given twice");
+        expect(":");
+        d[std::move(key)] = parse_int();
+        if (!accept(",")) break;
+      }
+      expect("}");
+      return attr_value(std::move(d));
+    }
     if (at_word("None")) return next(), attr_value();
     if (at_word("True")) return next(), attr_value(true);
     if (at_word("False")) return next(), attr_value(false);
@@ -385,7 +400,7 @@ private:
       return attr_value(parse_int());
     }
     if (at_kind(tok::floating) || at_word("inf") || at_word("nan")) return attr_value(to_double(next().text, neg));
-    expected("an attribute value (None, True, False, a number, a string or a list of integers)");
+    expected("an attribute value (None, True, False, a number, a string, a list of integers or a dict of integers)");
   }
   attr_map parse_dict() {
     attr_map m;

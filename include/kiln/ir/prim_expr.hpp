@@ -316,4 +316,55 @@ prim_expr substitute(const prim_expr& e, Lookup&& lookup) {
   return e;
 }
 
+/// The largest value `e` can take when each size variable `v` lies in [0, bound_of(v)]
+/// (`bound_of` returns nothing for an unbounded variable), by interval arithmetic; nothing when
+/// a variable is unbounded, a division or modulo is by a non-constant, or a bound overflows.
+template <class BoundOf>
+std::optional<std::int64_t> upper_bound(const prim_expr& e, BoundOf&& bound_of) {
+  struct interval {
+    std::int64_t lo, hi;
+  };
+  auto eval = [&](auto& self, const prim_expr& x) -> std::optional<interval> {
+    if (auto c = as_int(x)) return interval{*c, *c};
+    if (auto* v = dyn_cast<size_var_node>(x)) {
+      std::optional<std::int64_t> b = bound_of(*v);
+      if (!b || *b < 0) return std::nullopt;
+      return interval{0, *b};
+    }
+    auto* bin = dyn_cast<prim_binary_node>(x);
+    if (!bin) return std::nullopt;
+    auto a = self(self, bin->a), b = self(self, bin->b);
+    if (!a || !b) return std::nullopt;
+    std::int64_t r[4];
+    bool overflow = false;
+    switch (bin->op) {
+      case prim_op::add:
+        overflow = __builtin_add_overflow(a->lo, b->lo, &r[0]) || __builtin_add_overflow(a->hi, b->hi, &r[1]);
+        return overflow ? std::nullopt : std::optional<interval>(interval{r[0], r[1]});
+      case prim_op::sub:
+        overflow = __builtin_sub_overflow(a->lo, b->hi, &r[0]) || __builtin_sub_overflow(a->hi, b->lo, &r[1]);
+        return overflow ? std::nullopt : std::optional<interval>(interval{r[0], r[1]});
+      case prim_op::mul:
+        overflow = __builtin_mul_overflow(a->lo, b->lo, &r[0]) || __builtin_mul_overflow(a->lo, b->hi, &r[1]) ||
+                   __builtin_mul_overflow(a->hi, b->lo, &r[2]) || __builtin_mul_overflow(a->hi, b->hi, &r[3]);
+        if (overflow) return std::nullopt;
+        return interval{std::min({r[0], r[1], r[2], r[3]}), std::max({r[0], r[1], r[2], r[3]})};
+      case prim_op::floordiv: {
+        if (b->lo != b->hi || b->lo <= 0) return std::nullopt;
+        auto fdiv = [d = b->lo](std::int64_t n) { return n / d - ((n % d != 0) && (n < 0)); };
+        return interval{fdiv(a->lo), fdiv(a->hi)};
+      }
+      case prim_op::floormod:
+        if (b->lo != b->hi || b->lo <= 0) return std::nullopt;
+        return interval{0, b->lo - 1};
+      case prim_op::min: return interval{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
+      case prim_op::max: return interval{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
+    }
+    return std::nullopt;
+  };
+  auto r = eval(eval, e);
+  if (!r) return std::nullopt;
+  return r->hi;
+}
+
 }  // namespace kiln::ir

@@ -24,6 +24,7 @@
 #include <kiln/ir/op.hpp>
 
 #include <charconv>
+#include <utility>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -91,7 +92,12 @@ inline std::string attr_text(const attr_value& v) {
         else if constexpr (std::is_same_v<X, double>) return float_text(x, dtype::float64);
         else if constexpr (std::is_same_v<X, std::string>) return quote(x);
         else if constexpr (std::is_same_v<X, dtype>) return quote(name(x));
-        else {
+        else if constexpr (std::is_same_v<X, int_dict>) {
+          std::string s = "{";
+          bool first = true;
+          for (auto& [k, n] : x) s += (std::exchange(first, false) ? "" : ", ") + quote(k) + ": " + std::to_string(n);
+          return s + "}";
+        } else {
           std::string s = "[";
           for (std::size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + std::to_string(x[i]);
           return s + "]";

@@ -97,6 +97,10 @@ struct explicit_outputs {
   }
 };
 
+/// The function attribute that bounds size variables from above, `{"n": 1024}` (TVM's name):
+/// memory planning sizes storage for the bound, and the function checks each bound at entry.
+inline constexpr const char* upper_bound_attr = "tir_var_upper_bound";
+
 /// The function attribute memory planning records its result in (bytes of planned storage).
 inline constexpr const char* planned_bytes_attr = "kiln.planned_bytes";
 

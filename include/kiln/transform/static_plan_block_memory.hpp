@@ -16,9 +16,14 @@
 ///   GlobalDecreasingSizeBestFitHeap), at 64-byte aligned offsets. The arena is one
 ///   `R.memory.alloc_storage` at the start of the function; each tensor an `R.memory.alloc_tensor`
 ///   at a fixed offset.
-/// - **Symbolic sizes** get storage tokens: a tensor reuses the storage of an earlier one whose
-///   lifetime has ended when their sizes in bytes are provably equal (keyed by bytes, not dtype),
-///   else it gets a storage of its own, allocated where it is first needed.
+/// - **Symbolic sizes with upper bounds**: when the function bounds its size variables
+///   (`R.func_attr({"tir_var_upper_bound": {"n": 1024}})`, TVM's attribute), a tensor whose size
+///   in bytes has a bound (by interval arithmetic over the bounds) joins the arena at its largest
+///   size; `vm_shape_lower` checks every bound where its variable is defined, so a larger input is
+///   a clean error, never an overlap.
+/// - **Symbolic sizes** otherwise get storage tokens: a tensor reuses the storage of an earlier one
+///   whose lifetime has ended when their sizes in bytes are provably equal (keyed by bytes, not
+///   dtype), else it gets a storage of its own, allocated where it is first needed.
 ///
 /// The function records its plan in attributes: `kiln.planned_bytes` (the arena), `kiln.unplanned_bytes`
 /// (the sum of the planned tensors' sizes, what one allocation per tensor would take),
@@ -75,6 +80,7 @@ private:
   struct candidate {
     const ir::var_node* var;
     ir::prim_expr bytes;  ///< size in bytes
+    std::int64_t size = -1;  ///< the size, or its upper bound; -1 when neither is known
     std::int64_t begin = 0, end = 0;
     std::int64_t offset = -1;  ///< static: offset in the arena
     int token = -1;            ///< symbolic: storage token
@@ -87,6 +93,16 @@ private:
       for (auto& block : body.blocks)
         for (auto& b : block.bindings) bindings_.push_back(&b);
       result_pos_ = std::int64_t(bindings_.size());
+      if (auto* ub = f->attrs.find(properties::upper_bound_attr)) {
+        bounds_ = ub->get_if<ir::int_dict>();
+        if (!bounds_)
+          throw error(std::string("kiln::transform::static_plan_block_memory: attribute ") + properties::upper_bound_attr +
+                      " must be a dict of int such as {\"n\": 1024}, got " + ir::name(ub->kind()));
+        for (auto& [var, bound] : *bounds_)
+          if (bound < 0)
+            throw error(std::string("kiln::transform::static_plan_block_memory: attribute ") + properties::upper_bound_attr +
+                        " bounds " + var + " by " + std::to_string(bound) + ", which no size can meet");
+      }
       collect();
       lifetimes();
     }
@@ -95,7 +111,7 @@ private:
       std::vector<candidate*> fixed, symbolic;
       for (auto& c : cands_) {
         if (escapes_.count(c.var)) continue;  // the caller holds it after the return: its own allocation
-        (ir::as_int(c.bytes) ? fixed : symbolic).push_back(&c);
+        (c.size >= 0 ? fixed : symbolic).push_back(&c);
       }
       place_static(fixed);
       place_symbolic(symbolic);
@@ -154,7 +170,13 @@ private:
         if (!shape) continue;
         ir::prim_expr bytes = ir::make_int(std::int64_t(size_of(call.attrs.find("dtype")->as<dtype>())));
         for (auto& d : shape->values) bytes = bytes * d;
-        cands_.push_back({b.variable.get(), bytes, p, p});
+        std::optional<std::int64_t> size = ir::as_int(bytes);
+        if (!size && bounds_) size = ir::upper_bound(bytes, [&](const ir::size_var_node& v) -> std::optional<std::int64_t> {
+          auto it = bounds_->find(v.name);
+          if (it == bounds_->end()) return std::nullopt;
+          return it->second;
+        });
+        cands_.push_back({b.variable.get(), bytes, size.value_or(-1), p, p});
       }
     }
 
@@ -167,22 +189,22 @@ private:
     static std::int64_t align(std::int64_t n) { return (n + alignment - 1) / alignment * alignment; }
 
     void place_static(std::vector<candidate*>& fixed) {
-      for (auto* c : fixed) stats_.unplanned_bytes += *ir::as_int(c->bytes);
+      for (auto* c : fixed) stats_.unplanned_bytes += c->size;
       // The live-set lower bound, swept over positions.
       for (std::int64_t p = 0; p <= result_pos_; ++p) {
         std::int64_t live = 0;
         for (auto* c : fixed)
-          if (c->begin <= p && p <= c->end) live += *ir::as_int(c->bytes);
+          if (c->begin <= p && p <= c->end) live += c->size;
         stats_.live_lower_bound = std::max(stats_.live_lower_bound, live);
       }
       std::vector<candidate*> order = fixed;
-      std::stable_sort(order.begin(), order.end(), [](const candidate* a, const candidate* b) { return *ir::as_int(a->bytes) > *ir::as_int(b->bytes); });
+      std::stable_sort(order.begin(), order.end(), [](const candidate* a, const candidate* b) { return a->size > b->size; });
       std::vector<const candidate*> placed;
       for (auto* c : order) {
-        const std::int64_t size = align(*ir::as_int(c->bytes));
+        const std::int64_t size = align(c->size);
         std::vector<std::pair<std::int64_t, std::int64_t>> busy;  // [offset, end) of overlapping placed tensors
         for (auto* q : placed)
-          if (q->begin <= c->end && c->begin <= q->end) busy.emplace_back(q->offset, q->offset + align(*ir::as_int(q->bytes)));
+          if (q->begin <= c->end && c->begin <= q->end) busy.emplace_back(q->offset, q->offset + align(q->size));
         std::sort(busy.begin(), busy.end());
         std::int64_t best = -1, best_gap = 0, at = 0;
         for (auto& [lo, hi] : busy) {
@@ -225,6 +247,7 @@ private:
     std::vector<candidate> cands_;
     std::unordered_set<const ir::var_node*> escapes_;
     std::vector<ir::prim_expr> token_bytes_;
+    const ir::int_dict* bounds_ = nullptr;
     memory_plan_stats stats_;
   };
 };

@@ -23,6 +23,10 @@
 ///         s = R.call_packed("vm.builtin.make_shape", shape_heap, R.prim_value(1), R.prim_value(1), R.prim_value(1), ...)
 ///         lv = R.call_packed("kernels.reshape_view", x, s, ...)
 ///
+/// A size variable bounded by the function's `tir_var_upper_bound` attribute is checked against
+/// its bound (`vm.builtin.check_upper_bound`) where it is first defined: memory planning sized
+/// storage for the bound.
+///
 /// Error messages of the checks name the function, the parameter (or match_cast binding) and its
 /// declared type; the VM's built-ins add what differs.
 #pragma once
@@ -60,6 +64,12 @@ private:
     lowerer(std::string name, ir::function f) : name_(std::move(name)), f_(std::move(f)) {}
 
     ir::function run() {
+      if (auto* ub = f_->attrs.find(properties::upper_bound_attr)) {
+        bounds_ = ub->get_if<ir::int_dict>();
+        if (!bounds_)
+          throw error("kiln::transform::vm_shape_lower: in function '" + name_ + "', attribute " + properties::upper_bound_attr +
+                      " must be a dict of int such as {\"n\": 1024}, got " + ir::name(ub->kind()));
+      }
       scan();
       std::vector<ir::binding> prologue;
       if (slots_ > 0) {
@@ -105,6 +115,8 @@ private:
       std::vector<std::pair<int, ir::prim_expr>> dims;  // position, expression
       std::string ctx;
     };
+
+    const ir::int_dict* bounds_ = nullptr;
 
     std::string context(const std::string& what, const ir::type& t) const { return name_ + ": " + what + " (" + ir::to_string(t) + ")"; }
 
@@ -219,6 +231,7 @@ private:
                std::vector<pending>& later) {
       std::vector<ir::expr> args{x, heap_arg(), imm(std::int64_t(dims.size()))};
       pending p{x, int(dims.size()), {}, ctx};
+      std::vector<std::pair<const ir::size_var_node*, std::int64_t>> bounded;  // defined here, with a bound
       for (std::size_t i = 0; i < dims.size(); ++i) {
         const ir::prim_expr& d = dims[i];
         vm_mode mode = vm_mode::no_op;
@@ -228,6 +241,8 @@ private:
         } else if (auto* sv = ir::dyn_cast<ir::size_var_node>(d)) {
           v = var_slot_.at(sv);
           mode = defined_.insert(sv).second ? vm_mode::store_to_heap : vm_mode::assert_equal_to_load;
+          if (mode == vm_mode::store_to_heap && bounds_)
+            if (auto it = bounds_->find(sv->name); it != bounds_->end()) bounded.emplace_back(sv, it->second);
         } else {
           p.dims.emplace_back(int(i), d);
         }
@@ -236,6 +251,8 @@ private:
       }
       args.push_back(ir::make_string_imm(ctx));
       out.push_back({unit(), packed("vm.builtin.match_shape", std::move(args)), {}});
+      for (auto [sv, bound] : bounded)
+        out.push_back({unit(), packed("vm.builtin.check_upper_bound", {heap_arg(), imm(var_slot_.at(sv)), imm(bound), ir::make_string_imm(sv->name), ir::make_string_imm(ctx)}), {}});
       if (!p.dims.empty()) later.push_back(std::move(p));
     }
 

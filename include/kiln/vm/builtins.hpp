@@ -19,6 +19,7 @@
 ///         postfix: kind 0 pushes v, 1 pushes heap[v], 2 applies operator v to the top two
 ///         (0 +, 1 -, 2 *, 3 floor division, 4 floor modulo, 5 min, 6 max), overflow-checked
 ///     vm.builtin.shape_heap_load(heap, i) -> heap[i] as an int
+///     vm.builtin.check_upper_bound(heap, i, bound, name, err_ctx)   heap[i] (size variable `name`) <= bound
 ///
 /// and for the code the compiler emits:
 ///
@@ -215,6 +216,15 @@ inline void register_builtins(function_registry& r) {
     std::int64_t size;
     std::int64_t* h = detail::heap_data(heap, "shape_heap_load", size);
     return detail::heap_slot(h, size, i, "shape_heap_load", "");
+  });
+  r.add("vm.builtin.check_upper_bound", [](const value& heap, std::int64_t i, std::int64_t bound, const std::string& var, const std::string& ctx) {
+    std::int64_t size;
+    std::int64_t* h = detail::heap_data(heap, "check_upper_bound", size);
+    const std::int64_t v = detail::heap_slot(h, size, i, "check_upper_bound", ctx);
+    if (v > bound)
+      builtin_fail("check_upper_bound", ctx,
+                   "size variable " + var + " = " + std::to_string(v) + " exceeds its upper bound " + std::to_string(bound) +
+                       " (the function's tir_var_upper_bound attribute; memory was planned for at most that)");
   });
   r.add("vm.builtin.copy", [](const value& x) { return x; });
   r.add("vm.builtin.null_value", [] { return value(); });
