@@ -26,6 +26,7 @@
 #include <kiln/kernels/register.hpp>
 #include <kiln/transform/kernel_lowering.hpp>
 #include <kiln/transform/tensor_conversion.hpp>
+#include <kiln/vm/builtins.hpp>
 #include <kiln/vm/context.hpp>
 #include <kiln/vm/native.hpp>
 
@@ -311,7 +312,7 @@ private:
   bool condition(const vm::value& v, const frame& f) {
     if (v.is_bool()) return v.as_bool();
     if (v.is_int()) return v.as_int() != 0;
-    if (v.is_tensor() && v.as_tensor().numel() == 1) return kernels::cast(v.as_tensor(), dtype::bool_).to_vector<bool>()[0];
+    if (v.is_tensor() && v.as_tensor().numel() == 1) return vm::detail::truth_of_element(v.as_tensor());
     fail(f, "the condition of an if must be a bool, but is a " + std::string(vm::name(v.kind())));
   }
 

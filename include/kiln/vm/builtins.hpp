@@ -59,6 +59,23 @@ enum class make_shape_code : std::int64_t { use_imm = 0, load_shape = 1 };
 
 namespace detail {
 
+/// Whether the first element of `t` is non-zero (a condition held in a tensor).
+inline bool truth_of_element(const tensor& t) {
+  const void* p = t.data();
+  switch (t.type()) {
+    case dtype::bool_: return *static_cast<const bool*>(p);
+    case dtype::int8: return *static_cast<const std::int8_t*>(p) != 0;
+    case dtype::uint8: return *static_cast<const std::uint8_t*>(p) != 0;
+    case dtype::int32: return *static_cast<const std::int32_t*>(p) != 0;
+    case dtype::int64: return *static_cast<const std::int64_t*>(p) != 0;
+    case dtype::float32: return *static_cast<const float*>(p) != 0;
+    case dtype::float64: return *static_cast<const double*>(p) != 0;
+    case dtype::float16: return (*static_cast<const std::uint16_t*>(p) & 0x7fff) != 0;
+    case dtype::void_: break;
+  }
+  return false;
+}
+
 [[noreturn]] inline void builtin_fail(std::string_view builtin, std::string_view err_ctx, const std::string& msg) {
   std::string s = "vm.builtin.";
   s.append(builtin).append(": ");
@@ -234,18 +251,7 @@ inline void register_builtins(function_registry& r) {
     if (x.is_tensor()) {
       const tensor t = x.as_tensor();
       if (t.numel() != 1) builtin_fail("read_if_cond", "", "the condition tensor " + describe(t) + " has more than one element");
-      const void* p = t.data();
-      switch (t.type()) {
-        case dtype::bool_: return *static_cast<const bool*>(p);
-        case dtype::int8: return *static_cast<const std::int8_t*>(p) != 0;
-        case dtype::uint8: return *static_cast<const std::uint8_t*>(p) != 0;
-        case dtype::int32: return *static_cast<const std::int32_t*>(p) != 0;
-        case dtype::int64: return *static_cast<const std::int64_t*>(p) != 0;
-        case dtype::float32: return *static_cast<const float*>(p) != 0;
-        case dtype::float64: return *static_cast<const double*>(p) != 0;
-        case dtype::float16: return (*static_cast<const std::uint16_t*>(p) & 0x7fff) != 0;
-        case dtype::void_: break;
-      }
+      return detail::truth_of_element(t);
     }
     builtin_fail("read_if_cond", "", "expected bool, int or a one-element tensor, got " + std::string(name(x.kind())));
   });

@@ -23,7 +23,8 @@
 ///
 /// A `signature` (`type_signature`) is u8 kind (0 object, 1 tensor, 2 shape, 3 prim, 4 tuple,
 /// 5 callable), u8 dtype (0 unknown), i64 ndim (-1 unknown), u8 has_dims, then when has_dims is 1
-/// ndim dimensions, each i64 size (-1 symbolic) and string expression (empty when constant),
+/// u64 count and that many dimensions, each i64 size (-1 symbolic) and string expression (empty
+/// when constant; `validate` checks that count and ndim agree),
 /// then u64 count and that many field signatures (tuples; nested at most 32 deep).
 ///
 /// Nothing may follow. `deserialize` reads with bounds checks — a count is compared with the
@@ -109,6 +110,7 @@ public:
     u8(std::uint8_t(s.dt));
     i64(s.ndim);
     u8(s.dims ? 1 : 0);
+    if (s.dims) u64(s.dims->size());
     if (s.dims)
       for (const auto& d : *s.dims) {
         i64(d.size);
@@ -228,9 +230,7 @@ public:
     const std::uint8_t has_dims = u8(what + " dimension flag");
     if (has_dims > 1) fail(what + " has dimension flag " + std::to_string(has_dims));
     if (has_dims) {
-      if (s.ndim < 0 || std::uint64_t(s.ndim) > left() / 16)
-        fail(what + " has rank " + std::to_string(s.ndim) + ", more than the " + std::to_string(left()) + " remaining bytes can hold");
-      s.dims.emplace(std::size_t(s.ndim));
+      s.dims.emplace(count(what + " dimension count", 16));
       for (auto& d : *s.dims) {
         d.size = i64(what + " dimension");
         d.expr = str(what + " dimension expression", 4096);

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// The definitions behind `kernels/register.hpp`: included by it (header-only), or by
+/// `<kiln/src.hpp>` in the one source file of a program built with `KILN_SEPARATE_COMPILATION`.
+#pragma once
+
+#include <kiln/kernels/register.hpp>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace kiln::kernels {
+
+KILN_DECL void register_kernels(vm::function_registry& r) {
+  using vm::call_args;
+#define KILN_REGISTER_BINARY(op) r.add("kernels." #op, [](tensor a, tensor b, tensor out) { op(a, b, out); });
+  KILN_REGISTER_BINARY(add)
+  KILN_REGISTER_BINARY(subtract)
+  KILN_REGISTER_BINARY(multiply)
+  KILN_REGISTER_BINARY(divide)
+  KILN_REGISTER_BINARY(floor_divide)
+  KILN_REGISTER_BINARY(power)
+  KILN_REGISTER_BINARY(maximum)
+  KILN_REGISTER_BINARY(minimum)
+  KILN_REGISTER_BINARY(equal)
+  KILN_REGISTER_BINARY(not_equal)
+  KILN_REGISTER_BINARY(less)
+  KILN_REGISTER_BINARY(less_equal)
+  KILN_REGISTER_BINARY(greater)
+  KILN_REGISTER_BINARY(greater_equal)
+  KILN_REGISTER_BINARY(logical_and)
+  KILN_REGISTER_BINARY(logical_or)
+#undef KILN_REGISTER_BINARY
+#define KILN_REGISTER_UNARY(op) r.add("kernels." #op, [](tensor x, tensor out) { op(x, out); });
+  KILN_REGISTER_UNARY(negative)
+  KILN_REGISTER_UNARY(abs)
+  KILN_REGISTER_UNARY(relu)
+  KILN_REGISTER_UNARY(exp)
+  KILN_REGISTER_UNARY(log)
+  KILN_REGISTER_UNARY(sqrt)
+  KILN_REGISTER_UNARY(rsqrt)
+  KILN_REGISTER_UNARY(tanh)
+  KILN_REGISTER_UNARY(sigmoid)
+  KILN_REGISTER_UNARY(erf)
+  KILN_REGISTER_UNARY(gelu)
+  KILN_REGISTER_UNARY(gelu_tanh)
+  KILN_REGISTER_UNARY(logical_not)
+  KILN_REGISTER_UNARY(cast)
+#undef KILN_REGISTER_UNARY
+  r.add("kernels.clip", [](tensor x, double lo, double hi, tensor out) { clip(x, lo, hi, out); });
+  r.add("kernels.where", [](tensor c, tensor x, tensor y, tensor out) { where(c, x, y, out); });
+
+#define KILN_REGISTER_REDUCE(op)                                                                         \
+  r.add("kernels." #op, [](tensor x, const shape_vector& axes, bool keepdims, tensor out) { op(x, axes, keepdims, out); });
+  KILN_REGISTER_REDUCE(sum)
+  KILN_REGISTER_REDUCE(mean)
+  KILN_REGISTER_REDUCE(max)
+  KILN_REGISTER_REDUCE(min)
+  KILN_REGISTER_REDUCE(prod)
+#undef KILN_REGISTER_REDUCE
+  auto optional_axis = [](const vm::value& v) { return v.is_null() ? std::optional<std::int64_t>() : std::optional(v.as_int()); };
+  r.add("kernels.argmax", [=](tensor x, const vm::value& axis, bool keepdims, tensor out) { argmax(x, optional_axis(axis), keepdims, out); });
+  r.add("kernels.argmin", [=](tensor x, const vm::value& axis, bool keepdims, tensor out) { argmin(x, optional_axis(axis), keepdims, out); });
+  r.add("kernels.softmax", [](tensor x, std::int64_t axis, tensor out) { softmax(x, axis, out); });
+  r.add("kernels.log_softmax", [](tensor x, std::int64_t axis, tensor out) { log_softmax(x, axis, out); });
+  r.add("kernels.layer_norm", [](tensor x, const vm::value& gamma, const vm::value& beta, const shape_vector& axes, double epsilon,
+                                 bool center, bool scale, tensor out) {
+    auto maybe = [](const vm::value& v) { return v.is_null() ? tensor() : v.as_tensor(); };
+    layer_norm(x, maybe(gamma), maybe(beta), axes, epsilon, out, center, scale);
+  });
+
+  r.add("kernels.matmul", [](tensor a, tensor b, bool ta, bool tb, tensor out) { matmul(a, b, out, ta, tb); });
+
+  r.add("kernels.conv2d", [](tensor x, tensor w, const vm::value& bias, const shape_vector& strides, const shape_vector& padding,
+                             const shape_vector& dilation, std::int64_t groups, tensor out) {
+    constexpr std::string_view op = "conv2d";
+    const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), groups};
+    conv2d(x, w, bias.is_null() ? tensor() : bias.as_tensor(), p, out);
+  });
+  auto pool_params = [](std::string_view op, const shape_vector& size, const shape_vector& strides, const shape_vector& padding,
+                        const shape_vector& dilation, bool ceil_mode, bool count_include_pad) {
+    return pool2d_params{pair2(op, "pool_size", size), pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation),
+                         ceil_mode, count_include_pad};
+  };
+  r.add("kernels.max_pool2d", [=](tensor x, const shape_vector& size, const shape_vector& strides, const shape_vector& padding,
+                                  const shape_vector& dilation, bool ceil_mode, tensor out) {
+    max_pool2d(x, pool_params("max_pool2d", size, strides, padding, dilation, ceil_mode, false), out);
+  });
+  r.add("kernels.avg_pool2d", [=](tensor x, const shape_vector& size, const shape_vector& strides, const shape_vector& padding,
+                                  const shape_vector& dilation, bool ceil_mode, bool count_include_pad, tensor out) {
+    avg_pool2d(x, pool_params("avg_pool2d", size, strides, padding, dilation, ceil_mode, count_include_pad), out);
+  });
+  r.add("kernels.adaptive_avg_pool2d", [](tensor x, tensor out) { adaptive_avg_pool2d(x, out); });
+  r.add("kernels.global_avg_pool2d", [](tensor x, tensor out) { global_avg_pool2d(x, out); });
+
+  r.add("kernels.copy", [](tensor x, tensor out) { copy(x, out); });
+  r.add("kernels.broadcast_to", [](tensor x, tensor out) { broadcast_to(x, out); });
+  r.add("kernels.reshape", [](tensor x, tensor out) { reshape(x, out); });
+  r.add("kernels.reshape_view", [](tensor x, const shape_vector& shape) { return reshape(x, shape); });
+  r.add("kernels.permute_dims", [](tensor x, const shape_vector& axes, tensor out) { permute_dims(x, axes, out); });
+  // A tuple argument as tensors, or an error naming the field that is not one.
+  auto tensors_of = [](std::string_view op, const char* what, const vm::value& v) {
+    if (!v.is_tuple()) fail(op, kiln::detail::concat(what, " must be a tuple of tensors, got ", vm::name(v.kind())));
+    std::vector<tensor> ts;
+    for (const vm::value& f : v.as_tuple()) {
+      if (!f.is_tensor()) fail(op, kiln::detail::concat("field ", ts.size(), " of ", what, " must be a tensor, got ", vm::name(f.kind())));
+      ts.push_back(f.as_tensor());
+    }
+    return ts;
+  };
+  r.add("kernels.concat", [=](const vm::value& xs, std::int64_t axis, tensor out) { concat(tensors_of("concat", "the inputs", xs), axis, out); });
+  r.add("kernels.split", [=](tensor x, std::int64_t axis, const vm::value& outs) { split(x, axis, tensors_of("split", "the outputs", outs)); });
+  r.add("kernels.strided_slice", [](tensor x, const shape_vector& axes, const shape_vector& begin, const shape_vector& end,
+                                    const shape_vector& strides, tensor out) { strided_slice(x, axes, begin, end, strides, out); });
+  r.add("kernels.take", [=](tensor x, tensor indices, const vm::value& axis, tensor out) { take(x, indices, optional_axis(axis), out); });
+  r.add("kernels.pad", [](tensor x, const shape_vector& widths, const std::string& mode, double value, tensor out) {
+    pad(x, widths, parse_pad_mode(mode), value, out);
+  });
+
+  // Parsed descriptions, shared by every VM the registry serves.
+  struct fused_cache {
+    std::mutex mutex;
+    std::unordered_map<std::string, fused_expr> parsed;
+    fused_expr get(const std::string& text) {
+      std::lock_guard lock(mutex);
+      auto it = parsed.find(text);
+      if (it == parsed.end()) it = parsed.emplace(text, fused_expr::parse(text)).first;
+      return it->second;
+    }
+  };
+  auto cache = std::make_shared<fused_cache>();
+  r.add("kernels.fused", [cache](const std::string& text, call_args rest) {
+    if (rest.size() < 2) fail("fused", kiln::detail::concat("needs the inputs and the output after the description, got ", rest.size(), " tensors"));
+    const fused_expr e = cache->get(text);
+    std::vector<tensor> inputs;
+    inputs.reserve(rest.size() - 1);
+    for (std::size_t i = 0; i + 1 < rest.size(); ++i) {
+      if (!rest[i].is_tensor())
+        fail("fused", kiln::detail::concat("argument ", i + 1, " must be a tensor, got ", vm::name(rest[i].kind())));
+      inputs.push_back(rest[i].as_tensor());
+    }
+    if (!rest[rest.size() - 1].is_tensor()) fail("fused", kiln::detail::concat("the output must be a tensor, got ", vm::name(rest[rest.size() - 1].kind())));
+    e.run(inputs, rest[rest.size() - 1].as_tensor());
+  });
+}
+
+KILN_DECL vm::function_registry& global_registry() {
+  static vm::function_registry* r = [] {
+    vm::function_registry* reg = &vm::global_registry();
+    register_kernels(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace kiln::kernels

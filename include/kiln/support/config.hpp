@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// How kiln is compiled into a program: header-only (the default), or with its heaviest
+/// definitions compiled once.
+///
+/// Header-only needs nothing: include what you use. A program with many source files that reach
+/// the kernels' registration (through `kiln/compile.hpp`, `kiln/kernels/register.hpp` or the
+/// reference evaluator) compiles it — every kernel instantiated for every dtype — in each of them.
+/// To compile it once instead, as Asio's `ASIO_SEPARATE_COMPILATION` does:
+///
+///     target_compile_definitions(my_compiler PRIVATE KILN_SEPARATE_COMPILATION)   # every source file
+///     // kiln.cpp, exactly one source file:
+///     #include <kiln/src.hpp>
+///
+/// Forgetting `kiln/src.hpp` is a link error naming `kiln::kernels::register_kernels`.
+#pragma once
+
+#if defined(KILN_SEPARATE_COMPILATION)
+#define KILN_DECL
+#else
+#define KILN_DECL inline
+#endif
