@@ -1,0 +1,620 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// The ONNX operators kiln imports, each as converters by opset range (`converter_table`).
+///
+/// A converter maps one node to kiln IR, honouring the operator's attributes, their defaults and
+/// the semantics of its opset version (Softmax before 13 flattens to 2-D; Clip before 11 takes
+/// attributes, after it inputs; Squeeze, Unsqueeze, Split and ReduceSum take their axes as inputs
+/// from 13, the other reductions from 18; Slice takes inputs from 10; Pad from 11). Operators kiln
+/// has no single operator for are composed: Gemm is matmul, scale and add; BatchNormalization a
+/// per-channel scale and shift (computed at import from constant statistics); LeakyRelu a where;
+/// Flatten, Squeeze and Unsqueeze reshapes.
+///
+/// Users add operators with `converter_table::add` (their own domain or a newer opset).
+#pragma once
+
+#include <kiln/frontend/onnx/node_context.hpp>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace kiln::frontend::onnx {
+
+class converter_table {
+public:
+  /// Adds a converter for `op_type` valid from opset `since` on.
+  void add(const std::string& op_type, int since, converter_fn fn) {
+    auto& v = table_[op_type];
+    v.push_back({since, std::move(fn)});
+    std::sort(v.begin(), v.end(), [](const converter_entry& a, const converter_entry& b) { return a.since < b.since; });
+  }
+  bool knows(const std::string& op_type) const { return table_.count(op_type) != 0; }
+  /// The converter for `op_type` at `opset`: the one with the largest `since` ≤ `opset`.
+  const converter_entry* find(const std::string& op_type, int opset) const {
+    auto it = table_.find(op_type);
+    if (it == table_.end()) return nullptr;
+    const converter_entry* best = nullptr;
+    for (auto& e : it->second)
+      if (e.since <= opset) best = &e;
+    return best;
+  }
+  /// The smallest opset any converter of `op_type` accepts (for messages).
+  int first_opset(const std::string& op_type) const { return table_.at(op_type).front().since; }
+  std::vector<std::string> op_types() const {
+    std::vector<std::string> out;
+    for (auto& [k, v] : table_) out.push_back(k);
+    return out;
+  }
+
+  /// The table of kiln's own converters.
+  static const converter_table& builtin();
+
+private:
+  std::map<std::string, std::vector<converter_entry>> table_;
+};
+
+namespace detail {
+
+using exprs = std::vector<ir::expr>;
+
+inline exprs one(ir::expr e) { return {std::move(e)}; }
+
+inline ir::expr reshape_to(node_context& c, const ir::expr& x, std::vector<ir::prim_expr> dims) {
+  return c.call("reshape", {x, ir::make_shape_expr(std::move(dims))});
+}
+
+inline ir::prim_expr product(const std::vector<ir::prim_expr>& d, std::size_t from, std::size_t to) {
+  ir::prim_expr p = ir::make_int(1);
+  for (std::size_t i = from; i < to; ++i) p = ir::as_int(p) == 1 ? d[i] : p * d[i];
+  return p;
+}
+
+inline void unary(converter_table& t, const char* onnx, const char* kiln) {
+  t.add(onnx, 1, [kiln](node_context& c) { return one(c.call(kiln, {c.input(0)})); });
+}
+inline void binary(converter_table& t, const char* onnx, const char* kiln) {
+  t.add(onnx, 1, [kiln](node_context& c) {
+    if (c.opset() < 7 && c.attr_int("broadcast", 0) != 0 && c.has_attr("axis"))
+      c.fail("legacy broadcasting with an axis (opset < 7) is not supported");
+    return one(c.call(kiln, {c.input(0), c.input(1)}));
+  });
+}
+/// Max, Min, Sum, Mean: a fold of the binary operator over every input.
+inline void variadic(converter_table& t, const char* onnx, const char* kiln, bool mean = false) {
+  t.add(onnx, 1, [kiln, mean](node_context& c) {
+    ir::expr acc = c.input(0);
+    for (std::size_t i = 1; i < c.num_inputs(); ++i) acc = c.call(kiln, {acc, c.input(i)});
+    if (mean && c.num_inputs() > 1) acc = c.call("divide", {acc, c.scalar(double(c.num_inputs()), c.input_dtype(0))});
+    return one(acc);
+  });
+}
+
+inline ir::expr softmax_like(node_context& c, const char* op) {
+  const int r = c.rank(0);
+  if (c.opset() >= 13) return c.call(op, {c.input(0)}, {{"axis", c.axis(c.attr_int("axis", -1), r)}});
+  // Before opset 13: the input is coerced to 2-D at `axis` (default 1) and the softmax is over
+  // the second dimension.
+  const std::int64_t axis = c.axis(c.attr_int("axis", 1), std::max(r, 1));
+  if (axis == r - 1) return c.call(op, {c.input(0)}, {{"axis", std::int64_t{r - 1}}});
+  const auto d = c.shape(0);
+  ir::expr flat = reshape_to(c, c.input(0), {product(d, 0, std::size_t(axis)), product(d, std::size_t(axis), d.size())});
+  ir::expr s = c.call(op, {flat}, {{"axis", std::int64_t{1}}});
+  return reshape_to(c, s, d);
+}
+
+inline exprs reduce(node_context& c, const char* op, bool axes_as_input) {
+  const int r = c.rank(0);
+  std::optional<std::vector<std::int64_t>> axes;
+  if (axes_as_input) {
+    if (c.has_input(1)) axes = c.constant_ints(1, "axes");
+  } else {
+    axes = c.attr_ints("axes");
+  }
+  const bool keepdims = c.attr_int("keepdims", 1) != 0;
+  if (axes && axes->empty()) axes.reset();
+  if (!axes && axes_as_input && c.attr_int("noop_with_empty_axes", 0) != 0) return one(c.input(0));
+  ir::attr_map attrs{{"keepdims", keepdims}};
+  if (axes) {
+    ir::int_array norm;
+    for (auto a : *axes) norm.push_back(c.axis(a, r, "axis"));
+    attrs.set("axis", norm);
+  }
+  return one(c.call(op, {c.input(0)}, attrs));
+}
+
+/// Conv and pooling padding: ONNX's `pads` ([begin..., end...]) or `auto_pad`, as kiln's
+/// (top, left, bottom, right).
+inline ir::int_array spatial_padding(node_context& c, const std::vector<std::int64_t>& kernel, const std::vector<std::int64_t>& strides,
+                                     const std::vector<std::int64_t>& dilations) {
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    auto pads = c.attr_ints("pads").value_or(std::vector<std::int64_t>(4, 0));
+    if (pads.size() != 4) c.fail("attribute 'pads' must have 4 values for a 2-D operation, has " + std::to_string(pads.size()));
+    return {pads[0], pads[1], pads[2], pads[3]};
+  }
+  if (auto_pad == "VALID") return {0, 0, 0, 0};
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") c.fail("unknown auto_pad '" + auto_pad + "'");
+  const auto shape = c.shape(0);
+  ir::int_array begin(2), end(2);
+  for (int i = 0; i < 2; ++i) {
+    auto in = ir::as_int(shape[std::size_t(2 + i)]);
+    if (!in) c.fail("auto_pad " + auto_pad + " needs static spatial dimensions");
+    const std::int64_t out = (*in + strides[std::size_t(i)] - 1) / strides[std::size_t(i)];
+    const std::int64_t need =
+        std::max<std::int64_t>(0, (out - 1) * strides[std::size_t(i)] + (kernel[std::size_t(i)] - 1) * dilations[std::size_t(i)] + 1 - *in);
+    const std::int64_t small = need / 2, big = need - small;
+    begin[std::size_t(i)] = auto_pad == "SAME_UPPER" ? small : big;
+    end[std::size_t(i)] = auto_pad == "SAME_UPPER" ? big : small;
+  }
+  return {begin[0], begin[1], end[0], end[1]};
+}
+
+inline std::vector<std::int64_t> pair_attr(node_context& c, const char* name, std::int64_t fallback) {
+  auto v = c.attr_ints(name).value_or(std::vector<std::int64_t>{fallback, fallback});
+  if (v.size() != 2) c.fail(std::string("attribute '") + name + "' must have 2 values for a 2-D operation, has " + std::to_string(v.size()));
+  return v;
+}
+
+inline exprs pool(node_context& c, const char* op, bool average) {
+  if (c.rank(0) != 4) c.fail("only 2-D pooling (rank-4 input) is supported, the input has rank " + std::to_string(c.rank(0)));
+  if (c.node().output_size() > 1 && !c.node().output(1).empty()) c.fail("the Indices output of MaxPool is not supported");
+  const auto kernel = pair_attr(c, "kernel_shape", 1);
+  if (!c.has_attr("kernel_shape")) c.fail("attribute 'kernel_shape' is required");
+  const auto strides = pair_attr(c, "strides", 1);
+  const auto dilations = pair_attr(c, "dilations", 1);
+  if (c.attr_int("storage_order", 0) != 0) c.fail("storage_order 1 is not supported");
+  ir::attr_map attrs{{"pool_size", ir::int_array(kernel)},
+                     {"strides", ir::int_array(strides)},
+                     {"padding", spatial_padding(c, kernel, strides, dilations)},
+                     {"dilation", ir::int_array(dilations)},
+                     {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
+  if (average) attrs.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
+  return one(c.call(op, {c.input(0)}, attrs));
+}
+
+/// The shape numpy broadcasting gives two shapes (for Expand).
+inline std::vector<ir::prim_expr> broadcast_shapes(node_context& c, std::vector<ir::prim_expr> a, std::vector<ir::prim_expr> b) {
+  if (a.size() < b.size()) std::swap(a, b);
+  std::vector<ir::prim_expr> out = a;
+  const std::size_t off = a.size() - b.size();
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    auto x = ir::as_int(a[off + i]), y = ir::as_int(b[i]);
+    if (y == 1) continue;
+    if (x == 1) out[off + i] = b[i];
+    else if (x && y && *x != *y) c.fail("shapes cannot be broadcast together: dimension " + std::to_string(*x) + " against " + std::to_string(*y));
+    else if (!x && y) out[off + i] = b[i];
+  }
+  return out;
+}
+
+inline ir::expr split_outputs(node_context& c, const ir::expr& x, std::int64_t axis, const std::vector<std::int64_t>& sizes, exprs& outs) {
+  ir::attr_map attrs{{"axis", axis}};
+  if (sizes.empty()) {
+    attrs.set("sections", std::int64_t(c.node().output_size()));
+  } else {
+    ir::int_array idx;
+    std::int64_t at = 0;
+    for (std::size_t i = 0; i + 1 < sizes.size(); ++i) idx.push_back(at += sizes[i]);
+    attrs.set("indices", idx);
+  }
+  ir::expr tup = c.fold_or_emit(ir::call_op("split", {x}, attrs));
+  for (int i = 0; i < c.node().output_size(); ++i) outs.push_back(c.fold_or_emit(ir::make_tuple_get_item(tup, i)));
+  return tup;
+}
+
+inline exprs squeeze(node_context& c, std::optional<std::vector<std::int64_t>> axes) {
+  const auto d = c.shape(0);
+  const int r = int(d.size());
+  std::vector<bool> drop(d.size(), false);
+  if (axes) {
+    for (auto a : *axes) {
+      const auto k = std::size_t(c.axis(a, r));
+      if (ir::as_int(d[k]) != 1) c.fail("axis " + std::to_string(a) + " has size " + ir::to_string(d[k]) + ", not 1");
+      drop[k] = true;
+    }
+  } else {
+    for (std::size_t k = 0; k < d.size(); ++k) drop[k] = ir::as_int(d[k]) == 1;
+  }
+  std::vector<ir::prim_expr> out;
+  for (std::size_t k = 0; k < d.size(); ++k)
+    if (!drop[k]) out.push_back(d[k]);
+  return one(reshape_to(c, c.input(0), out));
+}
+
+inline exprs unsqueeze(node_context& c, const std::vector<std::int64_t>& axes) {
+  const auto d = c.shape(0);
+  const int r = int(d.size() + axes.size());
+  std::vector<bool> inserted(std::size_t(r), false);
+  for (auto a : axes) {
+    const auto k = std::size_t(c.axis(a, r));
+    if (inserted[k]) c.fail("axis " + std::to_string(a) + " is given twice");
+    inserted[k] = true;
+  }
+  std::vector<ir::prim_expr> out;
+  std::size_t from = 0;
+  for (std::size_t k = 0; k < std::size_t(r); ++k) out.push_back(inserted[k] ? ir::make_int(1) : d[from++]);
+  return one(reshape_to(c, c.input(0), out));
+}
+
+inline exprs slice(node_context& c, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends, std::optional<std::vector<std::int64_t>> axes,
+                   std::optional<std::vector<std::int64_t>> steps) {
+  const int r = c.rank(0);
+  if (ends.size() != starts.size()) c.fail("starts and ends differ in length");
+  if (!axes) {
+    axes.emplace();
+    for (std::size_t i = 0; i < starts.size(); ++i) axes->push_back(std::int64_t(i));
+  }
+  if (axes->size() != starts.size()) c.fail("axes and starts differ in length");
+  ir::int_array ax, b, e, s;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    ax.push_back(c.axis((*axes)[i], r));
+    b.push_back(starts[i]);
+    e.push_back(ends[i]);
+    const std::int64_t step = steps ? (*steps)[i] : 1;
+    if (step == 0) c.fail("a step is 0");
+    s.push_back(step);
+  }
+  return one(c.call("strided_slice", {c.input(0)}, {{"axes", ax}, {"begin", b}, {"end", e}, {"strides", s}}));
+}
+
+inline exprs clip(node_context& c, double lo, double hi) {
+  return one(c.call("clip", {c.input(0)}, {{"min", lo}, {"max", hi}}));
+}
+
+inline exprs pad(node_context& c, const std::vector<std::int64_t>& pads, double value) {
+  const int r = c.rank(0);
+  if (pads.size() != 2 * std::size_t(r)) c.fail("pads must have 2 values per axis (" + std::to_string(2 * r) + "), has " + std::to_string(pads.size()));
+  const std::string mode = c.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect") c.fail("pad mode '" + mode + "' is not supported");
+  ir::int_array width;
+  for (int i = 0; i < r; ++i) {
+    if (pads[std::size_t(i)] < 0 || pads[std::size_t(i + r)] < 0) c.fail("negative pads (cropping) are not supported");
+    width.push_back(pads[std::size_t(i)]);
+    width.push_back(pads[std::size_t(i + r)]);
+  }
+  return one(c.call("nn.pad", {c.input(0)}, {{"pad_width", width}, {"pad_mode", mode}, {"pad_value", value}}));
+}
+
+/// The per-channel vector `v` (length C) shaped to broadcast against a rank-`r` NC... tensor.
+inline ir::expr channel_vector(node_context& c, const ir::expr& v, int r) {
+  auto* t = ir::dyn_cast<ir::tensor_type_node>(v->checked_type);
+  if (!t || !t->shape || t->shape->size() != 1) c.fail("per-channel parameters must be 1-D");
+  std::vector<ir::prim_expr> dims{(*t->shape)[0]};
+  for (int i = 2; i < r; ++i) dims.push_back(ir::make_int(1));
+  return reshape_to(c, v, dims);
+}
+
+}  // namespace detail
+
+inline const converter_table& converter_table::builtin() {
+  static const converter_table table = [] {
+    using namespace detail;
+    converter_table t;
+    // ---- elementwise --------------------------------------------------------------------------------
+    for (auto [o, k] : {std::pair{"Add", "add"}, {"Sub", "subtract"}, {"Mul", "multiply"}, {"Div", "divide"}, {"Pow", "power"},
+                        {"Equal", "equal"}, {"Greater", "greater"}, {"Less", "less"}, {"GreaterOrEqual", "greater_equal"},
+                        {"LessOrEqual", "less_equal"}, {"And", "logical_and"}, {"Or", "logical_or"}})
+      binary(t, o, k);
+    for (auto [o, k] : {std::pair{"Abs", "abs"}, {"Neg", "negative"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Tanh", "tanh"},
+                        {"Sigmoid", "sigmoid"}, {"Relu", "nn.relu"}, {"Erf", "erf"}, {"Not", "logical_not"}})
+      unary(t, o, k);
+    variadic(t, "Max", "maximum");
+    variadic(t, "Min", "minimum");
+    variadic(t, "Sum", "add");
+    variadic(t, "Mean", "add", true);
+    t.add("Reciprocal", 1, [](node_context& c) { return one(c.call("divide", {c.scalar(1.0, c.input_dtype(0)), c.input(0)})); });
+    t.add("Identity", 1, [](node_context& c) { return one(c.input(0)); });
+    t.add("Dropout", 1, [](node_context& c) {
+      if (c.node().output_size() > 1 && !c.node().output(1).empty()) c.fail("the mask output of Dropout is not supported");
+      if (c.has_input(2) && (!c.constant(2) || c.constant_ints(2, "training_mode").at(0) != 0))
+        c.fail("training mode (random dropout) is not supported; inference ignores dropout");
+      return one(c.input(0));
+    });
+    t.add("Where", 9, [](node_context& c) { return one(c.call("where", {c.input(0), c.input(1), c.input(2)})); });
+    t.add("Cast", 1, [](node_context& c) {
+      const dtype to = require_dtype(int(c.attr_int("to")), "the target type of Cast");
+      if (c.input_dtype(0) == to) return one(c.input(0));
+      return one(c.call("astype", {c.input(0)}, {{"dtype", to}}));
+    });
+    t.add("LeakyRelu", 1, [](node_context& c) {
+      const dtype dt = c.input_dtype(0);
+      ir::expr pos = c.call("greater", {c.input(0), c.scalar(0, dt)});
+      ir::expr neg = c.call("multiply", {c.input(0), c.scalar(c.attr_float("alpha", 0.01), dt)});
+      return one(c.call("where", {pos, c.input(0), neg}));
+    });
+    t.add("Clip", 1, [](node_context& c) {
+      return clip(c, c.attr_float("min", -std::numeric_limits<double>::infinity()), c.attr_float("max", std::numeric_limits<double>::infinity()));
+    });
+    t.add("Clip", 11, [](node_context& c) {
+      const bool known = (!c.has_input(1) || c.constant(1)) && (!c.has_input(2) || c.constant(2));
+      if (known && is_float(c.input_dtype(0))) {
+        const double lo = c.has_input(1) ? c.constant_floats(1, "min").at(0) : -std::numeric_limits<double>::infinity();
+        const double hi = c.has_input(2) ? c.constant_floats(2, "max").at(0) : std::numeric_limits<double>::infinity();
+        return clip(c, lo, hi);
+      }
+      // Bounds known only at run time (or integer data): max(x, min), then min(., max).
+      ir::expr y = c.input(0);
+      if (c.has_input(1)) y = c.call("maximum", {y, c.input(1)});
+      if (c.has_input(2)) y = c.call("minimum", {y, c.input(2)});
+      return one(y);
+    });
+
+    // ---- linear algebra -----------------------------------------------------------------------------
+    t.add("MatMul", 1, [](node_context& c) { return one(c.call("matmul", {c.input(0), c.input(1)})); });
+    t.add("Gemm", 1, [](node_context& c) {
+      ir::expr a = c.input(0), b = c.input(1);
+      if (c.rank(0) != 2 || c.rank(1) != 2) c.fail("A and B must be 2-D");
+      if (c.attr_int("transA", 0)) a = c.call("permute_dims", {a});
+      if (c.attr_int("transB", 0)) b = c.call("permute_dims", {b});
+      const dtype dt = c.input_dtype(0);
+      ir::expr y = c.call("matmul", {a, b});
+      const double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
+      if (alpha != 1.0) y = c.call("multiply", {y, c.scalar(alpha, dt)});
+      if (c.has_input(2) && beta != 0.0) {
+        ir::expr bias = c.input(2);
+        if (beta != 1.0) bias = c.call("multiply", {bias, c.scalar(beta, dt)});
+        y = c.call("add", {y, bias});
+      }
+      return one(y);
+    });
+
+    // ---- neural network -----------------------------------------------------------------------------
+    t.add("Conv", 1, [](node_context& c) {
+      if (c.rank(0) != 4) c.fail("only 2-D convolution (rank-4 input) is supported, the input has rank " + std::to_string(c.rank(0)));
+      const auto w = c.shape(1);
+      std::vector<std::int64_t> kernel;
+      if (auto k = c.attr_ints("kernel_shape")) kernel = *k;
+      else
+        for (int i = 2; i < 4; ++i) {
+          auto v = ir::as_int(w[std::size_t(i)]);
+          if (!v) c.fail("the kernel's spatial size must be static");
+          kernel.push_back(*v);
+        }
+      const auto strides = pair_attr(c, "strides", 1);
+      const auto dilations = pair_attr(c, "dilations", 1);
+      ir::expr y = c.call("nn.conv2d", {c.input(0), c.input(1)},
+                          {{"strides", ir::int_array(strides)},
+                           {"padding", spatial_padding(c, kernel, strides, dilations)},
+                           {"dilation", ir::int_array(dilations)},
+                           {"groups", c.attr_int("group", 1)}});
+      if (c.has_input(2)) y = c.call("add", {y, channel_vector(c, c.input(2), 4)});
+      return one(y);
+    });
+    t.add("MaxPool", 1, [](node_context& c) { return pool(c, "nn.max_pool2d", false); });
+    t.add("AveragePool", 1, [](node_context& c) { return pool(c, "nn.avg_pool2d", true); });
+    t.add("GlobalAveragePool", 1, [](node_context& c) {
+      if (c.rank(0) != 4) c.fail("only rank-4 (NCHW) inputs are supported");
+      return one(c.call("nn.global_avg_pool2d", {c.input(0)}));
+    });
+    t.add("GlobalMaxPool", 1, [](node_context& c) {
+      if (c.rank(0) != 4) c.fail("only rank-4 (NCHW) inputs are supported");
+      return one(c.call("max", {c.input(0)}, {{"axis", ir::int_array{2, 3}}, {"keepdims", true}}));
+    });
+    t.add("BatchNormalization", 1, [](node_context& c) {
+      if (c.node().output_size() > 1) c.fail("training mode (more than one output) is not supported");
+      if (c.opset() < 7 && c.attr_int("is_test", 0) == 0 && c.opset() < 6) c.fail("training mode is not supported");
+      const int r = c.rank(0);
+      const dtype dt = c.input_dtype(0);
+      const double eps = c.attr_float("epsilon", 1e-5);
+      // y = x * a + b with a = scale / sqrt(var + eps), b = bias - mean * a: computed now when the
+      // statistics are constants (the usual case), else in the program.
+      ir::expr a = c.call("divide", {c.input(1), c.call("sqrt", {c.call("add", {c.input(4), c.scalar(eps, dt)})})});
+      ir::expr b = c.call("subtract", {c.input(2), c.call("multiply", {c.input(3), a})});
+      ir::expr y = c.call("multiply", {c.input(0), channel_vector(c, a, r)});
+      return one(c.call("add", {y, channel_vector(c, b, r)}));
+    });
+    t.add("LayerNormalization", 17, [](node_context& c) {
+      if (c.has_attr("stash_type") && c.attr_int("stash_type", 1) != 1) c.fail("stash_type other than float32 is not supported");
+      const int r = c.rank(0);
+      const std::int64_t axis = c.axis(c.attr_int("axis", -1), r);
+      const double eps = c.attr_float("epsilon", 1e-5);
+      ir::int_array axes;
+      for (std::int64_t i = axis; i < r; ++i) axes.push_back(i);
+      // nn.layer_norm normalizes over `axes` with gamma and beta of those axes' shape; ONNX's
+      // scale and bias broadcast against them, so they are broadcast to that shape first.
+      const auto d = c.shape(0);
+      std::vector<ir::prim_expr> norm_shape(d.begin() + axis, d.end());
+      ir::expr gamma = c.call("broadcast_to", {c.input(1), ir::make_shape_expr(norm_shape)});
+      ir::expr beta = c.has_input(2) ? c.call("broadcast_to", {c.input(2), ir::make_shape_expr(norm_shape)})
+                                     : c.call("multiply", {gamma, c.scalar(0, c.input_dtype(1))});
+      exprs outs = one(c.call("nn.layer_norm", {c.input(0), gamma, beta}, {{"axes", axes}, {"epsilon", eps}}));
+      const bool stats = (c.node().output_size() > 1 && !c.node().output(1).empty()) || (c.node().output_size() > 2 && !c.node().output(2).empty());
+      if (stats) {  // Mean and InvStdDev, reduced over the same axes with them kept
+        const dtype dt = c.input_dtype(0);
+        ir::expr mean = c.call("mean", {c.input(0)}, {{"axis", axes}, {"keepdims", true}});
+        ir::expr dev = c.call("subtract", {c.input(0), mean});
+        ir::expr var = c.call("mean", {c.call("multiply", {dev, dev})}, {{"axis", axes}, {"keepdims", true}});
+        outs.push_back(mean);
+        outs.push_back(c.call("rsqrt", {c.call("add", {var, c.scalar(eps, dt)})}));
+      }
+      outs.resize(std::size_t(c.node().output_size()));
+      return outs;
+    });
+    t.add("Softmax", 1, [](node_context& c) { return one(softmax_like(c, "nn.softmax")); });
+    t.add("LogSoftmax", 1, [](node_context& c) { return one(softmax_like(c, "nn.log_softmax")); });
+
+    // ---- reductions ---------------------------------------------------------------------------------
+    for (auto [o, k] : {std::pair{"ReduceMean", "mean"}, {"ReduceMax", "max"}, {"ReduceMin", "min"}, {"ReduceProd", "prod"}}) {
+      const char* kiln = k;
+      t.add(o, 1, [kiln](node_context& c) { return reduce(c, kiln, false); });
+      t.add(o, 18, [kiln](node_context& c) { return reduce(c, kiln, true); });
+    }
+    t.add("ReduceSum", 1, [](node_context& c) { return reduce(c, "sum", false); });
+    t.add("ReduceSum", 13, [](node_context& c) { return reduce(c, "sum", true); });
+    for (auto [o, k] : {std::pair{"ArgMax", "argmax"}, {"ArgMin", "argmin"}}) {
+      const char* kiln = k;
+      t.add(o, 1, [kiln](node_context& c) {
+        if (c.attr_int("select_last_index", 0) != 0) c.fail("select_last_index 1 is not supported");
+        return one(c.call(kiln, {c.input(0)}, {{"axis", c.axis(c.attr_int("axis", 0), c.rank(0))}, {"keepdims", c.attr_int("keepdims", 1) != 0}}));
+      });
+    }
+
+    // ---- shapes and data movement -------------------------------------------------------------------
+    t.add("Reshape", 5, [](node_context& c) {
+      const auto target = c.constant_ints(1, "shape");
+      const auto in = c.shape(0);
+      const bool allowzero = c.attr_int("allowzero", 0) != 0;
+      std::vector<ir::prim_expr> dims;
+      for (std::size_t i = 0; i < target.size(); ++i) {
+        if (target[i] == 0 && !allowzero) {
+          if (i >= in.size()) c.fail("shape entry " + std::to_string(i) + " is 0 (copy), but the input has rank " + std::to_string(in.size()));
+          dims.push_back(in[i]);
+        } else {
+          if (target[i] < -1) c.fail("shape entry " + std::to_string(i) + " is " + std::to_string(target[i]));
+          dims.push_back(ir::make_int(target[i]));
+        }
+      }
+      return one(reshape_to(c, c.input(0), dims));
+    });
+    t.add("Flatten", 1, [](node_context& c) {
+      const auto d = c.shape(0);
+      const auto r = std::int64_t(d.size());
+      std::int64_t a = c.attr_int("axis", 1);
+      if (a < -r || a > r) c.fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+      const auto axis = std::size_t(a < 0 ? a + r : a);
+      return one(reshape_to(c, c.input(0), {product(d, 0, axis), product(d, axis, d.size())}));
+    });
+    t.add("Transpose", 1, [](node_context& c) {
+      ir::attr_map attrs;
+      if (auto perm = c.attr_ints("perm")) attrs.set("axes", ir::int_array(*perm));
+      return one(c.call("permute_dims", {c.input(0)}, attrs));
+    });
+    t.add("Squeeze", 1, [](node_context& c) { return squeeze(c, c.attr_ints("axes")); });
+    t.add("Squeeze", 13, [](node_context& c) {
+      return squeeze(c, c.has_input(1) ? std::optional(c.constant_ints(1, "axes")) : std::nullopt);
+    });
+    t.add("Unsqueeze", 1, [](node_context& c) {
+      auto axes = c.attr_ints("axes");
+      if (!axes) c.fail("attribute 'axes' is required");
+      return unsqueeze(c, *axes);
+    });
+    t.add("Unsqueeze", 13, [](node_context& c) { return unsqueeze(c, c.constant_ints(1, "axes")); });
+    t.add("Concat", 1, [](node_context& c) {
+      std::vector<ir::expr> xs;
+      for (std::size_t i = 0; i < c.num_inputs(); ++i) xs.push_back(c.input(i));
+      const std::int64_t axis = c.axis(c.attr_int("axis"), c.rank(0));
+      if (xs.size() == 1) return one(xs[0]);
+      return one(c.call("concat", {ir::make_tuple(xs)}, {{"axis", axis}}));
+    });
+    t.add("Split", 1, [](node_context& c) {
+      exprs outs;
+      std::vector<std::int64_t> sizes = c.attr_ints("split").value_or(std::vector<std::int64_t>{});
+      if (c.has_input(1)) sizes = c.constant_ints(1, "split");
+      split_outputs(c, c.input(0), c.axis(c.attr_int("axis", 0), c.rank(0)), sizes, outs);
+      return outs;
+    });
+    t.add("Split", 13, [](node_context& c) {
+      exprs outs;
+      std::vector<std::int64_t> sizes;
+      if (c.has_input(1)) sizes = c.constant_ints(1, "split");
+      split_outputs(c, c.input(0), c.axis(c.attr_int("axis", 0), c.rank(0)), sizes, outs);
+      return outs;
+    });
+    t.add("Slice", 1, [](node_context& c) {
+      auto starts = c.attr_ints("starts"), ends = c.attr_ints("ends");
+      if (!starts || !ends) c.fail("attributes 'starts' and 'ends' are required");
+      return slice(c, *starts, *ends, c.attr_ints("axes"), std::nullopt);
+    });
+    t.add("Slice", 10, [](node_context& c) {
+      return slice(c, c.constant_ints(1, "starts"), c.constant_ints(2, "ends"),
+                   c.has_input(3) ? std::optional(c.constant_ints(3, "axes")) : std::nullopt,
+                   c.has_input(4) ? std::optional(c.constant_ints(4, "steps")) : std::nullopt);
+    });
+    t.add("Gather", 1, [](node_context& c) {
+      const int r = c.rank(0);
+      const std::int64_t axis = c.axis(c.attr_int("axis", 0), r);
+      ir::expr idx = c.input(1);
+      // Negative indices count from the end: made positive now when the indices are constants.
+      if (const ir::ndarray* k = c.constant(1)) {
+        const auto dim = ir::as_int(c.shape(0)[std::size_t(axis)]);
+        bool negative = false;
+        for (std::size_t i = 0; i < k->numel(); ++i) negative |= k->element_int(i) < 0;
+        if (negative) {
+          if (!dim) c.fail("negative indices into a symbolic dimension are not supported");
+          std::vector<std::int64_t> fixed(k->numel());
+          for (std::size_t i = 0; i < fixed.size(); ++i) fixed[i] = k->element_int(i) < 0 ? k->element_int(i) + *dim : k->element_int(i);
+          std::vector<std::byte> bytes(fixed.size() * 8);
+          if (!fixed.empty()) std::memcpy(bytes.data(), fixed.data(), bytes.size());
+          idx = c.constant(ir::ndarray(dtype::int64, k->shape(), std::move(bytes)));
+        }
+      }
+      return one(c.call("take", {c.input(0), idx}, {{"axis", axis}}));
+    });
+    t.add("Expand", 8, [](node_context& c) {
+      std::vector<ir::prim_expr> target;
+      for (auto v : c.constant_ints(1, "shape")) target.push_back(ir::make_int(v));
+      auto out = broadcast_shapes(c, c.shape(0), target);
+      return one(c.call("broadcast_to", {c.input(0), ir::make_shape_expr(out)}));
+    });
+    t.add("Shape", 1, [](node_context& c) {
+      const auto d = c.shape(0);
+      const auto r = std::int64_t(d.size());
+      std::int64_t start = c.attr_int("start", 0), end = c.attr_int("end", r);
+      if (start < 0) start += r;
+      if (end < 0) end += r;
+      start = std::clamp<std::int64_t>(start, 0, r);
+      end = std::clamp<std::int64_t>(end, 0, r);
+      std::vector<std::int64_t> values;
+      for (std::int64_t i = start; i < end; ++i) {
+        auto v = ir::as_int(d[std::size_t(i)]);
+        if (!v)
+          c.fail("the shape of input 0 has symbolic dimension " + ir::to_string(d[std::size_t(i)]) +
+                 "; kiln computes shapes at import, so fix it with import_options::shapes");
+        values.push_back(*v);
+      }
+      return one(c.ints(values));
+    });
+    t.add("Size", 1, [](node_context& c) {
+      std::int64_t n = 1;
+      for (auto& d : c.shape(0)) {
+        auto v = ir::as_int(d);
+        if (!v) c.fail("the input has symbolic dimensions; fix them with import_options::shapes");
+        n *= *v;
+      }
+      return one(c.constant(ir::ndarray::scalar(dtype::int64, double(n))));
+    });
+    t.add("Constant", 1, [](node_context& c) {
+      if (auto* v = c.attr_tensor("value")) return one(c.constant(to_ndarray(*v, "the value of node '" + c.node().name() + "'")));
+      if (c.has_attr("value_float")) return one(c.scalar(c.attr_float("value_float", 0), dtype::float32));
+      if (c.has_attr("value_int")) return one(c.constant(ir::ndarray::scalar(dtype::int64, double(c.attr_int("value_int")))));
+      if (auto v = c.attr_ints("value_ints")) return one(c.ints(*v));
+      if (auto v = c.attr_floats("value_floats")) {
+        const std::int64_t n = std::int64_t(v->size());
+        return one(c.constant(ir::ndarray::from<float>(dtype::float32, {n}, std::span<const float>(*v))));
+      }
+      c.fail("a Constant without a supported value attribute (sparse and string values are not supported)");
+    });
+    t.add("ConstantOfShape", 9, [](node_context& c) {
+      std::vector<std::int64_t> shape = c.constant_ints(0, "shape");
+      ir::ndarray fill = ir::ndarray::scalar(dtype::float32, 0.0);
+      if (auto* v = c.attr_tensor("value")) fill = to_ndarray(*v, "the value of node '" + c.node().name() + "'");
+      if (fill.numel() != 1) c.fail("the value must hold one element");
+      std::size_t n = 1;
+      for (auto d : shape) {
+        if (d < 0) c.fail("negative dimension " + std::to_string(d));
+        n *= std::size_t(d);
+      }
+      if (n * size_of(fill.dt()) > max_folded_bytes) c.fail("the constant would be too large to make at import");
+      std::vector<std::byte> bytes(n * size_of(fill.dt()));
+      for (std::size_t i = 0; i < n; ++i) std::memcpy(bytes.data() + i * size_of(fill.dt()), fill.bytes().data(), size_of(fill.dt()));
+      return one(c.constant(ir::ndarray(fill.dt(), shape, std::move(bytes))));
+    });
+    t.add("Pad", 2, [](node_context& c) {
+      auto pads = c.attr_ints("pads");
+      if (!pads) c.fail("attribute 'pads' is required");
+      return pad(c, *pads, c.attr_float("value", 0.0));
+    });
+    t.add("Pad", 11, [](node_context& c) {
+      if (c.has_input(3)) c.fail("the axes input of Pad is not supported");
+      return pad(c, c.constant_ints(1, "pads"), c.has_input(2) ? c.constant_floats(2, "constant_value").at(0) : 0.0);
+    });
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace kiln::frontend::onnx

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `frontend::onnx::import`: an ONNX model as a kiln IR module (Relax's `from_onnx`).
+///
+/// \code
+/// ir::ir_module m = kiln::frontend::onnx::import_file("resnet18.onnx", {.shapes = {{"input", {1, 3, 224, 224}}}});
+/// vm::executable ex = kiln::compile(m);
+/// \endcode
+///
+/// The module has one function, `main`:
+/// - graph inputs (those that are not initializers) become its parameters, with the model's dtype
+///   and shape; a `dim_param` becomes a symbolic dimension — the same name, the same dimension —
+///   and a dimension with neither value nor name a fresh one; `import_options::shapes` fixes an
+///   input's shape (a batch size, say);
+/// - initializers become constants, or, with `keep_params_in_input`, trailing parameters;
+/// - each node becomes IR through the converter for its operator at the model's opset
+///   (`converter_table`); calls whose operands are all constants are computed at import, so shape
+///   subgraphs give static shapes;
+/// - one output is the function's result, several a tuple.
+///
+/// Errors are `import_error`s that say what and where. Before anything is converted, the model is
+/// checked by ONNX's checker, and every node's operator is looked up: a model with operators kiln
+/// cannot import gets **one** error listing each such operator with the nodes that use it. A
+/// malformed or truncated file is an error naming the file.
+#pragma once
+
+#include <kiln/frontend/onnx/converters.hpp>
+#include <kiln/support/file.hpp>
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::frontend::onnx {
+
+struct import_options {
+  /// Shapes that replace the model's for the named inputs (e.g. a fixed batch size).
+  std::map<std::string, std::vector<std::int64_t>> shapes = {};
+  /// Initializers become trailing parameters of `main` (in the model's order) instead of constants.
+  bool keep_params_in_input = false;
+  /// Run ONNX's model checker first.
+  bool check_model = true;
+  /// The converters to use (kiln's by default; a user's table may add operators).
+  const converter_table* converters = nullptr;
+};
+
+namespace detail {
+
+inline std::string sanitize(const std::string& name) {
+  std::string s;
+  for (char ch : name) s += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') ? ch : '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "v" + s;
+  return s;
+}
+
+class importer {
+public:
+  importer(const ::onnx::ModelProto& model, const import_options& options)
+      : model_(model), options_(options), table_(options.converters ? *options.converters : converter_table::builtin()),
+        eval_(ir::make_module()) {}
+
+  ir::ir_module run() {
+    read_opsets();
+    if (options_.check_model) check();
+    const auto& g = model_.graph();
+    check_operators(g);
+
+    std::set<std::string> initializer_names;
+    for (auto& t : g.initializer()) initializer_names.insert(t.name());
+    for (auto& name : options_.shapes) {
+      bool found = false;
+      for (auto& in : g.input()) found |= in.name() == name.first;
+      if (!found) fail("import_options::shapes names '" + name.first + "', which is not an input of the graph");
+    }
+
+    std::vector<ir::var> params;
+    for (auto& in : g.input()) {
+      if (initializer_names.count(in.name())) continue;  // an initializer listed as an input (IR version < 4)
+      ir::var v = ir::make_var(sanitize(in.name()), input_type(in));
+      params.push_back(v);
+      values_[in.name()] = v;
+    }
+    for (auto& t : g.initializer()) {
+      ir::ndarray a = to_ndarray(t, "initializer '" + t.name() + "'");
+      if (options_.keep_params_in_input) {
+        ir::var v = ir::make_var(sanitize(t.name()), ir::make_constant(a)->checked_type);
+        params.push_back(v);
+        values_[t.name()] = v;
+      } else {
+        values_[t.name()] = ir::make_constant(std::move(a));
+      }
+    }
+
+    bb_.begin_function("main", params);
+    bb_.begin_dataflow();
+    for (int i = 0; i < g.node_size(); ++i) convert(g.node(i), i);
+    std::vector<ir::expr> outs;
+    for (auto& o : g.output()) outs.push_back(value(o.name(), "graph output '" + o.name() + "'"));
+    ir::expr result = outs.size() == 1 ? outs[0] : ir::make_tuple(outs);
+    ir::var gv = bb_.emit_output(result, "gv");
+    bb_.end_dataflow();
+    bb_.end_function(gv);
+    return bb_.module();
+  }
+
+private:
+  [[noreturn]] static void fail(const std::string& msg) { throw import_error("kiln::frontend::onnx: " + msg); }
+
+  void read_opsets() {
+    for (auto& o : model_.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = int(o.version());
+    if (opset_ < 0) fail("the model imports no version of the default operator set (ai.onnx)");
+  }
+
+  void check() {
+    try {
+      ::onnx::checker::check_model(model_);
+    } catch (const std::exception& e) {
+      fail(std::string("the model is not valid ONNX: ") + e.what());
+    }
+  }
+
+  /// Every operator the model uses has a converter at its opset; else one error listing them all.
+  void check_operators(const ::onnx::GraphProto& g) {
+    std::map<std::string, std::vector<std::string>> unsupported;  // what -> where
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      const std::string where = n.name().empty() ? "#" + std::to_string(i) : "'" + n.name() + "'";
+      if (!n.domain().empty() && n.domain() != "ai.onnx") {
+        unsupported[n.domain() + "." + n.op_type() + " (domain '" + n.domain() + "' is not supported)"].push_back(where);
+        continue;
+      }
+      if (!table_.knows(n.op_type())) {
+        unsupported[n.op_type()].push_back(where);
+      } else if (!table_.find(n.op_type(), opset_)) {
+        unsupported[n.op_type() + " (at opset " + std::to_string(opset_) + "; kiln converts it from opset " +
+                    std::to_string(table_.first_opset(n.op_type())) + ")"]
+            .push_back(where);
+      }
+    }
+    if (unsupported.empty()) return;
+    std::string msg = "the model uses " + std::to_string(unsupported.size()) + " operator" + (unsupported.size() == 1 ? "" : "s") +
+                      " kiln cannot import:";
+    for (auto& [op, nodes] : unsupported) {
+      msg += "\n  " + op + ": " + std::to_string(nodes.size()) + " node" + (nodes.size() == 1 ? "" : "s") + " (";
+      for (std::size_t i = 0; i < nodes.size() && i < 5; ++i) msg += (i ? ", " : "") + nodes[i];
+      if (nodes.size() > 5) msg += ", ...";
+      msg += ")";
+    }
+    fail(msg);
+  }
+
+  ir::type input_type(const ::onnx::ValueInfoProto& in) {
+    const std::string what = "graph input '" + in.name() + "'";
+    if (!in.type().has_tensor_type()) fail(what + " is not a tensor (sequences, maps and optionals are not supported)");
+    const auto& tt = in.type().tensor_type();
+    const dtype dt = require_dtype(tt.elem_type(), what);
+    if (auto it = options_.shapes.find(in.name()); it != options_.shapes.end()) {
+      std::vector<ir::prim_expr> dims;
+      for (auto d : it->second) {
+        if (d < 0) fail("import_options::shapes gives '" + in.name() + "' negative dimension " + std::to_string(d));
+        dims.push_back(ir::make_int(d));
+      }
+      if (tt.has_shape() && tt.shape().dim_size() != int(dims.size()))
+        fail("import_options::shapes gives '" + in.name() + "' rank " + std::to_string(dims.size()) + ", but the model gives rank " +
+             std::to_string(tt.shape().dim_size()));
+      return ir::tensor_type(std::move(dims), dt);
+    }
+    if (!tt.has_shape()) return ir::make_ref<ir::tensor_type_node>(dt, -1, std::nullopt);
+    std::vector<ir::prim_expr> dims;
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) fail(what + " has negative dimension " + std::to_string(d.dim_value()));
+        dims.push_back(ir::make_int(d.dim_value()));
+      } else {
+        const std::string name = d.has_dim_param() && !d.dim_param().empty() ? sanitize(d.dim_param())
+                                                                             : sanitize(in.name()) + "_dim" + std::to_string(i);
+        auto it = size_vars_.find(name);
+        if (it == size_vars_.end()) it = size_vars_.emplace(name, ir::make_size_var(name)).first;
+        dims.push_back(it->second);
+      }
+    }
+    return ir::tensor_type(std::move(dims), dt);
+  }
+
+  ir::expr value(const std::string& name, const std::string& what) const {
+    auto it = values_.find(name);
+    if (it == values_.end()) fail(what + " refers to '" + name + "', which no input, initializer or earlier node defines");
+    return it->second;
+  }
+
+  void convert(const ::onnx::NodeProto& n, int index) {
+    const std::string where = "node '" + (n.name().empty() ? "#" + std::to_string(index) : n.name()) + "' (" + n.op_type() + ")";
+    std::vector<ir::expr> inputs;
+    for (int i = 0; i < n.input_size(); ++i)
+      inputs.push_back(n.input(i).empty() ? ir::expr() : value(n.input(i), where + " input " + std::to_string(i)));
+    node_context ctx(n, opset_, inputs, bb_, eval_);
+    std::vector<ir::expr> outs;
+    try {
+      outs = table_.find(n.op_type(), opset_)->fn(ctx);
+    } catch (const import_error&) {
+      throw;
+    } catch (const kiln::error& e) {
+      fail(where + ": " + e.what());
+    }
+    if (outs.size() < std::size_t(n.output_size()))
+      fail(where + ": the converter gave " + std::to_string(outs.size()) + " outputs for " + std::to_string(n.output_size()));
+    for (int i = 0; i < n.output_size(); ++i)
+      if (!n.output(i).empty()) values_[n.output(i)] = outs[std::size_t(i)];
+  }
+
+  const ::onnx::ModelProto& model_;
+  const import_options& options_;
+  const converter_table& table_;
+  transform::reference_evaluator eval_;
+  ir::block_builder bb_;
+  int opset_ = -1;
+  std::unordered_map<std::string, ir::expr> values_;
+  std::map<std::string, ir::size_var> size_vars_;
+};
+
+}  // namespace detail
+
+/// The IR of an ONNX model already parsed.
+inline ir::ir_module import_model(const ::onnx::ModelProto& model, const import_options& options = {}) {
+  return detail::importer(model, options).run();
+}
+
+/// The IR of an ONNX model held in memory; `source` names it in errors.
+inline ir::ir_module import_bytes(std::span<const std::byte> bytes, const std::string& source = "model bytes",
+                                  const import_options& options = {}) {
+  ::onnx::ModelProto model;
+  if (bytes.size() > std::size_t(std::numeric_limits<int>::max()))
+    throw import_error("kiln::frontend::onnx: " + source + " is larger than protobuf can parse (2 GiB)");
+  if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
+    throw import_error("kiln::frontend::onnx: " + source + " is not an ONNX model (the protobuf does not parse: truncated or not ONNX)");
+  if (!model.has_graph()) throw import_error("kiln::frontend::onnx: " + source + " has no graph");
+  try {
+    return import_model(model, options);
+  } catch (const import_error& e) {
+    throw import_error(std::string(e.what()).insert(std::string("kiln::frontend::onnx: ").size(), source + ": "));
+  }
+}
+
+/// The IR of the ONNX model in file `path`.
+inline ir::ir_module import_file(const std::filesystem::path& path, const import_options& options = {}) {
+  const auto bytes = kiln::detail::read_file(path, "kiln::frontend::onnx::import_file");
+  return import_bytes(bytes, "'" + path.string() + "'", options);
+}
+
+}  // namespace kiln::frontend::onnx

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `node_context`: what an operator converter sees of one ONNX node — its inputs as IR
+/// expressions, its attributes with ONNX's defaults, the opset it is converted at — and how it
+/// emits IR.
+///
+/// `call(op, args, attrs)` builds a type-checked operator call and binds it; when every operand is
+/// a constant, the call is evaluated at once with kiln's kernels (through the reference evaluator)
+/// and the result is a constant. That is how shape subgraphs (`Shape → Gather → Concat →
+/// Reshape`) become the static shapes the compiler wants: a converter that needs a value at
+/// import time (`Reshape`'s shape, `Slice`'s starts) asks for `constant_ints(i)`, which names the
+/// input when it is not known.
+#pragma once
+
+#include <kiln/frontend/onnx/tensor.hpp>
+#include <kiln/ir/builder.hpp>
+#include <kiln/ir/op.hpp>
+#include <kiln/transform/reference_evaluator.hpp>
+#include <kiln/transform/tensor_conversion.hpp>
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln::frontend::onnx {
+
+/// Results larger than this are not computed at import time (they stay calls, for the compiler).
+inline constexpr std::size_t max_folded_bytes = std::size_t(64) << 20;
+
+class node_context {
+public:
+  node_context(const ::onnx::NodeProto& node, int opset, const std::vector<ir::expr>& inputs, ir::block_builder& bb,
+               transform::reference_evaluator& eval)
+      : node_(node), opset_(opset), inputs_(inputs), bb_(bb), eval_(eval) {
+    for (auto& a : node.attribute()) attrs_[a.name()] = &a;
+  }
+
+  const ::onnx::NodeProto& node() const noexcept { return node_; }
+  const std::string& op_type() const noexcept { return node_.op_type(); }
+  /// The opset version of the node's domain in the model.
+  int opset() const noexcept { return opset_; }
+
+  // ---- inputs -------------------------------------------------------------------------------------
+
+  /// Number of inputs given (trailing optional inputs may be absent).
+  std::size_t num_inputs() const noexcept { return inputs_.size(); }
+  /// Whether optional input `i` is given (present and not the empty name).
+  bool has_input(std::size_t i) const noexcept { return i < inputs_.size() && inputs_[i]; }
+  /// Input `i`; an error naming it when absent.
+  const ir::expr& input(std::size_t i) const {
+    if (!has_input(i)) fail("input " + std::to_string(i) + " is required but not given");
+    return inputs_[i];
+  }
+  const ir::tensor_type_node& tensor_type(std::size_t i) const {
+    auto* t = ir::dyn_cast<ir::tensor_type_node>(input(i)->checked_type);
+    if (!t) fail("input " + std::to_string(i) + " must be a tensor, but has type " + ir::to_string(input(i)->checked_type));
+    return *t;
+  }
+  /// The rank of input `i`; an error when unknown.
+  int rank(std::size_t i) const {
+    const int r = tensor_type(i).ndim;
+    if (r < 0) fail("input " + std::to_string(i) + " has unknown rank");
+    return r;
+  }
+  /// The dimensions of input `i` (constants or symbolic); an error when unknown.
+  std::vector<ir::prim_expr> shape(std::size_t i) const {
+    const auto& t = tensor_type(i);
+    if (!t.shape) fail("input " + std::to_string(i) + " has an unknown shape");
+    return *t.shape;
+  }
+  dtype input_dtype(std::size_t i) const { return tensor_type(i).dt; }
+
+  /// The value of input `i` when it is a constant (an initializer, a `Constant`, or computed at
+  /// import time), else nothing.
+  const ir::ndarray* constant(std::size_t i) const {
+    if (!has_input(i)) return nullptr;
+    if (auto* c = ir::dyn_cast<ir::constant_node>(inputs_[i])) return &c->data;
+    return nullptr;
+  }
+  /// Input `i` as integers, which must be known at import time.
+  std::vector<std::int64_t> constant_ints(std::size_t i, const char* what) const {
+    const ir::ndarray* c = constant(i);
+    if (!c)
+      fail("input " + std::to_string(i) + " (" + what +
+           ") must be known when the model is imported (a constant, or computed from constants and static shapes); "
+           "fix symbolic dimensions with import_options::shapes");
+    std::vector<std::int64_t> out(c->numel());
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = c->element_int(k);
+    return out;
+  }
+  std::vector<double> constant_floats(std::size_t i, const char* what) const {
+    const ir::ndarray* c = constant(i);
+    if (!c) fail("input " + std::to_string(i) + " (" + what + ") must be known when the model is imported");
+    std::vector<double> out(c->numel());
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = c->element(k);
+    return out;
+  }
+
+  // ---- attributes ---------------------------------------------------------------------------------
+
+  bool has_attr(const std::string& name) const { return attrs_.count(name) != 0; }
+  std::int64_t attr_int(const std::string& name, std::int64_t fallback) const {
+    auto* a = find(name, ::onnx::AttributeProto::INT);
+    return a ? a->i() : fallback;
+  }
+  std::int64_t attr_int(const std::string& name) const {
+    auto* a = find(name, ::onnx::AttributeProto::INT);
+    if (!a) fail("attribute '" + name + "' is required");
+    return a->i();
+  }
+  double attr_float(const std::string& name, double fallback) const {
+    auto* a = find(name, ::onnx::AttributeProto::FLOAT);
+    return a ? a->f() : fallback;
+  }
+  std::string attr_string(const std::string& name, std::string fallback) const {
+    auto* a = find(name, ::onnx::AttributeProto::STRING);
+    return a ? a->s() : fallback;
+  }
+  std::optional<std::vector<std::int64_t>> attr_ints(const std::string& name) const {
+    auto* a = find(name, ::onnx::AttributeProto::INTS);
+    if (!a) return std::nullopt;
+    return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
+  }
+  std::optional<std::vector<float>> attr_floats(const std::string& name) const {
+    auto* a = find(name, ::onnx::AttributeProto::FLOATS);
+    if (!a) return std::nullopt;
+    return std::vector<float>(a->floats().begin(), a->floats().end());
+  }
+  const ::onnx::TensorProto* attr_tensor(const std::string& name) const {
+    auto* a = find(name, ::onnx::AttributeProto::TENSOR);
+    return a ? &a->t() : nullptr;
+  }
+
+  // ---- emitting -----------------------------------------------------------------------------------
+
+  /// `op(args, attrs)`, type-checked, computed now when every operand is a constant, else bound.
+  ir::expr call(const std::string& op, std::vector<ir::expr> args, const ir::attr_map& attrs = {}) {
+    ir::expr c = ir::call_op(op, std::move(args), attrs);
+    return fold_or_emit(c);
+  }
+  /// Binds `e` (or computes it, when it is a foldable call).
+  ir::expr fold_or_emit(const ir::expr& e) {
+    if (auto folded = try_fold(e)) return folded;
+    return bb_.emit(e);
+  }
+  ir::expr constant(const ir::ndarray& a) const { return ir::make_constant(a); }
+  ir::expr scalar(double v, dtype dt) const { return ir::make_constant(v, dt); }
+  /// A 1-d int64 constant (exact: not through double).
+  ir::expr ints(const std::vector<std::int64_t>& v) const {
+    std::vector<std::byte> bytes(v.size() * 8);
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+    return ir::make_constant(ir::ndarray(dtype::int64, {std::int64_t(v.size())}, std::move(bytes)));
+  }
+
+  /// An `import_error` naming the node.
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw import_error("kiln::frontend::onnx: node '" + node_.name() + "' (" + node_.op_type() + "): " + msg);
+  }
+
+  /// Normalizes axis `a` (which may be negative) for a tensor of rank `r`.
+  std::int64_t axis(std::int64_t a, int r, const char* what = "axis") const {
+    if (a < -r || a >= r) fail(std::string(what) + " " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+    return a < 0 ? a + r : a;
+  }
+
+private:
+  const ::onnx::AttributeProto* find(const std::string& name, ::onnx::AttributeProto::AttributeType type) const {
+    auto it = attrs_.find(name);
+    if (it == attrs_.end()) return nullptr;
+    if (it->second->type() != type && it->second->type() != ::onnx::AttributeProto::UNDEFINED)
+      fail("attribute '" + name + "' has type " + ::onnx::AttributeProto::AttributeType_Name(it->second->type()) + ", expected " +
+           ::onnx::AttributeProto::AttributeType_Name(type));
+    return it->second;
+  }
+
+  ir::expr try_fold(const ir::expr& e) {
+    auto* c = ir::dyn_cast<ir::call_node>(e);
+    if (!c) return {};
+    for (auto& a : c->args) {
+      if (ir::isa<ir::constant_node>(a)) continue;
+      auto* t = ir::dyn_cast<ir::tuple_node>(a);
+      if (!t) return {};
+      for (auto& f : t->fields)
+        if (!ir::isa<ir::constant_node>(f)) return {};
+    }
+    auto* tt = ir::dyn_cast<ir::tensor_type_node>(c->checked_type);
+    if (!tt || !tt->shape || !is_known(tt->dt)) return {};
+    std::size_t bytes = size_of(tt->dt);
+    for (auto& d : *tt->shape) {
+      auto v = ir::as_int(d);
+      if (!v) return {};
+      bytes *= std::size_t(*v);
+    }
+    if (bytes > max_folded_bytes) return {};
+    const vm::value v = eval_.evaluate(e);
+    return ir::make_constant(transform::to_ndarray(v.as_tensor()));
+  }
+
+  const ::onnx::NodeProto& node_;
+  int opset_;
+  const std::vector<ir::expr>& inputs_;
+  ir::block_builder& bb_;
+  transform::reference_evaluator& eval_;
+  std::map<std::string, const ::onnx::AttributeProto*> attrs_;
+};
+
+/// A converter: the node's outputs as IR expressions, one per output the node declares (an
+/// output nobody uses may be null).
+using converter_fn = std::function<std::vector<ir::expr>(node_context&)>;
+
+/// One way to convert an operator, valid from opset `since` until the next entry for the same
+/// operator (ONNX's versioning: a converter is chosen as the largest `since` ≤ the model's opset).
+struct converter_entry {
+  int since;
+  converter_fn fn;
+};
+
+}  // namespace kiln::frontend::onnx

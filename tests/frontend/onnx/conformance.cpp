@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ONNX backend test suite through kiln: every case of Debian's libonnx-testdata (a model,
+// its inputs and expected outputs as protobufs) imported, compiled, run on the VM and compared at
+// the suite's tolerances (rtol 1e-3, atol 1e-7), and classified:
+//   pass        the outputs match
+//   fail        wrong numbers, shapes or dtypes
+//   error       imported, but compiling or running it raised an error
+//   unsupported the importer rejected the model (an operator, attribute or type kiln lacks)
+// A crash is a bug and ends the run. Prints a table per operator and the totals.
+//
+//   onnx_conformance DATA_DIR [--suite node] [--filter substring] [--verbose] [--min-pass N]
+//
+// Exits non-zero when fewer than N cases pass (`--min-pass`), or when an exception that is not a
+// kiln::error escapes (a bug in kiln's error handling).
+#include <kiln/compile.hpp>
+#include <kiln/frontend/onnx/import.hpp>
+#include <kiln/vm/vm.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using namespace kiln;
+namespace kx = kiln::frontend::onnx;
+
+namespace {
+
+enum class outcome { pass, fail, error, unsupported };
+const char* name(outcome o) {
+  switch (o) {
+    case outcome::pass: return "pass";
+    case outcome::fail: return "fail";
+    case outcome::error: return "error";
+    case outcome::unsupported: return "unsupported";
+  }
+  return "?";
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> out;
+  for (int i = 0;; ++i) {
+    fs::path p = dir / (prefix + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    out.push_back(p);
+  }
+  return out;
+}
+
+/// Empty when `got` matches `want` within the tolerances, else what differs.
+std::string compare(const runtime::tensor& got, const runtime::tensor& want, double rtol, double atol) {
+  if (got.type() != want.type())
+    return std::string("dtype ") + std::string(kiln::name(got.type())) + ", expected " + std::string(kiln::name(want.type()));
+  if (got.shape() != want.shape()) return "shape " + runtime::shape_to_string(got.shape()) + ", expected " + runtime::shape_to_string(want.shape());
+  const runtime::tensor g = got.contiguous(), w = want.contiguous();
+  const std::size_t n = std::size_t(g.numel());
+  for (std::size_t i = 0; i < n; ++i) {
+    double a, b;
+    switch (g.type()) {
+      case dtype::float32: a = static_cast<const float*>(g.data())[i], b = static_cast<const float*>(w.data())[i]; break;
+      case dtype::float64: a = static_cast<const double*>(g.data())[i], b = static_cast<const double*>(w.data())[i]; break;
+      case dtype::int64: a = double(static_cast<const std::int64_t*>(g.data())[i]), b = double(static_cast<const std::int64_t*>(w.data())[i]); break;
+      case dtype::int32: a = static_cast<const std::int32_t*>(g.data())[i], b = static_cast<const std::int32_t*>(w.data())[i]; break;
+      case dtype::int8: a = static_cast<const std::int8_t*>(g.data())[i], b = static_cast<const std::int8_t*>(w.data())[i]; break;
+      case dtype::uint8: a = static_cast<const std::uint8_t*>(g.data())[i], b = static_cast<const std::uint8_t*>(w.data())[i]; break;
+      case dtype::bool_: a = static_cast<const bool*>(g.data())[i], b = static_cast<const bool*>(w.data())[i]; break;
+      default: return "dtype " + std::string(kiln::name(g.type())) + " is not compared";
+    }
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (a == b) continue;
+    if (!(std::abs(a - b) <= atol + rtol * std::abs(b)))
+      return "element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " + std::to_string(b);
+  }
+  return {};
+}
+
+struct result {
+  outcome what;
+  std::string detail;
+};
+
+result run_case(const fs::path& dir) {
+  ir::ir_module m;
+  try {
+    m = kx::import_file(dir / "model.onnx");
+  } catch (const kx::import_error& e) {
+    return {outcome::unsupported, e.what()};
+  }
+  vm::executable ex;
+  try {
+    ex = kiln::compile(m);
+  } catch (const kiln::error& e) {
+    return {outcome::error, std::string("compile: ") + e.what()};
+  }
+  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  for (auto& entry : fs::directory_iterator(dir)) {
+    if (!entry.is_directory() || entry.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
+    std::vector<vm::value> args;
+    for (auto& p : numbered(entry.path(), "input_"))
+      args.emplace_back(kx::to_tensor(kx::parse_tensor(read_all(p), p.string()), p.string()));
+    std::vector<runtime::tensor> want;
+    for (auto& p : numbered(entry.path(), "output_")) want.push_back(kx::to_tensor(kx::parse_tensor(read_all(p), p.string()), p.string()));
+    vm::value got;
+    try {
+      got = machine.invoke_span("main", args);
+    } catch (const kiln::error& e) {
+      return {outcome::error, std::string("run: ") + e.what()};
+    }
+    std::vector<vm::value> outs;
+    if (want.size() == 1) outs.push_back(got);
+    else if (got.is_tuple()) outs.assign(got.as_tuple().begin(), got.as_tuple().end());
+    if (outs.size() != want.size()) return {outcome::fail, std::to_string(outs.size()) + " outputs, expected " + std::to_string(want.size())};
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (!outs[i].is_tensor()) return {outcome::fail, "output " + std::to_string(i) + " is not a tensor"};
+      if (auto d = compare(outs[i].as_tensor(), want[i], 1e-3, 1e-7); !d.empty())
+        return {outcome::fail, entry.path().filename().string() + " output " + std::to_string(i) + ": " + d};
+    }
+  }
+  return {outcome::pass, {}};
+}
+
+/// The operator a node test is about: its one node's type; "(several nodes)" for the tests of
+/// functions written out (`_expanded`) and other multi-node graphs.
+std::string operator_of(const fs::path& dir) {
+  ::onnx::ModelProto model;
+  const std::string bytes = read_all(dir / "model.onnx");
+  if (!model.ParseFromString(bytes) || model.graph().node_size() == 0) return "(unreadable)";
+  if (model.graph().node_size() > 1) return "(several nodes)";
+  return model.graph().node(0).op_type();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: onnx_conformance DATA_DIR [--suite node] [--filter substring] [--verbose] [--min-pass N]\n";
+    return 2;
+  }
+  const fs::path root = argv[1];
+  std::string suite = "node", filter;
+  bool verbose = false;
+  long min_pass = 0;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--suite" && i + 1 < argc) suite = argv[++i];
+    else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (a == "--verbose") verbose = true;
+    else if (a == "--min-pass" && i + 1 < argc) min_pass = std::stol(argv[++i]);
+    else {
+      std::cerr << "onnx_conformance: unknown argument '" << a << "'\n";
+      return 2;
+    }
+  }
+  std::vector<fs::path> cases;
+  for (auto& e : fs::directory_iterator(root / suite))
+    if (e.is_directory() && fs::exists(e.path() / "model.onnx") && e.path().filename().string().find(filter) != std::string::npos)
+      cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+  if (cases.empty()) {
+    std::cerr << "onnx_conformance: no test cases under " << (root / suite) << "\n";
+    return 2;
+  }
+
+  std::map<std::string, std::map<outcome, int>> by_op;
+  std::map<outcome, int> total;
+  for (auto& dir : cases) {
+    result r;
+    try {
+      r = run_case(dir);
+    } catch (const kiln::error& e) {
+      r = {outcome::error, e.what()};
+    } catch (const std::exception& e) {
+      std::cerr << "onnx_conformance: " << dir.filename().string() << ": an exception that is not a kiln::error escaped: " << e.what() << "\n";
+      return 1;
+    }
+    ++by_op[operator_of(dir)][r.what];
+    ++total[r.what];
+    if (verbose || (r.what != outcome::pass && r.what != outcome::unsupported))
+      std::cout << name(r.what) << "  " << dir.filename().string() << (r.detail.empty() ? "" : ": " + r.detail.substr(0, 400)) << "\n";
+  }
+  std::printf("\n%-28s %6s %6s %6s %12s\n", "operator", "pass", "fail", "error", "unsupported");
+  for (auto& [op, counts] : by_op) {
+    auto get = [&](outcome o) { return counts.count(o) ? counts.at(o) : 0; };
+    std::printf("%-28s %6d %6d %6d %12d\n", op.c_str(), get(outcome::pass), get(outcome::fail), get(outcome::error), get(outcome::unsupported));
+  }
+  auto get = [&](outcome o) { return total.count(o) ? total.at(o) : 0; };
+  std::printf("\n%zu cases: %d pass, %d fail, %d error, %d unsupported (%.1f%% pass)\n", cases.size(), get(outcome::pass), get(outcome::fail),
+              get(outcome::error), get(outcome::unsupported), 100.0 * get(outcome::pass) / double(cases.size()));
+  if (get(outcome::pass) < min_pass) {
+    std::printf("onnx_conformance: %d cases pass, fewer than the %ld expected (--min-pass)\n", get(outcome::pass), min_pass);
+    return 1;
+  }
+  return 0;
+}

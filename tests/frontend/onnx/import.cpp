@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ONNX importer on models built here with ONNX's protobuf classes: inputs, initializers,
+// symbolic dimensions, shape overrides, opset-dependent semantics, shape subgraphs computed at
+// import, and every kind of bad model with its message.
+#include <kiln/compile.hpp>
+#include <kiln/frontend/onnx/import.hpp>
+#include <kiln/transform/reference_evaluator.hpp>
+#include <kiln/vm/vm.hpp>
+
+#include "../../common/message_of.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace kiln;
+namespace kx = kiln::frontend::onnx;
+using kiln_test::message_of;
+
+namespace {
+
+/// A small graph builder over ONNX's protobuf classes.
+struct model_builder {
+  ::onnx::ModelProto m;
+  explicit model_builder(int opset = 13) {
+    m.set_ir_version(8);
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m.mutable_graph()->set_name("g");
+  }
+  ::onnx::GraphProto& g() { return *m.mutable_graph(); }
+  void value_info(::onnx::ValueInfoProto* v, const std::string& name, int type, const std::vector<std::string>& dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (auto& d : dims) {
+      auto* dim = shape->add_dim();
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+      else if (!d.empty()) dim->set_dim_param(d);
+    }
+  }
+  void input(const std::string& name, const std::vector<std::string>& dims, int type = ::onnx::TensorProto::FLOAT) {
+    value_info(g().add_input(), name, type, dims);
+  }
+  void output(const std::string& name, const std::vector<std::string>& dims, int type = ::onnx::TensorProto::FLOAT) {
+    value_info(g().add_output(), name, type, dims);
+  }
+  ::onnx::TensorProto& initializer(const std::string& name, std::vector<std::int64_t> dims, std::vector<float> values) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    for (auto v : values) t->add_float_data(v);
+    return *t;
+  }
+  void ints_initializer(const std::string& name, std::vector<std::int64_t> values) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_dims(std::int64_t(values.size()));
+    for (auto v : values) t->add_int64_data(v);
+  }
+  ::onnx::NodeProto& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs, const std::string& name = "") {
+    auto* n = g().add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + "_" + std::to_string(g().node_size()) : name);
+    for (auto& i : ins) n->add_input(i);
+    for (auto& o : outs) n->add_output(o);
+    return *n;
+  }
+  static void attr(::onnx::NodeProto& n, const std::string& name, std::int64_t v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void attr(::onnx::NodeProto& n, const std::string& name, std::vector<std::int64_t> v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  }
+  std::vector<std::byte> bytes() const {
+    const std::string s = m.SerializeAsString();
+    std::vector<std::byte> out(s.size());
+    std::memcpy(out.data(), s.data(), s.size());
+    return out;
+  }
+};
+
+runtime::tensor floats(runtime::shape_vector shape, std::vector<float> v) { return runtime::tensor::from_values<float>(std::move(shape), v); }
+
+vm::value run(const ir::ir_module& m, std::vector<vm::value> args) {
+  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  return machine.invoke_span("main", args);
+}
+
+}  // namespace
+
+TEST_CASE("a Gemm + Relu graph imports with its initializers as constants and runs") {
+  model_builder b;
+  b.input("x", {"batch", "3"});
+  b.initializer("w", {2, 3}, {1, 0, -1, 0.5f, 0.5f, 0.5f});
+  b.initializer("bias", {2}, {0.25f, -10});
+  auto& gemm = b.node("Gemm", {"x", "w", "bias"}, {"h"});
+  model_builder::attr(gemm, "transB", 1);
+  b.node("Relu", {"h"}, {"y"});
+  b.output("y", {"batch", "2"});
+
+  const ir::ir_module m = kx::import_model(b.m);
+  const auto& f = static_cast<const ir::function_node&>(*m->lookup("main"));
+  REQUIRE(f.params.size() == 1);
+  CHECK(ir::to_string(f.params[0]->checked_type) == "R.Tensor((batch, 3), \"float32\")");
+  CHECK(ir::print(m).find("R.matmul") != std::string::npos);
+
+  const vm::value y = run(m, {floats({2, 3}, {1, 2, 3, 4, 5, 6})});
+  // row 0: [1-3, 3] + bias = [-1.75, -7] -> relu [0, 0]; row 1: [4-6, 7.5] + bias = [-1.75, -2.5] -> [0, 0]
+  CHECK(y.as_tensor().to_vector<float>() == std::vector<float>{0, 0, 0, 0});
+  const vm::value y2 = run(m, {floats({1, 3}, {3, 2, 1})});
+  CHECK(y2.as_tensor().to_vector<float>() == std::vector<float>{2.25f, 0});
+}
+
+TEST_CASE("keep_params_in_input makes initializers trailing parameters; shapes fixes an input's dimensions") {
+  model_builder b;
+  b.input("x", {"n", "3"});
+  b.initializer("w", {3, 1}, {1, 1, 1});
+  b.node("MatMul", {"x", "w"}, {"y"});
+  b.output("y", {"n", "1"});
+  const ir::ir_module m = kx::import_model(b.m, {.shapes = {{"x", {4, 3}}}, .keep_params_in_input = true});
+  const auto& f = static_cast<const ir::function_node&>(*m->lookup("main"));
+  REQUIRE(f.params.size() == 2);
+  CHECK(f.params[1]->name_hint == "w");
+  CHECK(ir::to_string(f.params[0]->checked_type) == "R.Tensor((4, 3), \"float32\")");
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m, {.shapes = {{"nope", {1}}}}); }) ==
+        "kiln::frontend::onnx: import_options::shapes names 'nope', which is not an input of the graph");
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m, {.shapes = {{"x", {1}}}}); }) ==
+        "kiln::frontend::onnx: import_options::shapes gives 'x' rank 1, but the model gives rank 2");
+}
+
+TEST_CASE("a shape subgraph is computed at import: Shape -> Gather -> Unsqueeze -> Concat -> Reshape gives a static reshape") {
+  model_builder b;
+  b.input("x", {"2", "3", "4"});
+  b.node("Shape", {"x"}, {"s"});
+  b.ints_initializer("zero", {0});
+  auto& gather = b.node("Gather", {"s", "zero"}, {"d0"});
+  model_builder::attr(gather, "axis", std::int64_t{0});
+  b.ints_initializer("minus_one", {-1});
+  auto& concat = b.node("Concat", {"d0", "minus_one"}, {"shape"});
+  model_builder::attr(concat, "axis", std::int64_t{0});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y", {"2", "12"});
+  const ir::ir_module m = kx::import_model(b.m);
+  const std::string text = ir::print(m);
+  CHECK(text.find("R.reshape(x, R.shape([2, -1]))") != std::string::npos);
+  CHECK(text.find("R.Tensor((2, 12), \"float32\")") != std::string::npos);
+}
+
+TEST_CASE("opset decides semantics: Softmax before 13 flattens at axis 1, from 13 works on the last axis") {
+  for (int opset : {11, 13}) {
+    model_builder b(opset);
+    b.input("x", {"1", "2", "2"});
+    b.node("Softmax", {"x"}, {"y"});
+    b.output("y", {"1", "2", "2"});
+    const vm::value y = run(kx::import_model(b.m), {floats({1, 2, 2}, {0, 0, 0, 0})});
+    const float want = opset == 11 ? 0.25f : 0.5f;
+    for (float v : y.as_tensor().to_vector<float>()) CHECK(v == doctest::Approx(want));
+  }
+}
+
+TEST_CASE("every unsupported operator is listed at once, with the nodes that use it") {
+  model_builder b;
+  b.input("x", {"2"});
+  b.node("Relu", {"x"}, {"a"});
+  b.node("Frobnicate", {"a"}, {"b"}, "f1");
+  b.node("Frobnicate", {"b"}, {"c"}, "f2");
+  b.node("Unique", {"c"}, {"d"}, "u");
+  b.output("d", {"2"});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m, {.check_model = false}); }) ==
+        "kiln::frontend::onnx: the model uses 2 operators kiln cannot import:\n"
+        "  Frobnicate: 2 nodes ('f1', 'f2')\n"
+        "  Unique: 1 node ('u')");
+}
+
+TEST_CASE("malformed models: not protobuf, truncated, invalid, inconsistent initializers, unknown names, unsupported types") {
+  model_builder b;
+  b.input("x", {"2"});
+  b.initializer("w", {2}, {1, 2});
+  b.node("Add", {"x", "w"}, {"y"});
+  b.output("y", {"2"});
+  const auto good = b.bytes();
+  CHECK(kx::import_bytes(good).get() != nullptr);
+
+  // Every truncation either parses to something the checker rejects, or fails to parse: never a crash.
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    const std::vector<std::byte> cut(good.begin(), good.begin() + std::ptrdiff_t(n));
+    const std::string msg = message_of<kx::import_error>([&] { kx::import_bytes(cut, "cut"); });
+    CHECK_MESSAGE(msg.rfind("kiln::frontend::onnx: cut", 0) == 0, msg);
+  }
+  const std::vector<std::byte> junk(64, std::byte{0xff});
+  CHECK(message_of<kx::import_error>([&] { kx::import_bytes(junk, "junk"); }) ==
+        "kiln::frontend::onnx: junk is not an ONNX model (the protobuf does not parse: truncated or not ONNX)");
+  CHECK(message_of<kiln::error>([] { kx::import_file("/nonexistent/m.onnx"); }) == "kiln::frontend::onnx::import_file: cannot open '/nonexistent/m.onnx'");
+
+  model_builder bad = b;
+  bad.g().mutable_initializer(0)->add_float_data(3);
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(bad.m, {.check_model = false}); }) ==
+        "kiln::frontend::onnx: initializer 'w': float_data holds 3 values for 2 elements");
+
+  model_builder dangling = b;
+  dangling.g().mutable_node(0)->set_input(1, "nowhere");
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(dangling.m, {.check_model = false}); }) ==
+        "kiln::frontend::onnx: node 'Add_1' (Add) input 1 refers to 'nowhere', which no input, initializer or earlier node defines");
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(dangling.m); }).rfind("kiln::frontend::onnx: the model is not valid ONNX: ", 0) == 0);
+
+  model_builder strings;
+  strings.input("s", {"2"}, ::onnx::TensorProto::STRING);
+  strings.node("Identity", {"s"}, {"t"});
+  strings.output("t", {"2"}, ::onnx::TensorProto::STRING);
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(strings.m); }) ==
+        "kiln::frontend::onnx: graph input 's' has element type STRING, which kiln does not support (supported: FLOAT, DOUBLE, "
+        "FLOAT16, INT8, UINT8, INT32, INT64, BOOL)");
+}
+
+TEST_CASE("a converter's error names the node and operator") {
+  model_builder b;
+  b.input("x", {"2", "3"});
+  b.input("shape", {"2"}, ::onnx::TensorProto::INT64);
+  b.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  b.output("y", {"3", "2"});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }).rfind(
+            "kiln::frontend::onnx: node 'r' (Reshape): input 1 (shape) must be known when the model is imported", 0) == 0);
+}
