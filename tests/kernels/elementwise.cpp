@@ -13,6 +13,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include <limits>
 
 using namespace kiln;
@@ -224,6 +226,25 @@ TEST_CASE("where, logical ops and cast") {
   const tensor big = random_tensor<float>({3, 37}, -50, 50, 5);
   check_all_close(cast(big.permute({1, 0}), dtype::int64).to_vector<std::int64_t>(),
                   reference_unary<std::int64_t, float>(big.permute({1, 0}), [](float v) { return std::int64_t(v); }));
+
+  // float16 converts through float32, both ways, strided too; 65504 is the largest half, 1e6 overflows to inf.
+  const tensor h = cast(tensor::from_values<float>({6}, {1.5f, -0.25f, 65504.f, 1e6f, float(nan_), 3.14159f}), dtype::float16);
+  const auto back = cast(h, dtype::float32).to_vector<float>();
+  CHECK(back[0] == 1.5f);
+  CHECK(back[1] == -0.25f);
+  CHECK(back[2] == 65504.f);
+  CHECK(back[3] == float(inf));
+  CHECK(std::isnan(back[4]));
+  CHECK(back[5] == 3.140625f);  // the nearest half
+  CHECK(cast(cast(tensor::from_values<std::int32_t>({3}, {-7, 0, 2048}), dtype::float16), dtype::int64).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{-7, 0, 2048});
+  const tensor h2 = cast(h, dtype::float16);
+  CHECK(std::memcmp(h2.data(), h.data(), 12) == 0);
+  // Strided: a transposed half matrix read back in the transposed order.
+  const tensor m = random_tensor<float>({4, 5}, -8, 8, 9);
+  const auto mt = cast(cast(m, dtype::float16).permute({1, 0}), dtype::float32).to_vector<float>();
+  const auto want = m.permute({1, 0}).contiguous().to_vector<float>();
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(mt[i] == half_to_float(float_to_half(want[i])));
 }
 
 TEST_CASE("writing into an input is allowed; a differently overlapping output is not") {

@@ -295,6 +295,30 @@ inline void cast(const tensor& x, const tensor& out) {
   check_no_overlap(op, out, {&x});
   const bool from_bool = x.type() == dtype::bool_, to_bool = out.type() == dtype::bool_;
   const loop_plan<2> plan({&out, &x});
+  // float16 is a storage type only: converted through float32, element by element (a double goes
+  // to float first, so it may round twice).
+  if (x.type() == dtype::float16 && out.type() == dtype::float16) {
+    plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+      detail::scalar_run<std::uint16_t, std::uint16_t>([](std::uint16_t h) { return h; }, n, p, s);
+    });
+    return;
+  }
+  if (x.type() == dtype::float16) {
+    visit_dtype(op, out.type(), [&]<class To>(type_tag<To>) {
+      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+        detail::scalar_run<To, std::uint16_t>([&](std::uint16_t h) { return ops::convert<To>(half_to_float(h), to_bool, false); }, n, p, s);
+      });
+    });
+    return;
+  }
+  if (out.type() == dtype::float16) {
+    visit_dtype(op, x.type(), [&]<class From>(type_tag<From>) {
+      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+        detail::scalar_run<std::uint16_t, From>([](From v) { return float_to_half(static_cast<float>(v)); }, n, p, s);
+      });
+    });
+    return;
+  }
   visit_dtype(op, x.type(), [&]<class From>(type_tag<From>) {
     visit_dtype(op, out.type(), [&]<class To>(type_tag<To>) {
       plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {

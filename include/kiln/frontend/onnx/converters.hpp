@@ -295,13 +295,77 @@ inline const converter_table& converter_table::builtin() {
     using namespace detail;
     converter_table t;
     // ---- elementwise --------------------------------------------------------------------------------
-    for (auto [o, k] : {std::pair{"Add", "add"}, {"Sub", "subtract"}, {"Mul", "multiply"}, {"Div", "divide"}, {"Pow", "power"},
+    t.add("Pow", 1, [](node_context& c) {  // the exponent may have another type; the result has the base's
+      ir::expr e = c.input(1);
+      if (c.input_dtype(1) != c.input_dtype(0)) e = c.call("astype", {e}, {{"dtype", c.input_dtype(0)}});
+      return one(c.call("power", {c.input(0), e}));
+    });
+    for (auto [o, k] : {std::pair{"Add", "add"}, {"Sub", "subtract"}, {"Mul", "multiply"}, {"Div", "divide"},
                         {"Equal", "equal"}, {"Greater", "greater"}, {"Less", "less"}, {"GreaterOrEqual", "greater_equal"},
                         {"LessOrEqual", "less_equal"}, {"And", "logical_and"}, {"Or", "logical_or"}})
       binary(t, o, k);
     for (auto [o, k] : {std::pair{"Abs", "abs"}, {"Neg", "negative"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Tanh", "tanh"},
                         {"Sigmoid", "sigmoid"}, {"Relu", "nn.relu"}, {"Erf", "erf"}, {"Not", "logical_not"}})
       unary(t, o, k);
+    t.add("Xor", 7, [](node_context& c) { return one(c.call("not_equal", {c.input(0), c.input(1)})); });
+    t.add("IsNaN", 9, [](node_context& c) { return one(c.call("not_equal", {c.input(0), c.input(0)})); });
+    t.add("CastLike", 15, [](node_context& c) {
+      const dtype to = c.input_dtype(1);
+      if (c.input_dtype(0) == to) return one(c.input(0));
+      return one(c.call("astype", {c.input(0)}, {{"dtype", to}}));
+    });
+    // Activations composed of kiln's operators.
+    t.add("Elu", 1, [](node_context& c) {
+      const dtype dt = c.input_dtype(0);
+      ir::expr neg = c.call("multiply", {c.call("subtract", {c.call("exp", {c.input(0)}), c.scalar(1, dt)}), c.scalar(c.attr_float("alpha", 1.0), dt)});
+      return one(c.call("where", {c.call("greater", {c.input(0), c.scalar(0, dt)}), c.input(0), neg}));
+    });
+    t.add("Celu", 12, [](node_context& c) {  // max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+      const dtype dt = c.input_dtype(0);
+      const double alpha = c.attr_float("alpha", 1.0);
+      ir::expr e = c.call("multiply", {c.call("subtract", {c.call("exp", {c.call("divide", {c.input(0), c.scalar(alpha, dt)})}), c.scalar(1, dt)}),
+                                       c.scalar(alpha, dt)});
+      return one(c.call("add", {c.call("maximum", {c.input(0), c.scalar(0, dt)}), c.call("minimum", {e, c.scalar(0, dt)})}));
+    });
+    t.add("Selu", 1, [](node_context& c) {
+      const dtype dt = c.input_dtype(0);
+      const double alpha = c.attr_float("alpha", 1.67326319217681884765625), gamma = c.attr_float("gamma", 1.05070102214813232421875);
+      ir::expr neg = c.call("multiply", {c.call("subtract", {c.call("exp", {c.input(0)}), c.scalar(1, dt)}), c.scalar(alpha, dt)});
+      ir::expr y = c.call("where", {c.call("greater", {c.input(0), c.scalar(0, dt)}), c.input(0), neg});
+      return one(c.call("multiply", {y, c.scalar(gamma, dt)}));
+    });
+    t.add("HardSigmoid", 1, [](node_context& c) {
+      const dtype dt = c.input_dtype(0);
+      ir::expr y = c.call("add", {c.call("multiply", {c.input(0), c.scalar(c.attr_float("alpha", 0.2), dt)}), c.scalar(c.attr_float("beta", 0.5), dt)});
+      return one(c.call("clip", {y}, {{"min", 0.0}, {"max", 1.0}}));
+    });
+    t.add("HardSwish", 14, [](node_context& c) {
+      const dtype dt = c.input_dtype(0);
+      ir::expr h = c.call("add", {c.call("multiply", {c.input(0), c.scalar(1.0 / 6.0, dt)}), c.scalar(0.5, dt)});
+      return one(c.call("multiply", {c.input(0), c.call("clip", {h}, {{"min", 0.0}, {"max", 1.0}})}));
+    });
+    t.add("Softplus", 1, [](node_context& c) {
+      return one(c.call("log", {c.call("add", {c.call("exp", {c.input(0)}), c.scalar(1, c.input_dtype(0))})}));
+    });
+    t.add("Softsign", 1, [](node_context& c) {
+      return one(c.call("divide", {c.input(0), c.call("add", {c.call("abs", {c.input(0)}), c.scalar(1, c.input_dtype(0))})}));
+    });
+    t.add("ThresholdedRelu", 10, [](node_context& c) {
+      const dtype dt = c.input_dtype(0);
+      ir::expr keep = c.call("greater", {c.input(0), c.scalar(c.attr_float("alpha", 1.0), dt)});
+      return one(c.call("where", {keep, c.input(0), c.scalar(0, dt)}));
+    });
+    t.add("PRelu", 1, [](node_context& c) {
+      const dtype dt = c.input_dtype(0);
+      ir::expr neg = c.call("multiply", {c.input(0), c.input(1)});
+      return one(c.call("where", {c.call("greater", {c.input(0), c.scalar(0, dt)}), c.input(0), neg}));
+    });
+    t.add("Sign", 9, [](node_context& c) {
+      const dtype dt = c.input_dtype(0);
+      ir::expr pos = c.call("astype", {c.call("greater", {c.input(0), c.scalar(0, dt)})}, {{"dtype", dt}});
+      ir::expr neg = c.call("astype", {c.call("less", {c.input(0), c.scalar(0, dt)})}, {{"dtype", dt}});
+      return one(c.call("subtract", {pos, neg}));
+    });
     variadic(t, "Max", "maximum");
     variadic(t, "Min", "minimum");
     variadic(t, "Sum", "add");
@@ -443,6 +507,30 @@ inline const converter_table& converter_table::builtin() {
       t.add(o, 1, [kiln](node_context& c) { return reduce(c, kiln, false); });
       t.add(o, 18, [kiln](node_context& c) { return reduce(c, kiln, true); });
     }
+    // The composed reductions: an elementwise step, a sum, another elementwise step.
+    struct composed {
+      const char* name;
+      const char* before;  // applied to x first ("" for none; "square" multiplies x by itself)
+      const char* after;   // applied to the sum
+    };
+    for (auto r : {composed{"ReduceSumSquare", "square", ""}, composed{"ReduceL1", "abs", ""}, composed{"ReduceL2", "square", "sqrt"},
+                   composed{"ReduceLogSum", "", "log"}, composed{"ReduceLogSumExp", "exp", "log"}}) {
+      auto fn = [r](bool axes_as_input) {
+        return [r, axes_as_input](node_context& c) {
+          ir::expr x = c.input(0);
+          if (std::string_view(r.before) == "square") x = c.call("multiply", {x, x});
+          else if (*r.before) x = c.call(r.before, {x});
+          std::vector<ir::expr> ins{x};
+          for (std::size_t i = 1; i < c.num_inputs(); ++i) ins.push_back(c.has_input(i) ? c.input(i) : ir::expr());
+          node_context inner = c.with_inputs(ins);
+          ir::expr y = reduce(inner, "sum", axes_as_input)[0];
+          if (*r.after) y = c.call(r.after, {y});
+          return one(y);
+        };
+      };
+      t.add(r.name, 1, fn(false));
+      t.add(r.name, 18, fn(true));
+    }
     t.add("ReduceSum", 1, [](node_context& c) { return reduce(c, "sum", false); });
     t.add("ReduceSum", 13, [](node_context& c) { return reduce(c, "sum", true); });
     for (auto [o, k] : {std::pair{"ArgMax", "argmax"}, {"ArgMin", "argmin"}}) {
@@ -549,6 +637,22 @@ inline const converter_table& converter_table::builtin() {
       for (auto v : c.constant_ints(1, "shape")) target.push_back(ir::make_int(v));
       auto out = broadcast_shapes(c, c.shape(0), target);
       return one(c.call("broadcast_to", {c.input(0), ir::make_shape_expr(out)}));
+    });
+    t.add("Tile", 6, [](node_context& c) {  // x reshaped to (1, d0, 1, d1, ...), broadcast to (r0, d0, r1, d1, ...), merged
+      const auto reps = c.constant_ints(1, "repeats");
+      const auto d = c.shape(0);
+      if (reps.size() != d.size()) c.fail("repeats has " + std::to_string(reps.size()) + " entries for rank " + std::to_string(d.size()));
+      std::vector<ir::prim_expr> split, wide, out;
+      for (std::size_t i = 0; i < d.size(); ++i) {
+        if (reps[i] < 0) c.fail("a repeat is negative");
+        split.push_back(ir::make_int(1));
+        split.push_back(d[i]);
+        wide.push_back(ir::make_int(reps[i]));
+        wide.push_back(d[i]);
+        out.push_back(ir::make_int(reps[i]) * d[i]);
+      }
+      ir::expr y = c.call("broadcast_to", {reshape_to(c, c.input(0), split), ir::make_shape_expr(wide)});
+      return one(reshape_to(c, y, out));
     });
     t.add("Shape", 1, [](node_context& c) {
       const auto d = c.shape(0);

@@ -45,6 +45,9 @@ struct import_options {
   std::map<std::string, std::vector<std::int64_t>> shapes = {};
   /// Initializers become trailing parameters of `main` (in the model's order) instead of constants.
   bool keep_params_in_input = false;
+  /// Graph inputs bound to known values: they become constants instead of parameters, so that
+  /// a model taking a shape, axes or pads as an input can be specialized for them.
+  std::map<std::string, ir::ndarray> constant_inputs = {};
   /// Run ONNX's model checker first.
   bool check_model = true;
   /// The converters to use (kiln's by default; a user's table may add operators).
@@ -74,15 +77,28 @@ public:
 
     std::set<std::string> initializer_names;
     for (auto& t : g.initializer()) initializer_names.insert(t.name());
-    for (auto& name : options_.shapes) {
-      bool found = false;
-      for (auto& in : g.input()) found |= in.name() == name.first;
-      if (!found) fail("import_options::shapes names '" + name.first + "', which is not an input of the graph");
-    }
+    auto check_names = [&](const auto& map, const char* option) {
+      for (auto& name : map) {
+        bool found = false;
+        for (auto& in : g.input()) found |= in.name() == name.first;
+        if (!found) fail(std::string("import_options::") + option + " names '" + name.first + "', which is not an input of the graph");
+      }
+    };
+    check_names(options_.shapes, "shapes");
+    check_names(options_.constant_inputs, "constant_inputs");
 
     std::vector<ir::var> params;
     for (auto& in : g.input()) {
       if (initializer_names.count(in.name())) continue;  // an initializer listed as an input (IR version < 4)
+      if (auto it = options_.constant_inputs.find(in.name()); it != options_.constant_inputs.end()) {
+        const ir::type declared = input_type(in);
+        ir::expr c = ir::make_constant(it->second);
+        if (!ir::is_base_of(declared, c->checked_type))
+          fail("import_options::constant_inputs gives '" + in.name() + "' a value of type " + ir::to_string(c->checked_type) +
+               ", but the model declares " + ir::to_string(declared));
+        values_[in.name()] = c;
+        continue;
+      }
       ir::var v = ir::make_var(sanitize(in.name()), input_type(in));
       params.push_back(v);
       values_[in.name()] = v;

@@ -40,6 +40,13 @@ public:
   }
 
   const ::onnx::NodeProto& node() const noexcept { return node_; }
+
+  /// The same node seen with other inputs (for converters that rewrite an input and then reuse
+  /// another converter); the inputs must outlive the returned context.
+  node_context with_inputs(const std::vector<ir::expr>& inputs) const {
+    node_context c(node_, opset_, inputs, bb_, eval_);
+    return c;
+  }
   const std::string& op_type() const noexcept { return node_.op_type(); }
   /// The opset version of the node's domain in the model.
   int opset() const noexcept { return opset_; }
