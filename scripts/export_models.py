@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Exports the end-to-end test models from PyTorch to ONNX, with an input and PyTorch's output.
+
+    scripts/export_models.py OUT_DIR [--only NAME ...] [--batch N]
+
+For each model NAME it writes OUT_DIR/NAME.onnx, NAME.input.npy and NAME.output.npy (float32).
+Weights are random (seeded): nothing is downloaded. Needs Debian's python3-torch,
+python3-torchvision and python3-onnx (it is run with /usr/bin/python3, whose packages those are).
+
+Models:
+  mlp        784-512-512-10 with ReLU
+  resnet18   torchvision's ResNet-18 (BatchNorm in eval mode), on a 64x64 image by default
+  encoder    nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024), sequence 128
+  gpt_block  a GPT-2 style decoder block: pre-LayerNorm, causal self-attention, GELU MLP
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class GptBlock(nn.Module):
+    def __init__(self, d=256, heads=4, seq=64):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+        mask = torch.triu(torch.full((seq, seq), float("-inf")), diagonal=1)
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.ln1(x)
+        q, k, v = self.qkv(h).split(d, dim=2)
+        hd = d // self.heads
+        q = q.reshape(b, t, self.heads, hd).transpose(1, 2)
+        k = k.reshape(b, t, self.heads, hd).transpose(1, 2)
+        v = v.reshape(b, t, self.heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd)) + self.mask[:t, :t]
+        att = torch.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+def build(name, batch):
+    torch.manual_seed(0)
+    if name == "mlp":
+        model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+        x = torch.randn(batch, 784)
+    elif name == "resnet18":
+        import torchvision
+
+        model = torchvision.models.resnet18()
+        x = torch.randn(batch, 3, 64, 64)
+    elif name == "encoder":
+        model = nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, dropout=0.0, batch_first=True)
+        x = torch.randn(batch, 128, 256)
+    elif name == "gpt_block":
+        model = GptBlock()
+        x = torch.randn(batch, 64, 256)
+    else:
+        raise SystemExit(f"export_models.py: unknown model '{name}'")
+    return model.eval(), x
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir")
+    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block"])
+    parser.add_argument("--batch", type=int, default=1)
+    args = parser.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    torch.set_num_threads(1)
+    for name in args.only:
+        model, x = build(name, args.batch)
+        with torch.no_grad():
+            y = model(x)
+        # Exported with gradients enabled: without them nn.TransformerEncoderLayer takes its fused
+        # fast path (aten::_transformer_encoder_layer_fwd), which has no ONNX export.
+        path = os.path.join(args.out_dir, name + ".onnx")
+        torch.onnx.export(model, (x,), path, input_names=["input"], output_names=["output"], opset_version=17,
+                          do_constant_folding=True)
+        np.save(os.path.join(args.out_dir, name + ".input.npy"), x.numpy().astype(np.float32))
+        np.save(os.path.join(args.out_dir, name + ".output.npy"), y.numpy().astype(np.float32))
+        print(f"export_models.py: {path} ({os.path.getsize(path) // 1024} KiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// Models exported from PyTorch (scripts/export_models.py: an MLP, ResNet-18, a transformer encoder
+// layer, a GPT-style decoder block, random weights) imported, compiled at opt level 0 and 2, run,
+// and compared with PyTorch's output at atol = rtol = 1e-4. The directory of exported models
+// comes from the environment (KILN_ONNX_MODELS); CTest's fixture writes it first.
+#include <kiln/compile.hpp>
+#include <kiln/frontend/onnx/import.hpp>
+#include <kiln/runtime/npy.hpp>
+#include <kiln/vm/vm.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+using namespace kiln;
+namespace kx = kiln::frontend::onnx;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path models_dir() {
+  const char* d = std::getenv("KILN_ONNX_MODELS");
+  REQUIRE_MESSAGE(d != nullptr, "set KILN_ONNX_MODELS to the directory scripts/export_models.py wrote");
+  return d;
+}
+
+void check_model(const std::string& name) {
+  const fs::path dir = models_dir();
+  const runtime::tensor x = runtime::load_npy(dir / (name + ".input.npy"));
+  const runtime::tensor want = runtime::load_npy(dir / (name + ".output.npy"));
+  const ir::ir_module m = kx::import_file(dir / (name + ".onnx"));
+  for (int opt : {0, 2}) {
+    CAPTURE(opt);
+    kiln::pass_context ctx(opt);
+    kiln::pass_context_scope scope(ctx);
+    vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+    const runtime::tensor got = machine.invoke("main", x).as_tensor();
+    REQUIRE(got.shape() == want.shape());
+    const auto g = got.to_vector<float>(), w = want.to_vector<float>();
+    double worst = 0;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const double diff = std::abs(double(g[i]) - double(w[i]));
+      worst = std::max(worst, diff);
+      if (!(diff <= 1e-4 + 1e-4 * std::abs(double(w[i])))) ++bad;
+    }
+    CHECK_MESSAGE(bad == 0, name << ": " << bad << " of " << w.size() << " elements outside atol = rtol = 1e-4 (largest difference " << worst << ")");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("PyTorch's MLP (784-512-512-10) through ONNX") { check_model("mlp"); }
+TEST_CASE("PyTorch's ResNet-18 through ONNX") { check_model("resnet18"); }
+TEST_CASE("PyTorch's transformer encoder layer through ONNX") { check_model("encoder"); }
+TEST_CASE("a GPT-style decoder block from PyTorch through ONNX") { check_model("gpt_block"); }
