@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+// What kiln's command-line tools share: reading a model of any kind kiln takes (an ONNX file, IR
+// text, a compiled executable), pass-context options, and error reporting.
+#pragma once
+
+#include <kiln/compile.hpp>
+#include <kiln/ir/parser.hpp>
+#include <kiln/ir/pass_traits.hpp>
+#include <kiln/pass/pass.hpp>
+#include <kiln/support/file.hpp>
+#include <kiln/vm/serialize.hpp>
+#if KILN_TOOLS_ONNX
+#include <kiln/frontend/onnx/import.hpp>
+#endif
+
+#include <CLI/CLI.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln_tools {
+
+namespace fs = std::filesystem;
+
+/// An error the tool reports as `<tool>: <message>` with exit status 1.
+struct tool_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class model_kind { onnx, ir_text, executable };
+
+inline model_kind kind_of(const fs::path& path, const std::vector<std::byte>& bytes) {
+  if (bytes.size() >= 8) {
+    std::uint64_t magic = 0;
+    for (int i = 0; i < 8; ++i) magic |= std::uint64_t(std::to_integer<std::uint8_t>(bytes[std::size_t(i)])) << (8 * i);
+    if (magic == kiln::vm::executable_magic) return model_kind::executable;
+  }
+  if (path.extension() == ".onnx") return model_kind::onnx;
+  return model_kind::ir_text;
+}
+
+/// `name=1,3,224,224` as a name and dimensions.
+inline std::pair<std::string, std::vector<std::int64_t>> parse_shape_option(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw tool_error("--shape '" + text + "': expected NAME=D0,D1,...");
+  std::vector<std::int64_t> dims;
+  std::size_t at = eq + 1;
+  while (at <= text.size()) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    const std::string d = text.substr(at, comma - at);
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(d, &used);
+      if (used != d.size() || v < 0) throw std::invalid_argument(d);
+      dims.push_back(v);
+    } catch (const std::exception&) {
+      throw tool_error("--shape '" + text + "': '" + d + "' is not a dimension");
+    }
+    at = comma + 1;
+  }
+  return {text.substr(0, eq), dims};
+}
+
+/// The IR of an ONNX file or an IR text file.
+inline kiln::ir::ir_module read_ir(const fs::path& path, const std::vector<std::byte>& bytes, model_kind kind,
+                                   const std::map<std::string, std::vector<std::int64_t>>& shapes) {
+  if (kind == model_kind::onnx) {
+#if KILN_TOOLS_ONNX
+    kiln::frontend::onnx::import_options o;
+    o.shapes = shapes;
+    return kiln::frontend::onnx::import_bytes(bytes, "'" + path.string() + "'", o);
+#else
+    (void)shapes;
+    throw tool_error("'" + path.string() + "' is an ONNX model, but this kiln was built without the ONNX importer (libonnx-dev)");
+#endif
+  }
+  if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
+  return kiln::ir::parse_module(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+/// Pass-context options shared by the tools that run pipelines.
+struct pass_options {
+  bool print_after_all = false, print_after_change = false, time_passes = false, verify_each = false;
+  int opt_level = 2;
+
+  void add_to(CLI::App& app, bool with_change = true) {
+    app.add_flag("--print-after-all", print_after_all, "Print the IR after every pass (to stderr)");
+    if (with_change) app.add_flag("--print-after-change", print_after_change, "Print the IR after each pass that changed it (to stderr)");
+    app.add_flag("--time-passes", time_passes, "Print a table of the time each pass took (to stderr)");
+    app.add_flag("--verify-each", verify_each, "Verify the IR, and the properties each pass needs and establishes, around every pass");
+    app.add_option("-O,--opt-level", opt_level, "The pass context's opt level")->check(CLI::Range(0, 3));
+  }
+  kiln::pass_context make_context() const {
+    kiln::pass_context ctx(opt_level);
+    std::vector<kiln::instrument> list;
+    if (time_passes) list.emplace_back(kiln::pass_timing{});
+    if (print_after_all || print_after_change)
+      list.emplace_back(kiln::print_ir(std::cerr, print_after_all ? kiln::print_ir::after : kiln::print_ir::after_change));
+    if (verify_each) list.emplace_back(kiln::verify_ir{});
+    ctx.set_instruments(std::move(list));
+    return ctx;
+  }
+  void report(kiln::pass_context& ctx) const {
+    for (auto& i : ctx.instruments())
+      if (auto* t = i.target<kiln::pass_timing>()) std::cerr << t->table();
+  }
+};
+
+/// Runs `body`, turning every error into `<tool>: <message>` on stderr and exit status 1.
+template <class Body>
+int guarded(const char* tool, Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::cerr << tool << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace kiln_tools

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// kiln-run: runs a model — an ONNX file, IR text, or a compiled executable — on kiln's VM.
+//
+//   kiln-run resnet18.onnx --input input=cat.npy --output logits.npy --repeat 50 --profile
+//
+// Inputs come from .npy files; a parameter given no file gets random data (seeded) when its
+// shape is static. Prints each output's dtype, shape and summary; writes outputs as .npy; with
+// --repeat times the runs (median, min, spread); with --profile prints a table of the time spent
+// in each native function (the kernels), measured through the VM's instrument hook.
+#include "common.hpp"
+
+#include <kiln/runtime/npy.hpp>
+#include <kiln/vm/vm.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <set>
+
+namespace {
+
+using namespace kiln_tools;
+using kiln::runtime::tensor;
+
+tensor random_input(const kiln::vm::type_signature& s, const std::string& name, std::mt19937& gen) {
+  if (s.kind != kiln::vm::signature_kind::tensor || !s.dims || !is_known(s.dt))
+    throw tool_error("parameter '" + name + "' (" + s.text() + ") needs an input: --input " + name + "=FILE.npy");
+  kiln::runtime::shape_vector shape;
+  for (auto& d : *s.dims) {
+    if (!d.is_static())
+      throw tool_error("parameter '" + name + "' (" + s.text() + ") has symbolic dimension " + d.expr + "; give it with --input " + name + "=FILE.npy");
+    shape.push_back(d.size);
+  }
+  tensor t = tensor::empty(shape, kiln::dtype::float64);
+  std::uniform_real_distribution<double> uni(-1, 1);
+  std::uniform_int_distribution<int> small(0, 9);
+  const bool integer = !kiln::is_float(s.dt);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = integer ? small(gen) : uni(gen);
+  return kiln::kernels::cast(t, s.dt);
+}
+
+std::string summary(const tensor& t) {
+  std::string s = std::string(kiln::name(t.type())) + kiln::runtime::shape_to_string(t.shape());
+  if (t.numel() == 0 || t.type() == kiln::dtype::float16) return s;
+  const tensor d = kiln::kernels::cast(t, kiln::dtype::float64);
+  const auto v = d.to_vector<double>();
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  min %.6g  max %.6g  mean %.6g", *lo, *hi, std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()));
+  return s + buf;
+}
+
+void flatten(const kiln::vm::value& v, std::vector<tensor>& out) {
+  if (v.is_tensor()) out.push_back(v.as_tensor());
+  else if (v.is_tuple())
+    for (auto& x : v.as_tuple()) flatten(x, out);
+  else throw tool_error("the result holds a " + std::string(kiln::vm::name(v.kind())) + ", which kiln-run cannot print or save");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Runs a model on kiln's VM: an .onnx file, a module in kiln's IR text format, or an executable from kiln-compile.", "kiln-run"};
+  std::string input, output, function = "main";
+  std::vector<std::string> input_options, shape_options;
+  std::size_t threads = 1;
+  int repeat = 1;
+  bool profile = false;
+  unsigned seed = 0;
+  app.add_option("MODEL", input, "An .onnx file, IR text, or a compiled executable")->required()->check(CLI::ExistingFile);
+  app.add_option("-i,--input", input_options, "NAME=FILE.npy for a parameter (repeatable); others get random data")->allow_extra_args(false);
+  app.add_option("-o,--output", output, "Write the output to this .npy file (several outputs: NAME.0.npy, NAME.1.npy, ...)");
+  app.add_option("-f,--function", function, "The function to run");
+  app.add_option("--shape", shape_options, "Fix an ONNX input's shape: NAME=D0,D1,... (repeatable)");
+  app.add_option("-t,--threads", threads, "Threads for the kernels")->check(CLI::Range(1, 1024));
+  app.add_option("-r,--repeat", repeat, "Time this many runs (median, min, spread)")->check(CLI::Range(1, 1000000));
+  app.add_option("--seed", seed, "Seed for random inputs");
+  app.add_flag("--profile", profile, "Print the time spent in each kernel (native function)");
+  CLI11_PARSE(app, argc, argv);
+
+  return guarded("kiln-run", [&] {
+    namespace vm = kiln::vm;
+    kiln::kernels::set_num_threads(threads);
+    std::map<std::string, std::vector<std::int64_t>> shapes;
+    for (auto& s : shape_options) shapes.insert(parse_shape_option(s));
+    const auto bytes = kiln::detail::read_file(input, "kiln-run");
+    const model_kind kind = kind_of(input, bytes);
+    vm::executable ex;
+    if (kind == model_kind::executable) {
+      if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
+      ex = vm::deserialize(bytes, "'" + input + "'");
+    } else {
+      ex = kiln::compile(read_ir(input, bytes, kind, shapes));
+    }
+    const auto index = ex.find_function(function);
+    if (!index || ex.functions[*index].kind != vm::function_kind::bytecode) throw tool_error("the model has no function '" + function + "'");
+    const vm::function_info& f = ex.functions[*index];
+
+    // Inputs, by parameter name.
+    std::map<std::string, std::string> files;
+    for (auto& opt : input_options) {
+      const auto eq = opt.find('=');
+      if (eq == std::string::npos || eq == 0) throw tool_error("--input '" + opt + "': expected NAME=FILE.npy");
+      const std::string name = opt.substr(0, eq);
+      if (std::find(f.param_names.begin(), f.param_names.end(), name) == f.param_names.end()) {
+        std::string known;
+        for (auto& p : f.param_names) known += (known.empty() ? "" : ", ") + p;
+        throw tool_error("--input '" + opt + "': " + function + " has no parameter '" + name + "' (its parameters: " + known + ")");
+      }
+      files[name] = opt.substr(eq + 1);
+    }
+    std::mt19937 gen(seed);
+    std::vector<vm::value> args;
+    std::map<std::string, std::int64_t> bound;
+    for (std::size_t i = 0; i < std::size_t(f.num_args); ++i) {
+      const std::string name = i < f.param_names.size() ? f.param_names[i] : "#" + std::to_string(i);
+      const vm::type_signature sig = i < f.param_types.size() ? f.param_types[i] : vm::type_signature::object();
+      if (auto it = files.find(name); it != files.end()) {
+        const tensor t = kiln::runtime::load_npy(it->second);
+        if (auto problem = vm::check_argument(sig, t, bound))
+          throw tool_error("input '" + name + "' ('" + it->second + "'): " + *problem + " (the parameter is " + sig.text() + ")");
+        args.emplace_back(t);
+      } else {
+        args.emplace_back(random_input(sig, name, gen));
+        std::cerr << "kiln-run: parameter '" << name << "' gets random data " << sig.text() << "\n";
+      }
+    }
+
+    vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+    const vm::value result = machine.invoke_span(function, args);
+    std::vector<tensor> outs;
+    flatten(result, outs);
+    for (std::size_t i = 0; i < outs.size(); ++i) std::cout << "output " << i << ": " << summary(outs[i]) << "\n";
+    if (!output.empty()) {
+      for (std::size_t i = 0; i < outs.size(); ++i) {
+        fs::path p = output;
+        if (outs.size() > 1) p.replace_extension(std::to_string(i) + ".npy");
+        kiln::runtime::save_npy(p, outs[i].contiguous());
+        std::cerr << "kiln-run: wrote '" << p.string() << "'\n";
+      }
+    }
+
+    if (repeat > 1) {
+      using clock = std::chrono::steady_clock;
+      std::vector<double> ms;
+      const auto start = clock::now();
+      auto last_note = start;
+      for (int r = 0; r < repeat; ++r) {
+        const auto t0 = clock::now();
+        machine.invoke_span(function, args);
+        ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+        if (clock::now() - last_note > std::chrono::seconds(2)) {
+          std::cerr << "kiln-run: " << (r + 1) << " of " << repeat << " runs\r" << std::flush;
+          last_note = clock::now();
+        }
+      }
+      std::sort(ms.begin(), ms.end());
+      const double median = ms[ms.size() / 2];
+      std::printf("%d runs, %zu thread%s: median %.3f ms, min %.3f ms, spread (max - min) / median %.1f%%\n", repeat, threads,
+                  threads == 1 ? "" : "s", median, ms.front(), 100.0 * (ms.back() - ms.front()) / median);
+    }
+
+    if (profile) {
+      struct entry {
+        std::size_t calls = 0;
+        double ms = 0;
+      };
+      std::map<std::string, entry> table;
+      std::vector<std::chrono::steady_clock::time_point> started;
+      std::set<std::string> bytecode;
+      for (auto& fn : ex.functions)
+        if (fn.kind == vm::function_kind::bytecode) bytecode.insert(fn.name);
+      machine.set_instrument([&](const vm::value&, std::string_view symbol, bool before, const vm::value&, vm::call_args) {
+        if (bytecode.count(std::string(symbol))) return vm::instrument_action::no_op;
+        if (before) {
+          started.push_back(std::chrono::steady_clock::now());
+        } else {
+          auto& e = table[std::string(symbol)];
+          ++e.calls;
+          e.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started.back()).count();
+          started.pop_back();
+        }
+        return vm::instrument_action::no_op;
+      });
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int r = 0; r < repeat; ++r) machine.invoke_span(function, args);
+      const double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      machine.set_instrument(nullptr);
+      std::vector<std::pair<std::string, entry>> rows(table.begin(), table.end());
+      std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.ms > b.second.ms; });
+      double in_natives = 0;
+      for (auto& [name, e] : rows) in_natives += e.ms;
+      std::printf("\nprofile over %d run%s (%.3f ms per run; natives %.1f%% of it, the rest the VM and the instrument):\n", repeat,
+                  repeat == 1 ? "" : "s", total / repeat, 100.0 * in_natives / total);
+      std::printf("  %-36s %8s %12s %8s\n", "native function", "calls", "ms per run", "share");
+      for (auto& [name, e] : rows)
+        std::printf("  %-36s %8zu %12.3f %7.1f%%\n", name.c_str(), e.calls / std::size_t(repeat), e.ms / repeat, 100.0 * e.ms / total);
+    }
+    return 0;
+  });
+}
