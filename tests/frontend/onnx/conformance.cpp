@@ -242,7 +242,9 @@ int main(int argc, char** argv) {
       std::cout << name(r.what) << "  " << dir.filename().string() << (r.detail.empty() ? "" : ": " + r.detail.substr(0, 400)) << "\n";
   }
   std::printf("\n%-28s %6s %6s %6s %12s\n", "operator", "pass", "fail", "error", "unsupported");
-  for (auto& [op, counts] : by_op) {
+  for (auto& entry : by_op) {  // not a structured binding: Clang 14 cannot capture one in a lambda
+    const std::string& op = entry.first;
+    const auto& counts = entry.second;
     auto get = [&](outcome o) { return counts.count(o) ? counts.at(o) : 0; };
     std::printf("%-28s %6d %6d %6d %12d\n", op.c_str(), get(outcome::pass), get(outcome::fail), get(outcome::error), get(outcome::unsupported));
   }
