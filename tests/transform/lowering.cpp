@@ -32,6 +32,19 @@ class Module:
         return gv
 )";
 
+// Tensors of symbolic size: a and c have equal byte sizes, b is dead when c is made, d and e escape.
+const char* symbolic_module = R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((n, 4), "float32")) -> R.Tuple(R.Tensor((n, 8), "float32"), R.Tensor((4, n), "float32")):
+        a: R.Tensor((n, 4), "float32") = R.exp(x)
+        b: R.Tensor((n, 4), "float32") = R.exp(a)
+        c: R.Tensor((4, n), "float32") = R.permute_dims(b)
+        d: R.Tensor((n, 8), "float32") = R.concat((x, x), axis=1)
+        e: R.Tensor((4, n), "float32") = R.add(c, c)
+        return (d, e)
+)";
+
 }  // namespace
 
 TEST_CASE("legalize_ops turns operators into kernel calls, attributes into values, reshape into a view") {
@@ -207,17 +220,7 @@ class Module:
 }
 
 TEST_CASE("static_plan_block_memory gives tensors of symbolic size storage tokens, shared when sizes are provably equal") {
-  const std::string out = after(upto_plan{}, R"(@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((n, 4), "float32")) -> R.Tuple(R.Tensor((n, 8), "float32"), R.Tensor((4, n), "float32")):
-        a: R.Tensor((n, 4), "float32") = R.exp(x)
-        b: R.Tensor((n, 4), "float32") = R.exp(a)
-        c: R.Tensor((4, n), "float32") = R.permute_dims(b)
-        d: R.Tensor((n, 8), "float32") = R.concat((x, x), axis=1)
-        e: R.Tensor((4, n), "float32") = R.add(c, c)
-        return (d, e)
-)");
+  const std::string out = after(upto_plan{}, symbolic_module);
   CHECK(contains(out, R"("kiln.storage_tokens": 2)"));
   CHECK(contains(out, R"(storage0: R.Object = R.memory.alloc_storage(R.shape([n * 4 * 4])))"));
   CHECK(contains(out, R"(a: R.Tensor((n, 4), "float32") = R.memory.alloc_tensor(storage0, R.shape([n, 4]), dtype="float32"))"));
@@ -380,17 +383,7 @@ TEST_CASE("verify_ir checks the properties a pass needs before it and establishe
 
 TEST_CASE("kill_after_last_use releases a storage right after the last use of anything placed in it, and never what is returned") {
   const std::string out = after(kiln::sequential<t::legalize_ops, t::to_non_dataflow, t::call_tir_rewrite, t::static_plan_block_memory, t::kill_after_last_use>{},
-                                R"(@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((n, 4), "float32")) -> R.Tuple(R.Tensor((n, 8), "float32"), R.Tensor((4, n), "float32")):
-        a: R.Tensor((n, 4), "float32") = R.exp(x)
-        b: R.Tensor((n, 4), "float32") = R.exp(a)
-        c: R.Tensor((4, n), "float32") = R.permute_dims(b)
-        d: R.Tensor((n, 8), "float32") = R.concat((x, x), axis=1)
-        e: R.Tensor((4, n), "float32") = R.add(c, c)
-        return (d, e)
-)");
+                                symbolic_module);
   // storage1 holds b, last used by the transposition; storage0 holds a and then c, last used by the add.
   CHECK(contains(out, "_2: R.Tuple() = R.call_packed(\"kernels.permute_dims\", b, R.shape([]), c, sinfo_args=R.Tuple())\n"
                       "        _3: R.Tuple() = R.memory.kill_storage(storage1)\n"));
