@@ -26,6 +26,7 @@
 #include <kiln/codegen/vm_codegen.hpp>
 #include <kiln/kernels/register.hpp>
 #include <kiln/pass/run.hpp>
+#include <kiln/support/config.hpp>
 #include <kiln/transform/default_pipeline.hpp>
 #include <kiln/vm/executable.hpp>
 
@@ -50,21 +51,6 @@ struct compile_options {
   ir::ir_module* lowered = nullptr;
 };
 
-namespace detail {
-inline pass_context& compile_context(std::optional<pass_context>& own, int opt_level) {
-  if (pass_context::in_scope()) return pass_context::current();
-  own.emplace(opt_level);
-  return *own;
-}
-inline void register_compiler_passes_once() {
-  static const bool done = [] {
-    transform::register_passes();
-    return true;
-  }();
-  (void)done;
-}
-}  // namespace detail
-
 /// Compiles `m` with `pipeline`, a static pipeline or pass, under `ctx`; `lowered`, when set,
 /// receives what the pipeline produced.
 template <class Pipeline>
@@ -78,21 +64,15 @@ vm::executable compile(const ir::ir_module& m, Pipeline&& pipeline, pass_context
 }
 
 /// Compiles `m` with a run-time pipeline (`parse_pipeline`, `make_pipeline`, `get_pass`) under `ctx`.
-inline vm::executable compile(const ir::ir_module& m, const pass<ir::ir_module>& pipeline, pass_context& ctx,
-                              codegen::vm_codegen_options codegen = {}, ir::ir_module* lowered = nullptr) {
-  kernels::global_registry();
-  ir::ir_module out = pipeline(m, ctx);
-  if (lowered) *lowered = out;
-  return codegen::vm_codegen(out, codegen);
-}
+KILN_DECL vm::executable compile(const ir::ir_module& m, const pass<ir::ir_module>& pipeline, pass_context& ctx,
+                                 codegen::vm_codegen_options codegen = {}, ir::ir_module* lowered = nullptr);
 
-/// Compiles `m` with the default pipeline, or the pipeline text of `options`.
-inline vm::executable compile(const ir::ir_module& m, const compile_options& options = {}) {
-  detail::register_compiler_passes_once();
-  std::optional<pass_context> own;
-  pass_context& ctx = detail::compile_context(own, options.opt_level);
-  if (options.pipeline) return compile(m, parse_pipeline<ir::ir_module>(*options.pipeline), ctx, options.codegen, options.lowered);
-  return compile(m, transform::default_pipeline{}, ctx, options.codegen, options.lowered);
-}
+/// Compiles `m` with the default pipeline, or the pipeline text of `options`, under the current
+/// pass context or, when there is none, one of `options.opt_level`.
+KILN_DECL vm::executable compile(const ir::ir_module& m, const compile_options& options = {});
 
 }  // namespace kiln
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/impl/compile.ipp>
+#endif

@@ -10,4 +10,6 @@
 #error "kiln/src.hpp is for programs built with KILN_SEPARATE_COMPILATION; header-only programs need not include it"
 #endif
 
+#include <kiln/impl/compile.ipp>
 #include <kiln/kernels/impl/register.ipp>
+#include <kiln/transform/impl/register_passes.ipp>

@@ -17,6 +17,7 @@
 #include <kiln/pass/pipeline.hpp>
 #include <kiln/pass/registry.hpp>
 #include <kiln/pass/sequential.hpp>
+#include <kiln/support/config.hpp>
 #include <kiln/transform/call_tir_rewrite.hpp>
 #include <kiln/transform/canonicalize_bindings.hpp>
 #include <kiln/transform/dead_code_elimination.hpp>
@@ -45,21 +46,10 @@ using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, cal
 using default_pipeline = named_sequential<"kiln.default", 0, simplify, legalize_ops, lower_to_vm>;
 
 /// Registers every compiler pass, and the two pipelines, by name in `registry` (idempotent).
-inline void register_passes(pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global()) {
-  registry.add<canonicalize_bindings>()
-      .add<fold_constant>()
-      .add<eliminate_common_subexpr>()
-      .add<dead_code_elimination>()
-      .add<simplify>()
-      .add<legalize_ops>()
-      .add<to_non_dataflow>()
-      .add<call_tir_rewrite>()
-      .add<static_plan_block_memory>()
-      .add<kill_after_last_use>()
-      .add<vm_builtin_lower>()
-      .add<vm_shape_lower>()
-      .add<lower_to_vm>()
-      .add<default_pipeline>();
-}
+KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global());
 
 }  // namespace kiln::transform
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/transform/impl/register_passes.ipp>
+#endif

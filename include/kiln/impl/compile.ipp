@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// The definitions of `kiln::compile`'s run-time forms (compile.hpp): the default pipeline and
+// code generation instantiated. Included by that header, or, with KILN_SEPARATE_COMPILATION, once
+// by kiln/src.hpp.
+#pragma once
+
+#include <kiln/compile.hpp>
+
+namespace kiln {
+
+namespace detail {
+inline pass_context& compile_context(std::optional<pass_context>& own, int opt_level) {
+  if (pass_context::in_scope()) return pass_context::current();
+  own.emplace(opt_level);
+  return *own;
+}
+inline void register_compiler_passes_once() {
+  static const bool done = [] {
+    transform::register_passes();
+    return true;
+  }();
+  (void)done;
+}
+}  // namespace detail
+
+KILN_DECL vm::executable compile(const ir::ir_module& m, const pass<ir::ir_module>& pipeline, pass_context& ctx,
+                                 codegen::vm_codegen_options codegen, ir::ir_module* lowered) {
+  kernels::global_registry();
+  ir::ir_module out = pipeline(m, ctx);
+  if (lowered) *lowered = out;
+  return codegen::vm_codegen(out, codegen);
+}
+
+KILN_DECL vm::executable compile(const ir::ir_module& m, const compile_options& options) {
+  detail::register_compiler_passes_once();
+  std::optional<pass_context> own;
+  pass_context& ctx = detail::compile_context(own, options.opt_level);
+  if (options.pipeline) return compile(m, parse_pipeline<ir::ir_module>(*options.pipeline), ctx, options.codegen, options.lowered);
+  return compile(m, transform::default_pipeline{}, ctx, options.codegen, options.lowered);
+}
+
+}  // namespace kiln

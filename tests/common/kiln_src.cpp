@@ -1,3 +1,0 @@
-// SPDX-License-Identifier: Apache-2.0
-// kiln's separately compiled definitions, once for every test executable (support/config.hpp).
-#include <kiln/src.hpp>
