@@ -111,8 +111,10 @@ public:
     return &static_cast<detail::static_pass_model<Module, Pass>&>(*self_).wrapped;
   }
 
-  /// Runs the pass on `m` in `ctx` (the enabled check, instruments, failure handling).
-  Module operator()(const Module& m, pass_context& ctx) const { return self_->run(m, ctx, ctx.check_enabled(info())); }
+  /// Runs the pass on `m` in `ctx` (instruments, failure handling). As in TVM, a pass called
+  /// directly runs whatever its opt level or the context's disabled names; a pipeline applies
+  /// that rule to its steps.
+  Module operator()(const Module& m, pass_context& ctx) const { return self_->run(m, ctx, skip_reason::none); }
   Module operator()(const Module& m) const { return (*this)(m, pass_context::current()); }
 
   /// For pipelines: runs the protocol with the enabled decision already made.

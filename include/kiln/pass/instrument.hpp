@@ -19,15 +19,19 @@
 /// `M` is `const kiln::module_view&`, or, for instruments given to a pipeline as compile-time
 /// policies, also the typed `const Module&`; a hook may also leave the module out
 /// (`void run_before_pass(const pass_info&)`). A hook that is present but fits none of these forms
-/// is a compile error, so a misspelt parameter list is not silently ignored.
+/// is a compile error, so a misspelt parameter list is not silently ignored; so is, in a type that
+/// has some hook, a member named like a common misspelling of one (`run_afterpass`,
+/// `enter_pass_context`, TVM's `RunBeforePass`: the list is in `detail::has_misspelt_hook`).
 ///
 /// The protocol, for a pass P run on module m in context ctx with instruments I1..In (policies
 /// first, then the context's list, each hook called on each instrument in that order):
 ///
 /// \code
-/// if P is disabled by name, or below ctx.opt_level and not needed: Ii.run_before_skipped_pass(m, P, why); return m
+/// if P is a pipeline's step (not a pass called directly, as in TVM) and is disabled by name, or below
+///   ctx.opt_level and not needed: Ii.run_before_skipped_pass(m, P, why); return m
 /// if P is not in ctx.required_passes:
-///   for Ii: if !Ii.should_run(m, P): Ij.run_before_skipped_pass(m, P, should_run) for all j; return m
+///   run = true; for Ii: run &= Ii.should_run(m, P)     -- every instrument is asked, no short-circuit
+///   if !run: Ii.run_before_skipped_pass(m, P, should_run) for all i; return m
 /// for Ii: Ii.run_before_pass(m, P)
 /// m2 = P(m)   -- if it throws or reports an error: Ii.run_after_pass_failed(m, P, e); throw e
 /// for Ii: Ii.run_after_pass(m2, P)
@@ -151,6 +155,39 @@ constexpr unsigned hooks_of() {
   return h;
 }
 
+// Members whose names are near misses of a hook's (an underscore lost, `_context` for `_ctx`, TVM's
+// C++ names, a word dropped): in a type that has other hooks, such a member is surely a hook that
+// would never be called. Detected by name alone, whatever its signature: a member of that name in
+// `I` makes the lookup in `near_miss_probe<I>` ambiguous.
+#define KILN_DETAIL_NEAR_MISS(NAME)                                            \
+  struct near_miss_base_##NAME {                                              \
+    int NAME;                                                                 \
+  };                                                                          \
+  template <class I>                                                          \
+  struct near_miss_probe_##NAME : I, near_miss_base_##NAME {};                \
+  template <class I>                                                          \
+  constexpr bool has_member_##NAME = [] {                                     \
+    if constexpr (std::is_class_v<I> && !std::is_final_v<I>)                  \
+      return !requires { &near_miss_probe_##NAME<I>::NAME; };                 \
+    else                                                                      \
+      return false;                                                           \
+  }();
+#define KILN_DETAIL_NEAR_MISSES(X)                                                                                   \
+  X(runbefore_pass) X(run_beforepass) X(runbeforepass) X(RunBeforePass) X(before_pass) X(run_before) X(run_before_passes) \
+  X(runafter_pass) X(run_afterpass) X(runafterpass) X(RunAfterPass) X(after_pass) X(run_after) X(run_after_passes)     \
+  X(shouldrun) X(ShouldRun) X(should_run_pass)                                                                       \
+  X(enter_pass_context) X(enterpass_ctx) X(enter_passctx) X(enter_ctx) X(enter_context) X(EnterPassContext)           \
+  X(exit_pass_context) X(exitpass_ctx) X(exit_passctx) X(exit_ctx) X(exit_context) X(ExitPassContext)                 \
+  X(run_before_skip_pass) X(run_before_skipped) X(run_skipped_pass) X(run_after_failed_pass) X(run_after_pass_fail)    \
+  X(run_after_failed)
+KILN_DETAIL_NEAR_MISSES(KILN_DETAIL_NEAR_MISS)
+#define KILN_DETAIL_OR_HAS(NAME) || has_member_##NAME<I>
+template <class I>
+constexpr bool has_misspelt_hook = false KILN_DETAIL_NEAR_MISSES(KILN_DETAIL_OR_HAS);
+#undef KILN_DETAIL_OR_HAS
+#undef KILN_DETAIL_NEAR_MISSES
+#undef KILN_DETAIL_NEAR_MISS
+
 /// Checks a would-be instrument and says what is wrong with it.
 template <class I, class M>
 constexpr bool check_instrument() {
@@ -173,6 +210,11 @@ constexpr bool check_instrument() {
   static_assert(!names_run_after_pass_failed<I> || has_run_after_pass_failed<I, M, const pass_error&>,
                 "kiln instrument: run_after_pass_failed must take (const kiln::module_view&, const "
                 "kiln::pass_info&, const kiln::pass_error&) or (const kiln::pass_info&, const kiln::pass_error&)");
+  static_assert(hooks_of<I, M>() == 0 || !has_misspelt_hook<I>,
+                "kiln instrument: a member's name is a misspelling of a hook (such as run_afterpass, "
+                "run_before_passes, enter_pass_context, ShouldRun or after_pass), which would never be called: "
+                "the hooks are enter_pass_ctx, exit_pass_ctx, should_run, run_before_pass, run_after_pass, "
+                "run_before_skipped_pass and run_after_pass_failed");
   static_assert(hooks_of<I, M>() != 0,
                 "kiln instrument: the type has none of the hooks enter_pass_ctx, exit_pass_ctx, should_run, "
                 "run_before_pass, run_after_pass, run_before_skipped_pass, run_after_pass_failed");

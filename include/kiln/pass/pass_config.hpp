@@ -127,6 +127,9 @@ struct pass_config_entry {
   std::any (*coerce)(const std::any& in) = nullptr;
   /// Text parsed as the registered type, or an empty any (null for types without a text form).
   std::any (*parse)(std::string_view text) = nullptr;
+  /// A value-initialized value of the registered type (null when it has none): what reading an
+  /// unset option as another type is checked with.
+  std::any (*zero)() = nullptr;
 };
 
 /// The process-wide registry of configuration keys. Thread-safe.
@@ -158,6 +161,7 @@ public:
       if (auto v = detail::coerce<T>(in)) return *v;
       return {};
     };
+    if constexpr (std::default_initializable<T>) e.zero = []() -> std::any { return T{}; };
     if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>)
       e.parse = [](std::string_view s) -> std::any {
         if (auto v = detail::parse_config_text<T>(s)) return *v;

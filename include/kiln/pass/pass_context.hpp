@@ -26,12 +26,15 @@
 #include <any>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace kiln {
+
+class pass_context_scope;
 
 class pass_context {
 public:
@@ -118,16 +121,23 @@ public:
     return *this;
   }
 
-  /// The value of a registered option, or `fallback` when it is not set. A `usage_error` when the
-  /// key is not registered or is registered with another type than `T`.
+  /// The value of a registered option, or `fallback` when it is not set. It may be read as
+  /// another type than the registered one when its value converts without loss, by the rules
+  /// `set_config` applies (`config<std::int64_t>` of an int option; `config<int>` of an int64
+  /// option while its value fits). A `usage_error` when the key is not registered, or the type
+  /// cannot hold the option's values (a string read as int) or its present value.
   template <class T>
   T config(std::string_view key, T fallback) const {
     pass_config_entry e = pass_config_registry::global().find(key, "kiln::pass_context::config");
-    if (e.type != typeid(T))
-      throw usage_error("kiln::pass_context::config: config option '" + e.key + "' is registered as " + e.type_name +
-                        ", but was read as " + detail::config_type_name<T>());
     auto it = config_.find(key);
-    return it == config_.end() ? fallback : std::any_cast<T>(it->second);
+    if (e.type == typeid(T)) return it == config_.end() ? fallback : std::any_cast<T>(it->second);
+    const std::any probe = it != config_.end() ? it->second : (e.zero ? e.zero() : std::any());
+    std::optional<T> v = probe.has_value() ? detail::coerce<T>(probe) : std::nullopt;
+    if (!v)
+      throw usage_error("kiln::pass_context::config: config option '" + e.key + "' is registered as " + e.type_name +
+                        ", and " + (it != config_.end() ? "its value does not fit " : "cannot be read as ") +
+                        detail::config_type_name<T>());
+    return it == config_.end() ? fallback : *std::move(v);
   }
   template <class T>
   T config(const pass_config_option<T>& option, T fallback) const {
@@ -168,13 +178,22 @@ public:
     refresh();
     enter_instruments();
   }
-  /// Replaces the instruments without calling their enter/exit hooks (for setting up a context
-  /// before its scope is entered).
+  /// Replaces the instruments without calling their enter/exit hooks, for setting up a context
+  /// before its scope is entered. A `usage_error` (and no change) while a scope of this context is
+  /// open: its instruments have entered, and the new ones would never enter; use
+  /// `override_instruments`.
   pass_context& set_instruments(std::vector<instrument> list) {
+    if (open_scopes_ > 0)
+      throw usage_error("kiln::pass_context::set_instruments: a scope of this context is open, so its instruments have "
+                        "entered; replacing them now would leave the new ones never entered and the old ones never "
+                        "exited. Use override_instruments, which exits the old ones and enters the new ones.");
     instruments_ = std::move(list);
     refresh();
     return *this;
   }
+  /// The number of `pass_context_scope`s of this context open now (a context is scoped on one thread
+  /// at a time).
+  int open_scopes() const noexcept { return open_scopes_; }
 
   /// The design's InstrumentEnterPassContext.
   void enter_instruments() {
@@ -238,11 +257,16 @@ private:
   std::vector<diagnostic> diagnostics_;
   std::size_t error_count_ = 0;
   std::vector<instrument> instruments_;
+  int open_scopes_ = 0;
 };
 
 struct pass_context::thread_state {
+  struct entry {
+    pass_context* context;
+    pass_context_scope* scope;
+  };
   pass_context default_context;
-  std::vector<pass_context*> stack;
+  std::vector<entry> stack;
 };
 inline pass_context::thread_state& pass_context::state() noexcept {
   thread_local thread_state s;
@@ -250,34 +274,60 @@ inline pass_context::thread_state& pass_context::state() noexcept {
 }
 inline pass_context& pass_context::current() noexcept {
   thread_state& s = state();
-  return s.stack.empty() ? s.default_context : *s.stack.back();
+  return s.stack.empty() ? s.default_context : *s.stack.back().context;
 }
 inline bool pass_context::in_scope() noexcept { return !state().stack.empty(); }
 
 /// Makes `ctx` the current context of this thread until the scope ends (the design's
 /// `with PassContext(...)`), entering its instruments first and exiting them at the end.
 /// Scopes nest; the innermost wins, and its end restores the outer one.
+///
+/// Scopes must end innermost first, on the thread that opened them. One that ends while a scope
+/// opened after it is still open (possible when scopes live on the heap, or in a binding to another
+/// language) is closed together with the scopes above it: `current()` falls back to what it was
+/// before this scope, never to a context that may be gone. The scope's instruments still exit, and
+/// then a `usage_error` says what happened (unless another exception is already unwinding). The
+/// inner scopes, when they end later, only exit their instruments.
 class pass_context_scope {
 public:
   explicit pass_context_scope(pass_context& ctx) : ctx_(ctx), uncaught_(std::uncaught_exceptions()) {
     ctx.enter_instruments();  // throws before anything is pushed
-    pass_context::state().stack.push_back(&ctx);
+    pass_context::state().stack.push_back({&ctx, this});
+    ++ctx.open_scopes_;
   }
   pass_context_scope(const pass_context_scope&) = delete;
   pass_context_scope& operator=(const pass_context_scope&) = delete;
 
   ~pass_context_scope() noexcept(false) {
     auto& stack = pass_context::state().stack;
-    // Scopes are RAII objects on one thread's stack, so the innermost one always ends first.
-    if (!stack.empty() && stack.back() == &ctx_) stack.pop_back();
-    if (std::uncaught_exceptions() > uncaught_) {
+    --ctx_.open_scopes_;
+    std::size_t above = 0;  // scopes opened after this one and still open
+    bool found = false;
+    for (std::size_t i = stack.size(); i-- > 0;) {
+      if (stack[i].scope == this) {
+        found = true;
+        above = stack.size() - 1 - i;
+        for (std::size_t j = i + 1; j < stack.size(); ++j) stack[j].scope->orphaned_ = true;
+        stack.resize(i);
+        break;
+      }
+    }
+    const bool unwinding = std::uncaught_exceptions() > uncaught_;
+    if (unwinding) {
       try {
         ctx_.exit_instruments();
       } catch (...) {  // keep the exception that is already unwinding
       }
-    } else {
-      ctx_.exit_instruments();
+      return;
     }
+    ctx_.exit_instruments();
+    if (found && above > 0)
+      throw usage_error("kiln::pass_context_scope: a scope ended while " + std::to_string(above) +
+                        " scope(s) opened after it were still open; scopes must end innermost first. The inner "
+                        "scopes were closed with it: pass_context::current() is now the context from before it.");
+    if (!found && !orphaned_)
+      throw usage_error("kiln::pass_context_scope: a scope ended on another thread than the one that opened it; "
+                        "the opening thread's current context is left to it");
   }
 
   pass_context& context() const noexcept { return ctx_; }
@@ -285,6 +335,7 @@ public:
 private:
   pass_context& ctx_;
   int uncaught_;
+  bool orphaned_ = false;  // closed by an outer scope that ended first
 };
 
 }  // namespace kiln

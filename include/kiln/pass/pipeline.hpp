@@ -290,16 +290,10 @@ private:
       ++at_;
       return make_pipeline<Module>(std::move(inner), std::string(name), level, registry_);
     }
-    if (!registry_.contains(name)) fail(start, name.size(), "unknown pass '" + std::string(name) + "'" + suggestion(name));
+    if (!registry_.contains(name)) fail(start, name.size(), "unknown pass '" + std::string(name) + "'" + registry_.suggest(name));
     return registry_.create(name);
   }
 
-  std::string suggestion(std::string_view name) const {
-    std::vector<std::string> names = registry_.names();
-    std::string s = did_you_mean(name, names);
-    if (s.empty()) s = names.empty() ? "; no passes are registered" : "; registered passes: " + join(names);
-    return s;
-  }
   void skip_space() {
     while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n')) ++at_;
   }

@@ -103,9 +103,20 @@ public:
     return make();
   }
 
-  /// "no pass is registered as 'x' (did you mean 'y'?)"
+  /// " (did you mean 'y'?)" for the registered names close to `name`, or, when none is,
+  /// "; registered passes: a, b, c".
+  std::string suggest(std::string_view name) const {
+    const std::vector<std::string> all = names();
+    std::string hint = detail::did_you_mean(name, all);
+    if (!hint.empty()) return hint;
+    hint = all.empty() ? "; no passes are registered" : "; registered passes: ";
+    for (std::size_t i = 0; i < all.size(); ++i) hint.append(i ? ", " : "").append(all[i]);
+    return hint;
+  }
+
+  /// "no pass is registered as 'x'" and `suggest(x)`.
   std::string unknown_pass_message(std::string_view name) const {
-    return "no pass is registered as '" + std::string(name) + "'" + detail::did_you_mean(name, names());
+    return "no pass is registered as '" + std::string(name) + "'" + suggest(name);
   }
 
 private:

@@ -121,24 +121,28 @@ void notify(std::tuple<Policies&...> policies, pass_context& ctx, const Module& 
   }
 }
 
-/// The first instrument's objection to running the pass, or `none`. Not asked for passes the
-/// context requires by name.
+/// Whether the instruments let the pass run: every `should_run` is asked, policies first, then the
+/// context's instruments, in order and with no short-circuit (as TVM's InstrumentBeforePass
+/// does), so that an instrument after one that says no still sees the pass. Returns the first
+/// objection, or `none`. Not asked for passes the context requires by name.
 template <class Module, class... Policies>
 skip_reason ask_instruments(const Module& m, const pass_info& info, pass_context& ctx, Policies&... policies) {
   constexpr bool policies_ask = (has_should_run<Policies, Module> || ...);
   if (!policies_ask && !ctx.has_hook(hook::should_run)) return skip_reason::none;
   if (ctx.is_required(info.name)) return skip_reason::none;
   skip_reason why = skip_reason::none;
+  auto note = [&](skip_reason r) {
+    if (why == skip_reason::none) why = r;
+  };
   (
       [&] {
-        if constexpr (has_should_run<Policies, Module>)
-          if (why == skip_reason::none) why = ask_should_run(policies, m, info);
+        if constexpr (has_should_run<Policies, Module>) note(ask_should_run(policies, m, info));
       }(),
       ...);
-  if (why == skip_reason::none && ctx.has_hook(hook::should_run)) {
+  if (ctx.has_hook(hook::should_run)) {
     module_view v(m);
     for (const instrument& i : ctx.instruments())
-      if (i.has(hook::should_run) && (why = i.should_run(v, info)) != skip_reason::none) break;
+      if (i.has(hook::should_run)) note(i.should_run(v, info));
   }
   return why;
 }
@@ -186,29 +190,32 @@ template <class Module, class... Policies>
 /// Runs the pass's body and turns failure into a `pass_error`: an exception it throws, or an error
 /// it reports through the context. What the run costs when nothing goes wrong: loading the number
 /// of diagnostics before and after, and a compare; the exception handling is table-driven.
+///
+/// The exception the body threw stays available: the `pass_error` is thrown with
+/// `std::throw_with_nested`, so `std::rethrow_if_nested(e)` rethrows the original (a
+/// `std::invalid_argument` stays one). A `pass_error` from a pass run inside the body (a pipeline's
+/// step, or a pass a pass calls) is passed on, not wrapped: it names the pass that failed, and
+/// this one joins its path (`pass_error::pipeline`).
 template <bool IsPipeline, module_like Module, class Body, class... Policies>
 Module run_body(const pass_info& info, Body& body, const Module& m, pass_context& ctx, Policies&... policies) {
   const std::size_t first_diagnostic = ctx.diagnostics().size();
   Module out = [&]() -> Module {
-    if constexpr (IsPipeline) {
-      // A pass inside this pipeline failed and has been reported: say where it ran and pass it
-      // on. Anything else (an instrument's exception, a misconfigured context) leaves untouched.
-      try {
-        return body();
-      } catch (pass_error& e) {
-        notify<failed_pass_hook>(std::tie(policies...), ctx, m, info, e);
-        e.add_pipeline(info.name);
-        throw;
-      }
-    } else {
-      try {
-        return body();
-      } catch (const std::exception& e) {
-        throw make_pass_error(info, e.what(), m, ctx, first_diagnostic, policies...);
-      } catch (...) {
-        throw make_pass_error(info, "it threw an exception that is not a std::exception", m, ctx, first_diagnostic,
-                              policies...);
-      }
+    try {
+      return body();
+    } catch (pass_error& e) {
+      notify<failed_pass_hook>(std::tie(policies...), ctx, m, info, e);
+      e.add_pipeline(info.name);
+      throw;
+    } catch (const std::exception& e) {
+      // In a pipeline, anything but a pass_error comes from an instrument or the context, not a
+      // pass: it leaves untouched.
+      if constexpr (IsPipeline) throw;
+      else std::throw_with_nested(make_pass_error(info, e.what(), m, ctx, first_diagnostic, policies...));
+    } catch (...) {
+      if constexpr (IsPipeline) throw;
+      else
+        std::throw_with_nested(make_pass_error(info, "it threw an exception that is not a std::exception", m, ctx,
+                                               first_diagnostic, policies...));
     }
   }();
   if (ctx.diagnostics().size() != first_diagnostic) [[unlikely]]
@@ -252,52 +259,96 @@ Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gat
       policies...);
 }
 
-/// Calls `exit_pass_ctx` on the policies that have it when a run ends, however it ends.
+/// Brackets a run with the compile-time policies' `enter_pass_ctx` / `exit_pass_ctx`, under the
+/// rules `pass_context_scope` applies to run-time instruments:
+/// - enter calls each policy's `enter_pass_ctx` in order; when one throws, the policies that had
+///   entered exit, in order (their exceptions dropped), and the enter's exception propagates;
+/// - the end of the run calls each `exit_pass_ctx` in order; when one throws after the run
+///   succeeded, the exception propagates and the later policies do not exit; when the run itself
+///   is failing, the exits' exceptions are dropped so that the run's reaches the caller.
 template <class... Policies>
-struct policy_scope {
-  explicit policy_scope(Policies&... p) : policies(p...) {
-    std::apply([](auto&... p) { ((call_enter(p)), ...); }, policies);
+class policy_scope {
+public:
+  explicit policy_scope(Policies&... p) : policies_(p...), uncaught_(std::uncaught_exceptions()) {
+    if constexpr ((has_enter_pass_ctx<Policies> || ...)) {
+      try {
+        std::apply([&](auto&... q) { (enter_one(q), ...); }, policies_);
+      } catch (...) {
+        std::apply([&](auto&... q) { (exit_quietly(q, entered_), ...); }, policies_);
+        entered_ = 0;
+        failed_ = true;
+        throw;
+      }
+    } else {
+      entered_ = sizeof...(Policies);
+    }
   }
-  ~policy_scope() {
-    std::apply(
-        [](auto&... p) {
-          (
-              [&] {
-                if constexpr (has_exit_pass_ctx<std::remove_cvref_t<decltype(p)>>) {
-                  try {
-                    p.exit_pass_ctx();
-                  } catch (...) {  // a destructor must not throw; the run's own outcome wins
-                  }
-                }
-              }(),
-              ...);
-        },
-        policies);
+  policy_scope(const policy_scope&) = delete;
+  policy_scope& operator=(const policy_scope&) = delete;
+
+  ~policy_scope() noexcept(false) {
+    if constexpr ((has_exit_pass_ctx<Policies> || ...)) {
+      if (failed_) return;
+      if (std::uncaught_exceptions() > uncaught_) {
+        std::size_t left = sizeof...(Policies);
+        std::apply([&](auto&... q) { (exit_quietly(q, left), ...); }, policies_);
+      } else {
+        std::apply([](auto&... q) { (exit_one(q), ...); }, policies_);
+      }
+    }
+  }
+
+private:
+  template <class P>
+  void enter_one(P& p) {
+    if constexpr (has_enter_pass_ctx<P>) p.enter_pass_ctx();
+    ++entered_;
   }
   template <class P>
-  static void call_enter(P& p) {
-    if constexpr (has_enter_pass_ctx<P>) p.enter_pass_ctx();
+  static void exit_one(P& p) {
+    if constexpr (has_exit_pass_ctx<P>) p.exit_pass_ctx();
   }
-  std::tuple<Policies&...> policies;
+  /// Exits `p` when it is among the first `budget` policies (counted down as they go by).
+  template <class P>
+  static void exit_quietly(P& p, std::size_t& budget) noexcept {
+    if (budget == 0) return;
+    --budget;
+    if constexpr (has_exit_pass_ctx<P>) {
+      try {
+        p.exit_pass_ctx();
+      } catch (...) {  // the exception already in flight is the one to report
+      }
+    }
+  }
+
+  std::tuple<Policies&...> policies_;
+  int uncaught_;
+  std::size_t entered_ = 0;
+  bool failed_ = false;
 };
 
 }  // namespace detail
 
 /// Runs `pass` (a pass or a pipeline) on `module` in `ctx`, with the compile-time instrument
-/// `policies` (called before the context's instruments; their `enter_pass_ctx` / `exit_pass_ctx`
-/// bracket this run). Returns the new module; `module` itself is never modified. A failing pass
-/// throws `pass_error`.
+/// `policies` (lvalues or temporaries; called before the context's instruments; their
+/// `enter_pass_ctx` / `exit_pass_ctx` bracket this run, see `detail::policy_scope`). Returns the
+/// new module; `module` itself is never modified. A failing pass throws `pass_error` (with the
+/// pass's own exception nested, see `detail::run_body`).
+///
+/// As in TVM, the enabled rule (disabled > required > opt level) applies to the steps of a
+/// pipeline, not to the pass called here: it always runs, unless an instrument's `should_run`
+/// vetoes it.
 template <class Pass, module_like Module, class... Policies>
-Module run(Pass&& pass, const Module& module, pass_context& ctx, Policies&... policies) {
+Module run(Pass&& pass, const Module& module, pass_context& ctx, Policies&&... policies) {
   using pass_type = std::remove_cvref_t<Pass>;
   static_assert(pass_like<pass_type>, "kiln::run: the first argument must be a pass (a class with static constexpr "
                                       "std::string_view name) or a kiln::sequential");
-  static_assert((detail::check_instrument<Policies, Module>() && ...));
+  static_assert((detail::check_instrument<std::remove_reference_t<Policies>, Module>() && ...));
   if constexpr (requires { pass_type::check_pipeline_input(); })
     pass_type::check_pipeline_input();  // a pipeline run as a whole must not need what nothing establishes
-  detail::policy_scope<Policies...> scope(policies...);
+  detail::policy_scope<std::remove_reference_t<Policies>...> scope(policies...);
   Pass& p = pass;  // passes are called as lvalues, const ones through their const call operator
-  return detail::run_protocol(p, module, ctx, ctx.check_enabled(pass_info_of<pass_type, Module>), policies...);
+  return detail::run_protocol(p, module, ctx, skip_reason::none, policies...);
 }
 
 /// Runs `pass` on `module` in the current context (`pass_context::current()`).

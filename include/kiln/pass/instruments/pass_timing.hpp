@@ -90,13 +90,15 @@ public:
     return out;
   }
 
-  /// TVM's form: `name: total [self] (share of total; share of parent)`, children indented.
+  /// TVM's form (`PassTimingInstrument.render()`): `name: total [self] (share of total; share of
+  /// parent)`, each level of nesting indented by one tab.
   std::string tree() const {
     std::string out;
     const double all = static_cast<double>(total().count());
     walk_with_parent(roots_, 0, all, [&](const pass_timing_node& n, int depth, double parent) {
       char line[256];
-      std::snprintf(line, sizeof line, "%*s%s: %.0fus [%.0fus] (%.2f%%; %.2f%%)\n", depth * 2, "", n.name.c_str(),
+      out.append(std::size_t(depth), '\t');
+      std::snprintf(line, sizeof line, "%s: %.0fus [%.0fus] (%.2f%%; %.2f%%)\n", n.name.c_str(),
                     us(n.total), us(n.self()), all > 0 ? 100.0 * static_cast<double>(n.total.count()) / all : 0.0,
                     parent > 0 ? 100.0 * static_cast<double>(n.total.count()) / parent : 0.0);
       out += line;
