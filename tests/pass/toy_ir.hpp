@@ -7,6 +7,7 @@
 
 #include <kiln/pass/module_traits.hpp>
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -68,6 +69,11 @@ struct kiln::module_traits<toy::module> {
   }
   static bool skip_optimization(const toy::function& f) { return f.skip; }
   static bool same(const toy::module& a, const toy::module& b) { return a.functions == b.functions; }
+  static std::size_t structural_hash(const toy::module& m) {
+    std::size_t h = 0;
+    for (const auto& f : *m.functions) h = h * 1000003u ^ std::hash<std::string>{}(f.name) ^ std::hash<long>{}(f.value);
+    return h;
+  }
   static void print(std::ostream& os, const toy::module& m) {
     os << "toy {";
     for (const auto& f : *m.functions) os << " " << f.name << "=" << f.value;

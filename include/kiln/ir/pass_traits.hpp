@@ -6,6 +6,7 @@
 
 #include <kiln/ir/module.hpp>
 #include <kiln/ir/printer.hpp>
+#include <kiln/ir/structural_equal.hpp>
 #include <kiln/ir/verifier.hpp>
 #include <kiln/pass/module_traits.hpp>
 
@@ -69,6 +70,7 @@ struct kiln::module_traits<kiln::ir::ir_module> {
   static bool skip_optimization(const ir::prim_func& f) { return ir::detail::has_skip_optimization(*f); }
   static bool same(const ir::ir_module& a, const ir::ir_module& b) noexcept { return a.get() == b.get(); }
   static void print(std::ostream& os, const ir::ir_module& m) { os << ir::print(m); }
+  static std::size_t structural_hash(const ir::ir_module& m) { return ir::structural_hash(m); }
   static std::vector<std::string> verify(const ir::ir_module& m) {
     std::vector<std::string> out;
     for (const ir::diagnostic& d : ir::verify(m)) out.push_back(d.to_string());

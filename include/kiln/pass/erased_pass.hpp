@@ -18,6 +18,7 @@
 #include <kiln/pass/sequential.hpp>
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
@@ -125,5 +126,11 @@ public:
 private:
   std::shared_ptr<detail::erased_pass_model<Module>> self_;
 };
+
+/// Prints `p.text()`: `fold_constant`, or `name(a,b)` for a pipeline (what `parse_pipeline` reads).
+template <module_like Module>
+std::ostream& operator<<(std::ostream& os, const pass<Module>& p) {
+  return os << p.text();
+}
 
 }  // namespace kiln

@@ -22,6 +22,9 @@
 ///   template <class Fn> static my::module map_kernel_functions(const my::module&, Fn&& fn);
 ///   // Optional: a verifier for the verify-after-each-pass instrument; one message per problem.
 ///   static std::vector<std::string> verify(const my::module&);
+///   // Optional: a structural hash, for the `testing.immutable_module` check (a pass must not
+///   // modify the module it is given).
+///   static std::size_t structural_hash(const my::module&);
 ///   // Optional: a name for messages ("kiln IR"); defaults to "module".
 ///   static constexpr std::string_view ir_name = "my IR";
 /// };

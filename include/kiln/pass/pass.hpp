@@ -2,7 +2,7 @@
 /// \file
 /// The pass infrastructure, in one include: passes as types, `sequential` pipelines with static
 /// dependency resolution, `pass_context`, instruments (run-time and compile-time policies), the
-/// built-in instruments, and run-time pipelines (`kiln::pass`, the registry, textual pipelines).
+/// built-in instruments, the PrintIR pass, the fixed-point combinator, statistics, and run-time pipelines (`kiln::pass`, the registry, textual pipelines).
 ///
 /// It knows no IR: plug yours in with `kiln::module_traits` (`module_traits.hpp`); kiln's own
 /// reference IR does so in `kiln/ir/pass_traits.hpp`.
@@ -21,6 +21,8 @@
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/pass_info.hpp>
 #include <kiln/pass/pipeline.hpp>
+#include <kiln/pass/print_ir_pass.hpp>
 #include <kiln/pass/registry.hpp>
+#include <kiln/pass/repeat.hpp>
 #include <kiln/pass/run.hpp>
 #include <kiln/pass/sequential.hpp>

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <any>
+#include <cstdint>
 #include <exception>
 #include <map>
 #include <optional>
@@ -35,6 +36,17 @@
 namespace kiln {
 
 class pass_context_scope;
+
+/// TVM's `testing.immutable_module`: when true, each pass's input module is hashed before and after
+/// the pass (`module_traits<M>::structural_hash`), and a pass that changed it fails, named.
+inline const pass_config_option<bool> immutable_module_option{
+    "testing.immutable_module", "check that no pass modifies the module it is given (structural hash before and after)"};
+
+namespace detail {
+/// Not an instrument hook: the bit in a context's hook mask that sends every pass down the
+/// instrumented path because the immutable-module check is on.
+inline constexpr unsigned immutable_module_bit = 1u << 7;
+}  // namespace detail
 
 class pass_context {
 public:
@@ -118,6 +130,7 @@ public:
       throw usage_error("kiln::pass_context::set_config_from_text: config option '" + e.key + "' takes " + e.type_name +
                         ", and '" + std::string(text) + "' is not one");
     config_.insert_or_assign(e.key, std::move(v));
+    refresh();
     return *this;
   }
 
@@ -145,6 +158,48 @@ public:
   }
   bool has_config(std::string_view key) const { return config_.find(key) != config_.end(); }
 
+  /// True when `testing.immutable_module` is set to true.
+  bool checks_immutable_module() const noexcept { return immutable_module_; }
+
+  // ---- statistics --------------------------------------------------------------------------------
+
+  /// The counter `name` of pass `pass` (LLVM's `-stats`, MLIR's pass statistics), created at zero:
+  /// `ctx.statistic("fold_constant", "folded") += n`. Counters add up over every run in this
+  /// context until `clear_statistics`.
+  std::uint64_t& statistic(std::string_view pass, std::string_view name) {
+    auto p = statistics_.find(pass);
+    if (p == statistics_.end()) p = statistics_.emplace(std::string(pass), statistic_map{}).first;
+    auto c = p->second.find(name);
+    if (c == p->second.end()) c = p->second.emplace(std::string(name), 0).first;
+    return c->second;
+  }
+  /// The counters of one pass, by name.
+  using statistic_map = std::map<std::string, std::uint64_t, std::less<>>;
+  /// Every counter: pass name → counter name → value, ordered.
+  const std::map<std::string, statistic_map, std::less<>>& statistics() const noexcept { return statistics_; }
+  void clear_statistics() noexcept { statistics_.clear(); }
+  /// The counters as LLVM prints them: `  12 fold_constant - folded`, right-aligned, one per line,
+  /// under a header; empty when there are none.
+  std::string statistics_report() const {
+    if (statistics_.empty()) return {};
+    std::size_t width = 1, pass_width = 1;
+    for (const auto& [pass, counters] : statistics_)
+      for (const auto& [name, n] : counters) {
+        width = std::max(width, std::to_string(n).size());
+        pass_width = std::max(pass_width, pass.size());
+      }
+    std::string out = "===-------------------------------------------------------------------------===\n"
+                      "                          ... Statistics Collected ...\n"
+                      "===-------------------------------------------------------------------------===\n\n";
+    for (const auto& [pass, counters] : statistics_)
+      for (const auto& [name, n] : counters) {
+        const std::string count = std::to_string(n);
+        out.append(width - count.size() + 1, ' ').append(count).append(" ").append(pass);
+        out.append(pass_width - pass.size(), ' ').append(" - ").append(name).append("\n");
+      }
+    return out;
+  }
+
   // ---- diagnostics -------------------------------------------------------------------------------
 
   /// Reports an error: the pass running now fails when it returns (a `pass_error` that carries it).
@@ -166,7 +221,7 @@ public:
   // ---- instruments -------------------------------------------------------------------------------
 
   const std::vector<instrument>& instruments() const noexcept { return instruments_; }
-  /// True when some instrument has a hook that runs around passes.
+  /// True when something runs around each pass: an instrument's hook, or the immutable-module check.
   bool has_instruments() const noexcept { return hooks_ != 0; }
   /// True when some instrument has hook `h` (one load and test on the pipeline's path).
   bool has_hook(hook h) const noexcept { return (hooks_ & unsigned(h)) != 0; }
@@ -239,6 +294,7 @@ private:
       throw usage_error("kiln::pass_context::set_config: config option '" + e.key + "' takes " + e.type_name + ", not " +
                         detail::held_type_name(value));
     config_.insert_or_assign(e.key, std::move(v));
+    refresh();
     return *this;
   }
 
@@ -246,6 +302,9 @@ private:
     has_names_ = !required_.empty() || !disabled_.empty();
     hooks_ = 0;
     for (const instrument& i : instruments_) hooks_ |= i.hooks();
+    auto it = config_.find(immutable_module_option.key());
+    immutable_module_ = it != config_.end() && std::any_cast<bool>(it->second);
+    if (immutable_module_) hooks_ |= detail::immutable_module_bit;
   }
 
   int opt_level_ = 2;
@@ -258,6 +317,8 @@ private:
   std::size_t error_count_ = 0;
   std::vector<instrument> instruments_;
   int open_scopes_ = 0;
+  bool immutable_module_ = false;
+  std::map<std::string, statistic_map, std::less<>> statistics_;
 };
 
 struct pass_context::thread_state {

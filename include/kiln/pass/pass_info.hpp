@@ -31,7 +31,9 @@
 #include <array>
 #include <concepts>
 #include <cstdint>
+#include <ostream>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -68,6 +70,16 @@ struct pass_info {
   std::span<const property_check> establishes = {};
   std::span<const property_check> invalidates = {};
 };
+
+/// The text form of a pass_info: `fold_constant: function pass, opt level 1, requires [normalize]`.
+inline std::string to_string(const pass_info& info) {
+  std::string s(info.name);
+  s.append(": ").append(to_string(info.kind)).append(", opt level ").append(std::to_string(info.opt_level));
+  s.append(", requires [");
+  for (std::size_t i = 0; i < info.required.size(); ++i) s.append(i ? ", " : "").append(info.required[i]);
+  return s.append("]");
+}
+inline std::ostream& operator<<(std::ostream& os, const pass_info& info) { return os << to_string(info); }
 
 namespace detail {
 

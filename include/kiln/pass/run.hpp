@@ -223,6 +223,27 @@ Module run_body(const pass_info& info, Body& body, const Module& m, pass_context
   return out;
 }
 
+/// `run_body` under TVM's `testing.immutable_module` check: the input module's structural hash
+/// before and after the pass must agree, or the pass fails, named.
+template <bool IsPipeline, module_like Module, class Body, class... Policies>
+[[gnu::noinline]] Module run_body_immutable(const pass_info& info, Body& body, const Module& m, pass_context& ctx,
+                                            Policies&... policies) {
+  using traits = module_traits<Module>;
+  if constexpr (requires { traits::structural_hash(m); }) {
+    const std::size_t before = traits::structural_hash(m);
+    Module out = run_body<IsPipeline>(info, body, m, ctx, policies...);
+    if (traits::structural_hash(m) != before)
+      throw make_pass_error(info,
+                            "it modified the module it was given (testing.immutable_module: the structural hash of "
+                            "its input changed)",
+                            m, ctx, ctx.diagnostics().size(), policies...);
+    return out;
+  } else {
+    throw usage_error("kiln: testing.immutable_module is set, but module_traits<" + std::string(ir_name_of<Module>()) +
+                      "> has no structural_hash to check it with");
+  }
+}
+
 /// The design's Pass::operator(): runs `p` on `m` under the instrument protocol, unless `gate`
 /// (the enabled check, made by the caller) says why it must not run.
 ///
@@ -243,7 +264,8 @@ Module run_protocol_with(const pass_info& info, Body&& body, const Module& m, pa
 
   notify<before_pass_hook>(std::tie(policies...), ctx, m, info);
 
-  Module out = run_body<IsPipeline>(info, body, m, ctx, policies...);
+  Module out = ctx.checks_immutable_module() ? run_body_immutable<IsPipeline>(info, body, m, ctx, policies...)
+                                             : run_body<IsPipeline>(info, body, m, ctx, policies...);
 
   notify<after_pass_hook>(std::tie(policies...), ctx, out, info);
   return out;

@@ -15,6 +15,7 @@
 
 #include <kiln/ir/pass_traits.hpp>
 #include <kiln/pass/pipeline.hpp>
+#include <kiln/pass/print_ir_pass.hpp>
 #include <kiln/pass/registry.hpp>
 #include <kiln/pass/sequential.hpp>
 #include <kiln/support/config.hpp>
@@ -45,7 +46,7 @@ using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, cal
 /// The whole pipeline `kiln::compile` runs by default.
 using default_pipeline = named_sequential<"kiln.default", 0, simplify, legalize_ops, lower_to_vm>;
 
-/// Registers every compiler pass, and the two pipelines, by name in `registry` (idempotent).
+/// Registers every compiler pass, the pipelines, and `PrintIR` (print_ir_pass), by name in `registry` (idempotent).
 KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global());
 
 }  // namespace kiln::transform

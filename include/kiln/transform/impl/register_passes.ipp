@@ -22,7 +22,8 @@ KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry) {
       .add<vm_builtin_lower>()
       .add<vm_shape_lower>()
       .add<lower_to_vm>()
-      .add<default_pipeline>();
+      .add<default_pipeline>()
+      .add<print_ir_pass>();
 }
 
 }  // namespace kiln::transform
