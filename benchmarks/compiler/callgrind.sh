@@ -10,22 +10,11 @@
 set -euo pipefail
 bench=${1:-build/bench/benchmarks/compiler_end_to_end_bench}
 reps=${KILN_CALLGRIND_REPS:-10}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind is not installed" >&2; exit 1; }
-[[ -x "$bench" ]] || { echo "callgrind.sh: no benchmark binary at $bench" >&2; exit 1; }
+source "$(dirname "$0")/../callgrind.bash"
+kiln_callgrind_init "$bench"
 
 instructions() {  # model form -> instructions inside kiln_measure
-  if ! valgrind --tool=callgrind --callgrind-out-file="$tmp/out" --toggle-collect='kiln_measure' \
-      "$bench" --callgrind "$1" "$2" "$reps" >"$tmp/log" 2>&1; then
-    echo "callgrind.sh: valgrind failed on $1 $2:" >&2
-    tail -20 "$tmp/log" >&2
-    exit 1
-  fi
-  local n
-  n=$(callgrind_annotate "$tmp/out" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done { gsub(",", "", $1); print $1; done = 1 }')
-  [[ "$n" =~ ^[0-9]+$ && "$n" -gt 0 ]] || { echo "callgrind.sh: no instruction count for $1 $2" >&2; exit 1; }
-  echo "$n"
+  kiln_callgrind_count kiln_measure "$bench" --callgrind "$1" "$2" "$reps"
 }
 
 declare -A calls=([mlp]=9 [cnn]=13 [encoder]=21)

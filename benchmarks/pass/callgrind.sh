@@ -7,13 +7,11 @@
 set -euo pipefail
 bench=${1:-build/bench/benchmarks/pass_overhead_bench}
 reps=${KILN_CALLGRIND_REPS:-20}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/../callgrind.bash"
+kiln_callgrind_init "$bench"
 
 instructions() {  # variant K F -> instructions inside kiln_measure
-  valgrind --tool=callgrind --callgrind-out-file="$tmp/out" --toggle-collect='*kiln_measure*' \
-    "$bench" --callgrind "$1" "$2" "$3" "$reps" >/dev/null 2>&1
-  callgrind_annotate "$tmp/out" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done { gsub(",", "", $1); print $1; done = 1 }'
+  kiln_callgrind_count '*kiln_measure*' "$bench" --callgrind "$1" "$2" "$3" "$reps"
 }
 
 printf '%-4s %-5s %14s %14s %8s %14s %8s %14s %8s\n' K F "a ins/pass/fn" "b ins/pass/fn" "b/a" "c ins/pass/fn" "c/a" "d ins/pass/fn" "d/a"

@@ -6,13 +6,11 @@
 set -euo pipefail
 bench=${1:-build/bench/benchmarks/vm_dispatch_bench}
 reps=${KILN_CALLGRIND_REPS:-20}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/../callgrind.bash"
+kiln_callgrind_init "$bench"
 
 instructions() {  # workload variant -> instructions inside kiln_measure
-  valgrind --tool=callgrind --callgrind-out-file="$tmp/out" --toggle-collect='*kiln_measure*' \
-    "$bench" --callgrind "$1" "$2" "$reps" >/dev/null 2>&1
-  callgrind_annotate "$tmp/out" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done { gsub(",", "", $1); print $1; done = 1 }'
+  kiln_callgrind_count '*kiln_measure*' "$bench" --callgrind "$1" "$2" "$reps"
 }
 
 printf '%-10s %12s %12s %8s\n' workload "vm ins/unit" "hand ins/unit" "vm/hand"

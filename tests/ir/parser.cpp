@@ -213,3 +213,25 @@ TEST_CASE("every prefix and every single-byte corruption of valid text fails cle
   CHECK(rejected > 0);
   CHECK(parsed + rejected == (text.size() + 6) / 7 + 400);
 }
+
+TEST_CASE("text nested deeper than the parser's limit is an error, never a stack overflow") {
+  const int deep = 100000;  // ~100 KB of text: overflowed the stack before the limit
+  auto repeat = [](std::string_view s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out.append(s);
+    return out;
+  };
+  const std::string limit = "nested too deeply (limit 256)";
+  // Parenthesised dimensions, and a chain of unary minus signs (no brackets at all).
+  CHECK(parse_fails(fn("x: R.Tensor((" + repeat("(", deep) + "3" + repeat(")", deep) + ",), \"float32\")", "R.Object", {"return x"}))
+            .message() == limit);
+  CHECK(parse_fails(fn("x: R.Tensor((" + repeat("-", deep) + "3,), \"float32\")", "R.Object", {"return x"})).message() == limit);
+  // Nested types and nested expressions.
+  CHECK(parse_fails(fn("x: " + repeat("R.Tuple(", deep) + "R.Object" + repeat(")", deep), "R.Object", {"return x"})).message() ==
+        limit);
+  CHECK(parse_fails(fn("x: R.Object", "R.Object", {"y = " + repeat("(", deep) + "x" + repeat(")", deep), "return y"})).message() ==
+        limit);
+  // Up to the limit it parses: 200 levels of parentheses in a dimension.
+  CHECK_NOTHROW(ir::parse_module(fn("x: R.Tensor((" + repeat("(", 200) + "3" + repeat(")", 200) + ",), \"float32\")", "R.Object",
+                                    {"return x"})));
+}

@@ -7,6 +7,7 @@
 // (2e-6 for float32, 1e-14 for float64), tanh, sigmoid, gelu within 4e-6 / 1e-14 relative plus a
 // tiny absolute term near zero, pow within 1e-5 / 1e-13.
 #include <kiln/kernels/elementwise.hpp>
+#include <kiln/kernels/reduce.hpp>
 
 #include "../common/message_of.hpp"
 #include "reference.hpp"
@@ -153,6 +154,37 @@ TEST_CASE("transcendental and activation functions against std::, at the extreme
   CHECK(std::isnan(sqrt(e).to_vector<float>()[1]));
   CHECK(std::isinf(rsqrt(e).to_vector<float>()[2]));
   CHECK(std::isnan(relu(e).to_vector<float>()[6]));
+}
+
+TEST_CASE("float64 exp, erf, tanh and the activations built on them: exact at infinity, NaN kept, no UB") {
+  // xsimd's float64 exp converts its scaled argument to int64 in plain C++: undefined behaviour
+  // for these inputs (Clang's UBSan reports it) unless the kernels keep them away from it.
+  const std::vector<double> in = {-inf, inf, nan_, -1e308, 1e308, -800, 800, 1e19, -1e19, 0.5};
+  const tensor x = tensor::from_values<double>({std::int64_t(in.size())}, in);
+  const auto ex = exp(x).to_vector<double>(), ef = erf(x).to_vector<double>(), th = tanh(x).to_vector<double>();
+  const auto sg = sigmoid(x).to_vector<double>(), gl = gelu(x).to_vector<double>();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    CAPTURE(in[i]);
+    const double v = in[i];
+    if (std::isnan(v)) {
+      CHECK(std::isnan(ex[i]));
+      CHECK(std::isnan(ef[i]));
+      CHECK(std::isnan(th[i]));
+      CHECK(std::isnan(sg[i]));
+      CHECK(std::isnan(gl[i]));
+      continue;
+    }
+    CHECK(close(ex[i], std::exp(v), 1e-14, 0));
+    CHECK(close(ef[i], std::erf(v), 1e-14, 0));
+    CHECK(close(th[i], std::tanh(v), 1e-14, 0));
+    CHECK(close(sg[i], 1 / (1 + std::exp(-v)), 1e-14, 0));
+  }
+  CHECK(gl[1] == inf);  // gelu(+inf) = inf; gelu(1e308) = 1e308
+  CHECK(gl[4] == 1e308);
+  CHECK(gl[3] == 0);
+  // softmax in float64 with a mask of -inf, its common use.
+  const auto sm = softmax(tensor::from_values<double>({4}, {-inf, 0.0, -inf, 0.0})).to_vector<double>();
+  CHECK(sm == std::vector<double>{0.0, 0.5, 0.0, 0.5});
 }
 
 TEST_CASE("NaN and infinity propagate through maximum, minimum, comparisons and clip") {

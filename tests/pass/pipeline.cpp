@@ -169,3 +169,12 @@ TEST_CASE("parse errors say what, point at where, and suggest close names") {
     CHECK(e.column() == 7);
   }
 }
+
+TEST_CASE("pipeline text nested deeper than 64 levels is an error, never a stack overflow") {
+  std::string text;
+  for (int i = 0; i < 50000; ++i) text += "p(";
+  text += "count";
+  for (int i = 0; i < 50000; ++i) text += ")";
+  CHECK(message_of<kiln::pipeline_parse_error>([&] { (void)kiln::parse_pipeline<toy::module>(text, test_registry()); })
+            .find("pipelines nested too deeply (limit 64)") != std::string::npos);
+}

@@ -82,6 +82,8 @@ TEST_CASE("malformed npy data is an error naming the source and the problem") {
         "x.npy: truncated data: shape [3] needs 3 int32 elements of 4 bytes, 4 bytes remain");
   CHECK(err(npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (99999999999,99999999999), }", four)).find("more than 2^63 elements") !=
         std::string::npos);
+  CHECK(err(npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (0,4294967296,4294967296), }", four)) ==
+        "x.npy: shape: shape [0, 4294967296, 4294967296] is too large: its row-major strides do not fit in int64");
   auto cut = npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }", four);
   cut.resize(30);
   CHECK(err(cut).find("truncated header") != std::string::npos);

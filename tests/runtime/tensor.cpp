@@ -91,6 +91,13 @@ TEST_CASE("misuse of the tensor API says what is wrong") {
   CHECK(message_of([&] { t.permute({1, 0}).view({6}); }).find("is not contiguous") != std::string::npos);
   CHECK(message_of([&] { t.permute({0, 0}); }) == "kiln::runtime::tensor::permute: [0, 0] is not a permutation of the 2 axes");
   CHECK(message_of([&] { t.slice(1, 2, 4); }) == "kiln::runtime::tensor::slice: [2:4:1] on axis 1 of shape [2, 3] is out of range");
+  // No elements, but strides that would overflow int64: an error, not undefined behaviour.
+  CHECK(message_of([&] { tensor::empty({0, std::int64_t(1) << 32, std::int64_t(1) << 32}, dtype::float32); }) ==
+        "kiln::runtime::tensor::empty: shape [0, 4294967296, 4294967296] is too large: its row-major strides do not "
+        "fit in int64");
+  CHECK_NOTHROW(tensor::empty({0, std::int64_t(1) << 31, std::int64_t(1) << 31}, dtype::float32));  // 2^62: fits
+  CHECK(message_of([&] { t.view({-1, std::int64_t(1) << 40, std::int64_t(1) << 40}); }) ==
+        "kiln::runtime::tensor::view: shape [-1, 1099511627776, 1099511627776] has more than 2^63 elements");
   CHECK(message_of([&] { tensor::from_values<float>({2}, {1.f, 2.f, 3.f}); }) ==
         "kiln::runtime::tensor::from_values: shape [2] has 2 elements but 3 were given");
   CHECK(message_of([&] { tensor::zeros({2}, dtype::float32).copy_from(t); }) ==

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -221,4 +222,29 @@ TEST_CASE("only data constants serialize") {
   CHECK(message_of([&] { serialize(e); }) ==
         "kiln::vm::serialize: constant 0 is a closure, which cannot be serialized (constants are null, numbers, strings, shapes, "
         "tensors and tuples)");
+}
+
+TEST_CASE("a tensor constant with no elements but strides beyond int64 is a clean error") {
+  // (0, 2^32, 2^32): 0 elements, so no data is read, but its row-major strides would overflow.
+  exec_builder b;
+  const auto k = b.add_constant(value(tensor::empty({0, 3, 5}, dtype::float32)));
+  b.begin_function("main", {}, 1);
+  b.emit_call("vm.builtin.null_value", {}, 0);
+  b.emit_ret(0);
+  b.end_function();
+  (void)k;
+  auto bytes = serialize(b.get());
+  auto le64 = [](std::int64_t v) {
+    std::vector<std::byte> out;
+    for (int i = 0; i < 8; ++i) out.push_back(std::byte((std::uint64_t(v) >> (8 * i)) & 0xff));
+    return out;
+  };
+  std::vector<std::byte> dims = le64(3), five = le64(5);
+  dims.insert(dims.end(), five.begin(), five.end());
+  auto at = std::search(bytes.begin(), bytes.end(), dims.begin(), dims.end());
+  REQUIRE(at != bytes.end());
+  const auto huge = le64(std::int64_t(1) << 32);
+  std::copy(huge.begin(), huge.end(), at);
+  std::copy(huge.begin(), huge.end(), at + 8);
+  CHECK(load_error(bytes).find("shape [0, 4294967296, 4294967296] is too large: its strides overflow int64") != std::string::npos);
 }

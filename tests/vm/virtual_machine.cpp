@@ -242,8 +242,9 @@ TEST_CASE("the stateful interface, saved functions and the time evaluator") {
   vm.set_input("main", 4);
   vm.invoke_stateful("main");
   CHECK(vm.get_outputs("main").as_int() == 6);
-  CHECK(message_of<usage_error>([&] { vm.invoke_stateful("other"); }) ==
-        "kiln::vm::invoke_stateful: no inputs were set for 'other' (call set_input first)");
+  virtual_machine unset(kiln_test::sum_loop(), {}, test_registry());
+  CHECK(message_of<usage_error>([&] { unset.invoke_stateful("main"); }) ==
+        "kiln::vm::invoke_stateful: no inputs were set for 'main' (call set_input first)");
   CHECK(message_of<usage_error>([&] { vm.set_input("main", 1, 2); }) == "kiln::vm::set_input: function 'main' takes 1 arguments, got 2");
   virtual_machine fresh(kiln_test::sum_loop(), {}, test_registry());
   CHECK(message_of<usage_error>([&] { (void)fresh.get_outputs("main"); }) ==
@@ -267,6 +268,46 @@ TEST_CASE("the stateful interface, saved functions and the time evaluator") {
   CHECK(slow.number > 1);
   CHECK(slow.results[0] * slow.number >= 0.002);
   CHECK(message_of<usage_error>([&] { vm.time_evaluator("main", 0); }).find("number and repeat must be at least 1") != std::string::npos);
+}
+
+TEST_CASE("saved functions work wherever a function name does, as in TVM") {
+  virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
+  vm.save_function("main", "main_10", 10);
+  // time_evaluator and get_function find saved names.
+  const timing_result r = vm.time_evaluator("main_10", 2, 2)(std::span<const value>());
+  CHECK(r.results.size() == 2);
+  function_handle h = vm.get_function("main_10");
+  CHECK(h.is_saved());
+  CHECK(h().as_int() == 45);
+  CHECK(vm.has_function("main_10"));
+  CHECK(message_of<usage_error>([&] { h(1); }) == "kiln::vm: saved function 'main_10' has its arguments bound; call it with none");
+  // Saving again under the same name rebinds it; the handle sees the new arguments.
+  vm.save_function("main", "main_10", 11);
+  CHECK(h().as_int() == 55);
+  // include_return = false: the call runs and returns null (for timing without outputs).
+  vm.save_function("main", "quiet", kiln::vm::save_options{.include_return = false}, 10);
+  CHECK(vm.invoke("quiet").is_null());
+  CHECK(message_of<usage_error>([&] { vm.save_function("main", "main", 1); }) ==
+        "kiln::vm::save_function: 'main' is a function of the executable; save under another name");
+}
+
+TEST_CASE("invoke_stateful: an unknown function is named as unknown; it can be timed after set_input") {
+  virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
+  CHECK(message_of<usage_error>([&] { vm.invoke_stateful("nope"); }).starts_with("kiln::vm: no function 'nope' in the executable"));
+  vm.set_input("main", 5);
+  const value name("main");
+  const timing_result r = vm.time_evaluator("invoke_stateful", 2, 3)(std::span<const value>(&name, 1));
+  CHECK(r.results.size() == 3);
+  CHECK(vm.get_outputs("main").as_int() == 10);
+  CHECK(message_of<usage_error>([&] { vm.time_evaluator("invoke_stateful")(std::span<const value>()); })
+            .starts_with("kiln::vm::time_evaluator: 'invoke_stateful' is timed with one argument"));
+}
+
+TEST_CASE("device index -1 is the host, as in TVM; a default instruction argument is the void register") {
+  virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
+  CHECK(&vm.allocator_for(-1) == &vm.allocator_for(0));
+  CHECK(message_of<usage_error>([&] { (void)vm.allocator_for(-2); }).find("device index -2 is out of range") != std::string::npos);
+  CHECK(instr_arg() == instr_arg::reg(void_register));
 }
 
 TEST_CASE("compiled functions get the register file with their arguments in registers 0..N-1") {

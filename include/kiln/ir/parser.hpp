@@ -286,6 +286,25 @@ private:
   }
   [[noreturn]] void fail_at(const token& t, const std::string& msg) const { throw lexer::make_error(lex_.lines(), msg, t.line, t.column); }
   [[noreturn]] void fail(const std::string& msg) const { fail_at(cur(), msg); }
+
+  /// The deepest nesting of expressions, types, dimensions, attribute values and `if` bodies the
+  /// parser accepts: deeper text is an error at the token where it goes too deep, not a stack
+  /// overflow. Real modules nest a few levels.
+  static constexpr int max_nesting = 256;
+  /// Counts one level of nesting while it lives.
+  struct nesting {
+    explicit nesting(ir_parser& p) : parser(p) {
+      if (++parser.depth_ > max_nesting) {
+        --parser.depth_;
+        parser.fail("nested too deeply (limit " + std::to_string(max_nesting) + ")");
+      }
+    }
+    ~nesting() { --parser.depth_; }
+    nesting(const nesting&) = delete;
+    nesting& operator=(const nesting&) = delete;
+    ir_parser& parser;
+  };
+  int depth_ = 0;
   [[noreturn]] void expected(const std::string& what) const { fail("expected " + what + " but found " + describe(cur())); }
   void expect(std::string_view p) {
     if (!at(p)) expected("'" + std::string(p) + "'");
@@ -371,6 +390,7 @@ private:
   /// An attribute value: None, True/False, an int, a float, a string, a list of ints or a dict
   /// of ints (`{"n": 1024}`).
   attr_value parse_attr_value() {
+    const nesting guard(*this);
     if (at("{")) {
       next();
       int_dict d;
@@ -441,6 +461,7 @@ private:
     return e;
   }
   prim_expr parse_dim_factor() {
+    const nesting guard(*this);
     if (at("-")) {
       next();
       if (at_kind(tok::integer)) {
@@ -489,6 +510,7 @@ private:
 
   // ---- types -----------------------------------------------------------------------------------
   type parse_type() {
+    const nesting guard(*this);
     if (!at_word("R") || peek().text != ".") expected("a type (R.Tensor, R.Shape, R.Tuple, R.Prim, R.Object or R.Callable)");
     next();
     next();
@@ -697,6 +719,7 @@ private:
   /// Statements until the end of the current indented block. A function body ends with `return`;
   /// an if branch ends with the binding of the if's variable (`result_name`).
   expr parse_body(bool in_branch, std::string* result_name, type* result_annot = nullptr) {
+    const nesting guard(*this);
     std::vector<binding_block> blocks{{false, {}}};
     expr result;
     while (!at_kind(tok::dedent)) {
@@ -906,6 +929,7 @@ private:
   }
 
   expr parse_expr() {
+    const nesting guard(*this);
     expr e = parse_primary();
     for (;;) {
       if (at("[")) {

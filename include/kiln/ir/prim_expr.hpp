@@ -250,11 +250,17 @@ inline linear_form linearize(const prim_expr& e) {
 }
 
 inline std::string atom_key(const prim_expr& e) {
-  if (auto* v = dyn_cast<size_var_node>(e)) return "v" + std::to_string(reinterpret_cast<std::uintptr_t>(v));
+  // Strings are built by appending: GCC 12 at -O2/-O3 warns falsely (-Wrestrict, PR105651) on
+  // "literal" + std::string, which breaks -Werror builds.
+  if (auto* v = dyn_cast<size_var_node>(e)) {
+    std::string key(1, 'v');
+    key += std::to_string(reinterpret_cast<std::uintptr_t>(v));
+    return key;
+  }
   if (auto* b = dyn_cast<prim_binary_node>(e)) {
-    auto key = [](const linear_form& f) {
+    auto text_of = [](const linear_form& f) {
       std::string s = std::to_string(f.constant);
-      for (auto& [k, v] : f.terms) {  // appends, not "+" + ...: GCC 12 -O3 warns falsely on that (PR105651)
+      for (auto& [k, v] : f.terms) {  // appends, as above
         s += '+';
         s += std::to_string(v);
         s += '*';
@@ -262,9 +268,11 @@ inline std::string atom_key(const prim_expr& e) {
       }
       return s;
     };
-    std::string l = key(linearize(b->a)), r = key(linearize(b->b));
+    std::string l = text_of(linearize(b->a)), r = text_of(linearize(b->b));
     if ((b->op == prim_op::mul || b->op == prim_op::min || b->op == prim_op::max) && r < l) std::swap(l, r);
-    return std::string("(") + spelling(b->op) + " " + l + " " + r + ")";
+    std::string key(1, '(');
+    key.append(spelling(b->op)).append(1, ' ').append(l).append(1, ' ').append(r).append(1, ')');
+    return key;
   }
   return std::to_string(static_cast<const int_imm_node&>(*e).value);
 }

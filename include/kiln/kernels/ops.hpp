@@ -252,6 +252,66 @@ struct relu : numeric_operator {
   }
 };
 
+namespace safe {
+
+// xsimd's float64 exp (and erf, tanh, which use it) converts its scaled argument to int64 in
+// plain C++ on the way, which is undefined behaviour for infinities, NaN and magnitudes beyond
+// 2^63 (UBSan reports it; float is clean). These wrappers give xsimd only arguments it handles —
+// ranges where the result is already exact at the ends — and put the exact results back: exp(-inf)
+// = 0, exp(+inf) = +inf, erf(+-inf) = +-1, tanh(+-inf) = +-1, NaN stays NaN. Float batches and
+// scalars go straight through.
+
+template <class T, class A>
+xsimd::batch<T, A> exp(const xsimd::batch<T, A>& x) {
+  using V = xsimd::batch<T, A>;
+  if constexpr (!std::is_same_v<T, double>) {
+    return xsimd::exp(x);
+  } else {
+    const auto low = x < V(-750.0), high = x > V(710.0), nan = xsimd::isnan(x);  // exp underflows / overflows there
+    const V r = xsimd::exp(xsimd::select(low || high || nan, V(0.0), x));
+    return xsimd::select(nan, x, xsimd::select(low, V(0.0), xsimd::select(high, V(std::numeric_limits<double>::infinity()), r)));
+  }
+}
+
+/// f(x) for an odd f that is exactly +-1 in double beyond |x| > `saturate`.
+template <class T, class A, class F>
+xsimd::batch<T, A> saturating(const xsimd::batch<T, A>& x, double saturate, F f) {
+  using V = xsimd::batch<T, A>;
+  if constexpr (!std::is_same_v<T, double>) {
+    return f(x);
+  } else {
+    const auto nan = xsimd::isnan(x);
+    const V r = f(xsimd::select(nan, V(0.0), xsimd::clip(x, V(-saturate), V(saturate))));
+    return xsimd::select(nan, x, r);
+  }
+}
+template <class T, class A>
+xsimd::batch<T, A> erf(const xsimd::batch<T, A>& x) {  // erf(6) = 1 - 2e-17: 1 in double
+  return saturating(x, 6.0, [](const auto& y) { return xsimd::erf(y); });
+}
+template <class T, class A>
+xsimd::batch<T, A> tanh(const xsimd::batch<T, A>& x) {  // tanh(20) = 1 - 8e-18: 1 in double
+  return saturating(x, 20.0, [](const auto& y) { return xsimd::tanh(y); });
+}
+
+template <class T>
+  requires std::is_arithmetic_v<T>
+auto exp(T x) {  // as std::exp: double for integers (the integer instantiations are never called)
+  return std::exp(x);
+}
+template <class T>
+  requires std::is_arithmetic_v<T>
+auto erf(T x) {  // as std::erf: double for integers (the integer instantiations are never called)
+  return std::erf(x);
+}
+template <class T>
+  requires std::is_arithmetic_v<T>
+auto tanh(T x) {  // as std::tanh: double for integers (the integer instantiations are never called)
+  return std::tanh(x);
+}
+
+}  // namespace safe
+
 /// Unary operators on floating point only, vectorized for float and double.
 #define KILN_KERNELS_FLOAT_UNARY(op_name, body)                            \
   struct op_name {                                                         \
@@ -261,26 +321,25 @@ struct relu : numeric_operator {
     static constexpr bool vectorized = std::is_floating_point_v<T>;        \
     template <class V>                                                     \
     V operator()(const V& x) const {                                       \
-      using xsimd::exp, xsimd::log, xsimd::sqrt, xsimd::tanh, xsimd::erf;  \
-      using std::exp, std::log, std::sqrt, std::tanh, std::erf;            \
+      using xsimd::log, xsimd::sqrt, std::log, std::sqrt; /* exp, erf, tanh: safe:: */ \
       using E = element_t<V>;                                              \
       (void)sizeof(E);                                                     \
       return body;                                                         \
     }                                                                      \
   };
-KILN_KERNELS_FLOAT_UNARY(exp, exp(x))
+KILN_KERNELS_FLOAT_UNARY(exp, safe::exp(x))
 KILN_KERNELS_FLOAT_UNARY(log, log(x))
 KILN_KERNELS_FLOAT_UNARY(sqrt, sqrt(x))
 // Exact 1/sqrt (xsimd's rsqrt is a 12-bit estimate).
 KILN_KERNELS_FLOAT_UNARY(rsqrt, V(E(1)) / sqrt(x))
-KILN_KERNELS_FLOAT_UNARY(tanh, tanh(x))
-KILN_KERNELS_FLOAT_UNARY(sigmoid, V(E(1)) / (V(E(1)) + exp(-x)))
-KILN_KERNELS_FLOAT_UNARY(erf, erf(x))
+KILN_KERNELS_FLOAT_UNARY(tanh, safe::tanh(x))
+KILN_KERNELS_FLOAT_UNARY(sigmoid, V(E(1)) / (V(E(1)) + safe::exp(-x)))
+KILN_KERNELS_FLOAT_UNARY(erf, safe::erf(x))
 // gelu(x) = x/2 (1 + erf(x / sqrt 2))
-KILN_KERNELS_FLOAT_UNARY(gelu, V(E(0.5)) * x * (V(E(1)) + erf(x * V(E(0.70710678118654752440)))))
+KILN_KERNELS_FLOAT_UNARY(gelu, V(E(0.5)) * x * (V(E(1)) + safe::erf(x * V(E(0.70710678118654752440)))))
 // The tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 KILN_KERNELS_FLOAT_UNARY(gelu_tanh,
-                         V(E(0.5)) * x * (V(E(1)) + tanh(V(E(0.79788456080286535588)) * (x + V(E(0.044715)) * x * x * x))))
+                         V(E(0.5)) * x * (V(E(1)) + safe::tanh(V(E(0.79788456080286535588)) * (x + V(E(0.044715)) * x * x * x))))
 #undef KILN_KERNELS_FLOAT_UNARY
 
 /// min(max(x, lo), hi) with NaN kept; `lo` and `hi` converted to the element type.

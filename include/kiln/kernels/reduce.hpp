@@ -401,7 +401,7 @@ template <class T>
 batch<T> exp_nonpositive(const batch<T>& d) {
   using V = batch<T>;
   if constexpr (!std::is_same_v<T, float>) {
-    return xsimd::exp(d);
+    return ops::safe::exp(d);  // a mask of -inf: no undefined behaviour in xsimd's double exp
   } else {
     using I = xsimd::batch<std::int32_t, simd_arch>;
     // Below -88, n = -127 and the 2^n built below is +0. xsimd::max(lo, NaN) is NaN (x86's max

@@ -284,7 +284,10 @@ private:
     }
     if (at_ < text_.size() && text_[at_] == '(') {
       const std::size_t open = at_++;
+      if (++depth_ > max_depth)  // deep text must not overflow the stack
+        fail(open, 1, "pipelines nested too deeply (limit " + std::to_string(max_depth) + ")");
       std::vector<pass<Module>> inner = list();
+      --depth_;
       skip_space();
       if (at_ >= text_.size() || text_[at_] != ')') fail(open, 1, "this '(' is not closed");
       ++at_;
@@ -297,6 +300,8 @@ private:
   void skip_space() {
     while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n')) ++at_;
   }
+  static constexpr int max_depth = 64;
+  int depth_ = 0;
   [[noreturn]] void fail(std::size_t offset, std::size_t length, const std::string& message) const {
     throw pipeline_parse_error(text_, offset, length, message);
   }

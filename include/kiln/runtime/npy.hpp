@@ -15,6 +15,7 @@
 #pragma once
 
 #include <kiln/runtime/tensor.hpp>
+#include <kiln/support/strings.hpp>
 #include <kiln/support/error.hpp>
 #include <kiln/support/file.hpp>
 
@@ -197,6 +198,7 @@ inline tensor parse_npy(std::span<const std::byte> bytes, std::string_view sourc
 
   const std::int64_t n = [&] {
     try {
+      (void)contiguous_strides(h.shape, "shape");  // (0, 2^32, 2^32) has no elements, but no strides either
       return checked_numel(h.shape, "shape");
     } catch (const usage_error& e) {
       throw format_error(std::string(source) + ": " + e.what());
@@ -227,7 +229,7 @@ inline tensor parse_npy(std::span<const std::byte> bytes, std::string_view sourc
 
 /// Reads an `.npy` file.
 inline tensor load_npy(const std::filesystem::path& path, allocator& a = default_allocator()) {
-  return parse_npy(kiln::detail::read_file(path, "kiln::runtime::load_npy"), "'" + path.string() + "'", a);
+  return parse_npy(kiln::detail::read_file(path, "kiln::runtime::load_npy"), kiln::detail::quote(path.string()), a);
 }
 
 /// The bytes of an `.npy` file holding `t` (version 1.0 or 2.0, little-endian, C order).

@@ -67,13 +67,19 @@ inline std::int64_t checked_numel(std::span<const std::int64_t> shape, std::stri
   return n;
 }
 
-/// Row-major (C order) strides of `shape`, in elements.
-inline shape_vector contiguous_strides(std::span<const std::int64_t> shape) {
+/// Row-major (C order) strides of `shape`, in elements (a dimension of 0 counts as 1, so a tensor
+/// with no elements still has the strides its shape implies). A `usage_error` when they do not fit
+/// in int64: possible with no elements, as (0, 2^32, 2^32), where the element count is 0 but the
+/// outer stride would be 2^64 — a shape from an untrusted file must fail here, not overflow.
+inline shape_vector contiguous_strides(std::span<const std::int64_t> shape,
+                                       std::string_view what = "kiln::runtime::contiguous_strides") {
   shape_vector s(shape.size());
   std::int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     s[i] = step;
-    step *= std::max<std::int64_t>(shape[i], 1);
+    if (i > 0 && __builtin_mul_overflow(step, std::max<std::int64_t>(shape[i], 1), &step))
+      throw usage_error(std::string(what) + ": shape " + shape_to_string(shape) +
+                        " is too large: its row-major strides do not fit in int64");
   }
   return s;
 }
@@ -127,8 +133,8 @@ public:
     std::size_t bytes;
     if (__builtin_mul_overflow(std::size_t(n), size_of(t), &bytes))
       throw usage_error("kiln::runtime::tensor::empty: " + shape_to_string(shape) + " elements do not fit in memory");
+    auto strides = contiguous_strides(shape, "kiln::runtime::tensor::empty");  // before allocating
     auto st = make_storage(bytes, a);
-    auto strides = contiguous_strides(shape);
     return make(std::move(st), 0, t, std::move(shape), std::move(strides));
   }
   /// A contiguous tensor filled with zero bytes.
@@ -157,7 +163,7 @@ public:
     constexpr std::string_view what = "kiln::runtime::tensor::from_storage";
     if (!st) throw usage_error(std::string(what) + ": storage is null");
     if (!is_known(t)) throw usage_error(std::string(what) + ": dtype 'void' has no elements");
-    if (strides.empty()) strides = contiguous_strides(shape);
+    if (strides.empty()) strides = contiguous_strides(shape, what);
     if (strides.size() != shape.size())
       throw usage_error(std::string(what) + ": " + std::to_string(strides.size()) + " strides for " +
                         std::to_string(shape.size()) + " dimensions");
@@ -260,7 +266,8 @@ public:
     for (std::size_t i = 0; i < new_shape.size(); ++i) {
       if (new_shape[i] == -1 && infer < 0) infer = int(i);
       else if (new_shape[i] < 0) throw usage_error(std::string(what) + ": bad shape " + shape_to_string(new_shape));
-      else known *= new_shape[i];
+      else if (__builtin_mul_overflow(known, new_shape[i], &known))
+        throw usage_error(std::string(what) + ": shape " + shape_to_string(new_shape) + " has more than 2^63 elements");
     }
     if (infer >= 0 && known != 0 && numel() % known == 0) new_shape[std::size_t(infer)] = numel() / known;
     if (infer >= 0 && new_shape[std::size_t(infer)] < 0)
@@ -270,7 +277,7 @@ public:
       throw usage_error(std::string(what) + ": shape " + shape_to_string(new_shape) + " has " +
                         std::to_string(checked_numel(new_shape, what)) + " elements, the tensor " +
                         shape_to_string(shape()) + " has " + std::to_string(numel()));
-    auto strides = contiguous_strides(new_shape);
+    auto strides = contiguous_strides(new_shape, what);
     return make(n_->data, n_->byte_offset, type(), std::move(new_shape), std::move(strides));
   }
   /// The axes reordered: axis i of the result is axis `perm[i]` of this tensor.

@@ -69,6 +69,15 @@ inline std::vector<std::string> close_matches(std::string_view word, const std::
 }
 
 /// `"a, b, c"`.
+/// `text` in single quotes, for messages ('path/to/file'). Built by appending: GCC 12 at -O2/-O3
+/// warns falsely (-Wrestrict, PR105651) on `"'" + s + "'"` where it inlines it.
+inline std::string quote(std::string_view text) {
+  std::string s;
+  s.reserve(text.size() + 2);
+  s.append(1, '\'').append(text).append(1, '\'');
+  return s;
+}
+
 inline std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
   std::string s;
   for (std::size_t i = 0; i < items.size(); ++i) {

@@ -100,6 +100,7 @@ public:
   static constexpr std::int64_t value_min = -(std::int64_t(1) << 55);
   static constexpr std::int64_t value_max = (std::int64_t(1) << 55) - 1;
 
+  /// The void register (`%void`, "no value"), as TVM's default Instruction::Arg is.
   constexpr instr_arg() = default;
   /// Encodes `kind` and `v`; `v` must lie in [value_min, value_max] (check with `fits`).
   constexpr instr_arg(arg_kind kind, std::int64_t v) noexcept
@@ -128,7 +129,7 @@ public:
 
 private:
   static constexpr std::uint64_t value_mask = (std::uint64_t(1) << 56) - 1;
-  exec_word word_ = 0;
+  exec_word word_ = exec_word((std::uint64_t(arg_kind::reg) << 56) | (std::uint64_t(void_register) & value_mask));
 };
 
 /// A decoded view of one instruction inside an executable's `instr_data`.

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <kiln/support/error.hpp>
+#include <kiln/support/strings.hpp>
 #include <kiln/support/file.hpp>
 #include <kiln/vm/executable.hpp>
 
@@ -196,6 +197,11 @@ public:
         std::size_t numel = 1;
         for (auto d : dims)
           if (__builtin_mul_overflow(numel, std::size_t(d), &numel)) fail(what + ": shape " + runtime::shape_to_string(dims) + " overflows");
+        try {
+          (void)runtime::contiguous_strides(dims);  // (0, 2^32, 2^32): no elements, but no strides either
+        } catch (const usage_error&) {
+          fail(what + ": shape " + runtime::shape_to_string(dims) + " is too large: its strides overflow int64");
+        }
         if (numel > left() / item)
           fail("truncated: " + what + " (" + std::string(name(dtype(t))) + runtime::shape_to_string(dims) + ") needs " +
                std::to_string(numel) + " elements of " + std::to_string(item) + " bytes, " + std::to_string(left()) + " bytes remain");
@@ -337,7 +343,7 @@ inline void save_executable(const executable& e, const std::filesystem::path& pa
 
 /// Reads and validates an executable file.
 inline executable load_executable(const std::filesystem::path& path) {
-  return deserialize(kiln::detail::read_file(path, "kiln::vm::load_executable"), "'" + path.string() + "'");
+  return deserialize(kiln::detail::read_file(path, "kiln::vm::load_executable"), kiln::detail::quote(path.string()));
 }
 
 }  // namespace kiln::vm

@@ -127,17 +127,39 @@ using string_map = std::unordered_map<std::string, T, string_hash, std::equal_to
 }  // namespace detail
 
 /// A handle to one function of a VM, callable from C++ without a name lookup.
+namespace detail {
+/// A function with its arguments bound by `save_function` (TVM's saved closure).
+struct saved_call {
+  std::string name;  ///< the saved name
+  std::size_t index = 0;
+  std::vector<value> args;
+  bool include_return = true;
+};
+}  // namespace detail
+
+/// Options of `virtual_machine::save_function`.
+struct save_options {
+  /// Whether calling the saved function returns its result (TVM's `include_return`); without it
+  /// the call returns null (for timing without keeping outputs).
+  bool include_return = true;
+};
+
 class function_handle {
 public:
   function_handle(virtual_machine& vm, std::size_t index) noexcept : vm_(&vm), index_(index) {}
+  function_handle(virtual_machine& vm, const detail::saved_call& saved) noexcept
+      : vm_(&vm), index_(saved.index), saved_(&saved) {}
   template <class... Args>
   value operator()(Args&&... args) const;
   value call(std::span<const value> args) const;
   std::size_t index() const noexcept { return index_; }
+  /// True for a function saved with `save_function` (its arguments are bound).
+  bool is_saved() const noexcept { return saved_ != nullptr; }
 
 private:
   virtual_machine* vm_;
   std::size_t index_;
+  const detail::saved_call* saved_ = nullptr;  // owned by the VM; stays valid while the name is saved
 };
 
 class virtual_machine final : public vm_context {
@@ -173,16 +195,27 @@ public:
     return invoke_span(name, std::span<const value>(vals + 1, sizeof...(Args)));
   }
   value invoke_span(std::string_view name, std::span<const value> args) {
-    if (auto it = saved_.find(name); it != saved_.end()) {
-      if (!args.empty())
-        throw usage_error("kiln::vm: saved function '" + std::string(name) + "' has its arguments bound; call it with none");
-      return call_function(it->second.index, it->second.args);
-    }
+    if (auto it = saved_.find(name); it != saved_.end()) return call_saved(name, it->second, args);
     return call_function(function_index(name), args);
   }
-  /// A handle that calls `name` without looking it up again (the design's `vm["name"]`).
-  function_handle get_function(std::string_view name) { return function_handle(*this, function_index(name)); }
-  bool has_function(std::string_view name) const noexcept { return index_.find(name) != index_.end(); }
+  /// A handle that calls `name` — a function of the executable or a name given to
+  /// `save_function` — without looking it up again (the design's `vm["name"]`).
+  function_handle get_function(std::string_view name) {
+    if (auto it = saved_.find(name); it != saved_.end()) return function_handle(*this, it->second);
+    return function_handle(*this, function_index(name));
+  }
+  /// True for a function of the executable or a saved name.
+  bool has_function(std::string_view name) const noexcept {
+    return index_.find(name) != index_.end() || saved_.find(name) != saved_.end();
+  }
+
+  /// Calls a saved function: no arguments allowed (they are bound), null unless it includes its return.
+  value call_saved(std::string_view name, const detail::saved_call& s, std::span<const value> args) {
+    if (!args.empty())
+      throw usage_error("kiln::vm: saved function '" + std::string(name) + "' has its arguments bound; call it with none");
+    value r = call_function(s.index, s.args);
+    return s.include_return ? r : value();
+  }
 
   /// Calls the function at `index` of the function table.
   value call_function(std::size_t index, std::span<const value> args) {
@@ -206,10 +239,11 @@ public:
   }
   /// Runs `name` on the arguments `set_input` stored, keeping the result for `get_outputs`.
   void invoke_stateful(std::string_view name) {
+    const std::size_t index = function_index(name);  // an unknown function is named as such first
     auto it = inputs_.find(name);
     if (it == inputs_.end())
       throw usage_error("kiln::vm::invoke_stateful: no inputs were set for '" + std::string(name) + "' (call set_input first)");
-    outputs_[std::string(name)] = call_function(function_index(name), it->second);
+    outputs_[std::string(name)] = call_function(index, it->second);
   }
   /// The result of the last `invoke_stateful(name)`.
   const value& get_outputs(std::string_view name) const {
@@ -219,11 +253,24 @@ public:
     return it->second;
   }
 
-  /// Binds `args` to `name` so that `invoke(saved_name)` calls it without arguments or lookups.
+  /// Binds `args` to `name` so that `invoke(saved_name)`, `get_function(saved_name)` and
+  /// `time_evaluator(saved_name)` call it without arguments or lookups (TVM's `save_function`).
   template <class... Args>
   void save_function(std::string_view name, std::string saved_name, Args&&... args) {
+    save_function(name, std::move(saved_name), save_options{}, std::forward<Args>(args)...);
+  }
+  /// The same, with TVM's `include_return` option.
+  template <class... Args>
+  void save_function(std::string_view name, std::string saved_name, save_options options, Args&&... args) {
     const std::size_t index = function_index(name);
-    saved_[std::move(saved_name)] = saved_call{index, {value(std::forward<Args>(args))...}};
+    if (saved_name.empty()) throw usage_error("kiln::vm::save_function: the saved name is empty");
+    if (index_.find(saved_name) != index_.end())
+      throw usage_error("kiln::vm::save_function: '" + saved_name + "' is a function of the executable; save under another name");
+    auto& slot = saved_[saved_name];
+    slot.name = std::move(saved_name);
+    slot.index = index;  // in place: handles to this name stay valid
+    slot.args = {value(std::forward<Args>(args))...};
+    slot.include_return = options.include_return;
   }
 
   /// Times `name` as TVM's time_evaluator does: each of `repeat` measurements runs the function
@@ -234,17 +281,30 @@ public:
     if (number < 1 || repeat < 1 || min_repeat_ms < 0)
       throw usage_error("kiln::vm::time_evaluator: number and repeat must be at least 1, min_repeat_ms at least 0");
     const std::string fname(name);
-    function_index(fname);  // fails now for an unknown name
-    return [this, fname, number, repeat, min_repeat_ms](std::span<const value> args) {
+    // TVM's form for the stateful interface: time_evaluator("invoke_stateful")(function name).
+    const bool stateful = fname == "invoke_stateful" && index_.find(fname) == index_.end() && saved_.find(fname) == saved_.end();
+    if (!stateful && saved_.find(fname) == saved_.end()) function_index(fname);  // fails now for an unknown name
+    return [this, fname, stateful, number, repeat, min_repeat_ms](std::span<const value> args) {
       using clock = std::chrono::steady_clock;
-      invoke_span(fname, args);
+      std::string target;
+      if (stateful) {
+        if (args.size() != 1 || !args[0].is_string())
+          throw usage_error("kiln::vm::time_evaluator: 'invoke_stateful' is timed with one argument, the name of a "
+                            "function whose inputs set_input stored");
+        target = std::string(args[0].as_string());
+      }
+      auto once = [&] {
+        if (stateful) invoke_stateful(target);
+        else invoke_span(fname, args);
+      };
+      once();
       timing_result r;
       int n = number;
       for (int rep = 0; rep < repeat; ++rep) {
         double elapsed;
         for (;;) {
           const auto t0 = clock::now();
-          for (int i = 0; i < n; ++i) invoke_span(fname, args);
+          for (int i = 0; i < n; ++i) once();
           elapsed = std::chrono::duration<double>(clock::now() - t0).count();
           if (elapsed * 1e3 >= min_repeat_ms) break;
           const double scale = elapsed > 0 ? min_repeat_ms / (elapsed * 1e3) * 1.618 : 10.0;
@@ -262,7 +322,9 @@ public:
 
   // ---- vm_context -----------------------------------------------------------------------------
 
+  /// Device `device_index`'s allocator; -1 is the host (TVM's convention), device 0 here.
   runtime::allocator& allocator_for(std::int64_t device_index) override {
+    if (device_index == -1) device_index = 0;
     if (device_index < 0 || device_index >= std::int64_t(allocators_.size()))
       throw usage_error("kiln::vm: device index " + std::to_string(device_index) + " is out of range; the VM has " +
                         std::to_string(allocators_.size()) + " devices");
@@ -406,10 +468,7 @@ private:
     value* limit_ = nullptr;
   };
 
-  struct saved_call {
-    std::size_t index;
-    std::vector<value> args;
-  };
+  using saved_call = detail::saved_call;
 
   // ---- loading --------------------------------------------------------------------------------
 
@@ -928,8 +987,12 @@ private:
 template <class... Args>
 value function_handle::operator()(Args&&... args) const {
   const value vals[] = {value(), value(std::forward<Args>(args))...};
-  return vm_->call_function(index_, std::span<const value>(vals + 1, sizeof...(Args)));
+  return call(std::span<const value>(vals + 1, sizeof...(Args)));
 }
-inline value function_handle::call(std::span<const value> args) const { return vm_->call_function(index_, args); }
+inline value function_handle::call(std::span<const value> args) const {
+  if (saved_) [[unlikely]]
+    return vm_->call_saved(saved_->name, *saved_, args);
+  return vm_->call_function(index_, args);
+}
 
 }  // namespace kiln::vm

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/support/strings.hpp>
 
 namespace kiln::frontend::onnx {
 
@@ -27,7 +28,7 @@ KILN_DECL ir::ir_module import_bytes(std::span<const std::byte> bytes, const std
 
 KILN_DECL ir::ir_module import_file(const std::filesystem::path& path, const import_options& options) {
   const auto bytes = kiln::detail::read_file(path, "kiln::frontend::onnx::import_file");
-  return import_bytes(bytes, "'" + path.string() + "'", options);
+  return import_bytes(bytes, kiln::detail::quote(path.string()), options);
 }
 
 }  // namespace kiln::frontend::onnx
