@@ -291,7 +291,7 @@ Module run_protocol(Pass& p, const Module& m, pass_context& ctx, skip_reason gat
 template <class... Policies>
 class policy_scope {
 public:
-  explicit policy_scope(Policies&... p) : policies_(p...), uncaught_(std::uncaught_exceptions()) {
+  explicit policy_scope(Policies&... p) : policies_(p...) {
     if constexpr ((has_enter_pass_ctx<Policies> || ...)) {
       try {
         std::apply([&](auto&... q) { (enter_one(q), ...); }, policies_);
@@ -308,15 +308,21 @@ public:
   policy_scope(const policy_scope&) = delete;
   policy_scope& operator=(const policy_scope&) = delete;
 
-  ~policy_scope() noexcept(false) {
+  /// The end of a successful run: each `exit_pass_ctx` in order; one that throws propagates and the
+  /// later ones do not run. (Called explicitly, not from the destructor, so that the run's result
+  /// is an ordinary local when an exit throws: Clang before 16 leaks a returned object when a
+  /// destructor throws after it was constructed, CWG 2176.)
+  void close() {
+    closed_ = true;
+    if constexpr ((has_exit_pass_ctx<Policies> || ...)) std::apply([](auto&... q) { (exit_one(q), ...); }, policies_);
+  }
+  /// Without `close`, the run is failing: every policy exits, quietly, so that the run's exception
+  /// reaches the caller.
+  ~policy_scope() {
     if constexpr ((has_exit_pass_ctx<Policies> || ...)) {
-      if (failed_) return;
-      if (std::uncaught_exceptions() > uncaught_) {
-        std::size_t left = sizeof...(Policies);
-        std::apply([&](auto&... q) { (exit_quietly(q, left), ...); }, policies_);
-      } else {
-        std::apply([](auto&... q) { (exit_one(q), ...); }, policies_);
-      }
+      if (failed_ || closed_) return;
+      std::size_t left = sizeof...(Policies);
+      std::apply([&](auto&... q) { (exit_quietly(q, left), ...); }, policies_);
     }
   }
 
@@ -344,9 +350,9 @@ private:
   }
 
   std::tuple<Policies&...> policies_;
-  int uncaught_;
   std::size_t entered_ = 0;
   bool failed_ = false;
+  bool closed_ = false;
 };
 
 }  // namespace detail
@@ -370,7 +376,9 @@ Module run(Pass&& pass, const Module& module, pass_context& ctx, Policies&&... p
     pass_type::check_pipeline_input();  // a pipeline run as a whole must not need what nothing establishes
   detail::policy_scope<std::remove_reference_t<Policies>...> scope(policies...);
   Pass& p = pass;  // passes are called as lvalues, const ones through their const call operator
-  return detail::run_protocol(p, module, ctx, skip_reason::none, policies...);
+  Module out = detail::run_protocol(p, module, ctx, skip_reason::none, policies...);
+  scope.close();
+  return out;
 }
 
 /// Runs `pass` on `module` in the current context (`pass_context::current()`).

@@ -5,12 +5,14 @@
 ///
 /// Header-only needs nothing: include what you use. A program with many source files that reach
 /// the kernels' registration (through `kiln/compile.hpp`, `kiln/kernels/register.hpp` or the
-/// reference evaluator) compiles it — every kernel instantiated for every dtype — in each of them.
-/// To compile it once instead, as Asio's `ASIO_SEPARATE_COMPILATION` does:
+/// reference evaluator), `kiln::compile`, `transform::register_passes` or the ONNX importer
+/// compiles them — every kernel for every dtype, every pass — in each of them. To compile them once
+/// instead, as Asio's `ASIO_SEPARATE_COMPILATION` does:
 ///
 ///     target_compile_definitions(my_compiler PRIVATE KILN_SEPARATE_COMPILATION)   # every source file
 ///     // kiln.cpp, exactly one source file:
 ///     #include <kiln/src.hpp>
+///     #include <kiln/frontend/onnx/src.hpp>   // when the program uses the ONNX importer
 ///
 /// Forgetting `kiln/src.hpp` is a link error naming `kiln::kernels::register_kernels`.
 #pragma once
