@@ -117,3 +117,86 @@ TEST_CASE("bad matmul operands are clear errors") {
   CHECK(message_of<kernel_error>([&] { matmul(sq, sq, sq); }) ==
         "kiln::kernels::matmul: the output float32[4, 4] overlaps an input; write into a separate tensor");
 }
+
+// ---- matmul_fused: the epilogue gives exactly what the separate kernels give ------------------------
+
+namespace {
+
+/// matmul_fused(a, b, e, operands) and, separately, e over matmul(a, b): equal bit for bit (the
+/// same product, the same operators per element).
+template <class T>
+void check_matmul_fused(const tensor& a, const tensor& b, const char* text, std::vector<tensor> operands, bool ta = false, bool tb = false,
+                        const tensor* into = nullptr) {
+  const fused_expr e = fused_expr::parse(text);
+  std::vector<tensor> inputs{matmul(a, b, ta, tb)};
+  inputs.insert(inputs.end(), operands.begin(), operands.end());
+  const tensor want = e.run(inputs);
+  const tensor out = into ? *into : tensor::empty(want.shape(), want.type());
+  matmul_fused(a, b, e, operands, out, ta, tb);
+  CHECK(out.to_vector<T>() == want.to_vector<T>());
+}
+
+}  // namespace
+
+TEST_CASE("matmul_fused applies bias, activation and residual per block, equal to the separate kernels") {
+  unsigned seed = 300;
+  const std::int64_t sizes[][3] = {{1, 1, 1}, {7, 5, 13}, {6, 16, 16}, {13, 500, 33}, {200, 64, 40}, {5, 3, 1100}, {97, 385, 70}};
+  for (const auto& s : sizes) {
+    const std::int64_t m = s[0], k = s[1], n = s[2];
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(n);
+    const tensor a = random_tensor<float>({m, k}, -1, 1, seed++), b = random_tensor<float>({k, n}, -1, 1, seed++);
+    const tensor bias = random_tensor<float>({n}, -1, 1, seed++), res = random_tensor<float>({m, n}, -1, 1, seed++);
+    const tensor per_row = random_tensor<float>({m, 1}, -1, 1, seed++);
+    check_matmul_fused<float>(a, b, "(add x0 x1)", {bias});
+    check_matmul_fused<float>(a, b, "(gelu (add x0 x1))", {bias});
+    check_matmul_fused<float>(a, b, "(add (relu (add x0 x1)) x2)", {bias, res});
+    check_matmul_fused<float>(a, b, "(clip (multiply x0 x1) -0.5 0.5)", {per_row});
+    check_matmul_fused<float>(a, b, "(sigmoid x0)", {});
+    check_matmul_fused<float>(a, b, "(tanh (add x0 x1))", {res});
+    // transposed operands
+    const tensor at = a.permute({1, 0}).contiguous(), bt = b.permute({1, 0}).contiguous();
+    check_matmul_fused<float>(at, bt, "(relu (add x0 x1))", {bias}, true, true);
+  }
+  // float64; batches broadcast against the operands; a strided output
+  const tensor a = random_tensor<double>({3, 1, 9, 20}, -1, 1, 1), b = random_tensor<double>({4, 20, 11}, -1, 1, 2);
+  check_matmul_fused<double>(a, b, "(add (multiply x0 x1) x2)", {random_tensor<double>({4, 1, 11}, -1, 1, 3), random_tensor<double>({3, 4, 9, 11}, -1, 1, 4)});
+  const tensor big = tensor::zeros({3, 4, 9, 22}, dtype::float64), strided = big.slice(3, 0, 22, 2);
+  check_matmul_fused<double>(a, b, "(add x0 x1)", {random_tensor<double>({11}, -1, 1, 5)}, false, false, &strided);
+  // a residual that is read through a transposed view
+  const tensor x = random_tensor<float>({17, 8}, -1, 1, 6), w = random_tensor<float>({8, 19}, -1, 1, 7);
+  check_matmul_fused<float>(x, w, "(add x0 x1)", {random_tensor<float>({19, 17}, -1, 1, 8).permute({1, 0})});
+  // vectors (the product first, then the expression), and K = 0
+  check_matmul_fused<float>(random_tensor<float>({8}, -1, 1, 9), w, "(relu (add x0 x1))", {random_tensor<float>({19}, -1, 1, 10)});
+  check_matmul_fused<float>(tensor::zeros({4, 0}, dtype::float32), tensor::zeros({0, 5}, dtype::float32), "(add x0 x1)",
+                            {random_tensor<float>({5}, -1, 1, 11)});
+}
+
+TEST_CASE("matmul_fused: an operand that is the output is read before it is overwritten") {
+  // out = x @ w + out (an in-place residual): the product is computed first, then added.
+  const tensor x = random_tensor<float>({40, 400}, -1, 1, 21), w = random_tensor<float>({400, 24}, -1, 1, 22);
+  const tensor res = random_tensor<float>({40, 24}, -1, 1, 23);
+  const fused_expr e = fused_expr::parse("(add x0 x1)");
+  const std::vector<float> want = e.run({matmul(x, w), res}).to_vector<float>();
+  const tensor out = res.contiguous();
+  matmul_fused(x, w, e, {out}, out);
+  CHECK(out.to_vector<float>() == want);
+}
+
+TEST_CASE("matmul_fused: bad epilogues and operands are clear errors") {
+  const tensor a = random_tensor<float>({4, 3}, -1, 1, 1), b = random_tensor<float>({3, 5}, -1, 1, 2);
+  const tensor out = tensor::empty({4, 5}, dtype::float32);
+  const fused_expr add = fused_expr::parse("(add x0 x1)");
+  CHECK(message_of([&] { matmul_fused(a, b, add, {}, out); }) ==
+        "kiln::kernels::matmul_fused: the epilogue (add x0 x1) reads 2 inputs (x0 is the kernel's result), 1 given");
+  CHECK(message_of([&] { matmul_fused(a, b, add, {random_tensor<float>({4}, -1, 1, 3)}, out); }) ==
+        "kiln::kernels::matmul_fused: epilogue operand x1 float32[4] does not broadcast to the result's shape float32[4, 5]");
+  CHECK(message_of([&] { matmul_fused(a, b, add, {random_tensor<double>({5}, -1, 1, 3)}, out); }) ==
+        "kiln::kernels::matmul_fused: epilogue operand x1 is float64[5] but the result is float32");
+  CHECK(message_of([&] { matmul_fused(a, b, add, {random_tensor<float>({2, 4, 5}, -1, 1, 3)}, out); }) ==
+        "kiln::kernels::matmul_fused: epilogue operand x1 float32[2, 4, 5] does not broadcast to the result's shape float32[4, 5]");
+  const tensor ia = tensor::zeros({2, 2}, dtype::int32);
+  CHECK(message_of([&] { matmul_fused(ia, ia, fused_expr::parse("(relu x0)"), {}, tensor::empty({2, 2}, dtype::int32)); }) ==
+        "kiln::kernels::matmul_fused: a fused epilogue needs a float32 or float64 result, got int32[2, 2]");
+}

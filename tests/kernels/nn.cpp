@@ -291,3 +291,65 @@ TEST_CASE("global and adaptive average pooling") {
   CHECK(message_of([&] { (void)max_pool2d(x, pool(0, 1, 0)); }) == "kiln::kernels::max_pool2d: pool_size must be positive, got (0, 0)");
   CHECK(message_of([&] { (void)adaptive_avg_pool2d(x, {-1, 2}); }) == "kiln::kernels::adaptive_avg_pool2d: the output size must not be negative, got (-1, 2)");
 }
+
+// ---- conv2d_fused: the epilogue gives exactly what the separate kernels give ----------------------------
+
+namespace {
+
+void check_conv_fused(const conv_case& k, const char* text, const std::vector<shape_vector>& operand_shapes, unsigned seed,
+                      bool nhwc_operands = false) {
+  CAPTURE(runtime::shape_to_string(k.x));
+  CAPTURE(runtime::shape_to_string(k.w));
+  CAPTURE(text);
+  const tensor x = random_tensor<float>(k.x, -1, 1, seed), w = random_tensor<float>(k.w, -1, 1, seed + 1);
+  const tensor bias = k.bias ? random_tensor<float>({k.w[0]}, -1, 1, seed + 2) : tensor();
+  const tensor y = conv2d(x, w, bias, k.p);
+  std::vector<tensor> operands;
+  for (const auto& s : operand_shapes) {
+    shape_vector shape = s;
+    if (shape.empty()) shape = y.shape();  // a residual of the output's shape
+    tensor t = random_tensor<float>(shape, -1, 1, seed + 3 + unsigned(operands.size()));
+    if (nhwc_operands && t.ndim() == 4) t = permute_dims(t, {0, 2, 3, 1}).permute({0, 3, 1, 2});  // NHWC in memory
+    operands.push_back(t);
+  }
+  const fused_expr e = fused_expr::parse(text);
+  std::vector<tensor> inputs{y};
+  inputs.insert(inputs.end(), operands.begin(), operands.end());
+  const std::vector<float> want = e.run(inputs).to_vector<float>();
+  const tensor out = tensor::empty(y.shape(), y.type());
+  conv2d_fused(x, w, bias, k.p, e, operands, out);
+  CHECK(out.to_vector<float>() == want);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d_fused: bias, activation, per-channel scale and residual per block, equal to the separate kernels") {
+  const std::vector<conv_case> cases = {
+      {{1, 3, 9, 11}, {4, 3, 3, 3}, conv(1, 1), true},          // 3x3
+      {{2, 5, 13, 10}, {7, 5, 3, 3}, conv(2, 1), false},        // stride 2, batch 2
+      {{1, 6, 8, 9}, {4, 6, 1, 1}, conv(1, 0), true},           // pointwise
+      {{1, 4, 10, 10}, {6, 2, 3, 3}, conv(1, 1, 1, 2), true},   // two groups
+      {{2, 8, 11, 13}, {8, 1, 3, 3}, conv(1, 1, 1, 8), true},   // depthwise
+      {{1, 50, 9, 9}, {13, 50, 3, 3}, conv(1, 1), true},        // K crosses KC
+      {{1, 2, 47, 53}, {3, 2, 3, 3}, conv(1, 1), false},        // N crosses NC
+      {{1, 3, 5, 5}, {2, 3, 5, 5}, conv(1, 0), true},           // one output position
+  };
+  unsigned seed = 500;
+  for (const auto& k : cases) {
+    check_conv_fused(k, "(relu x0)", {}, seed);
+    check_conv_fused(k, "(relu (add x0 x1))", {{}}, seed + 10);                          // + residual, then relu (ResNet)
+    check_conv_fused(k, "(add (clip (multiply x0 x1) 0 6) x2)", {{k.w[0], 1, 1}, {}}, seed + 20);  // scale, relu6, residual
+    check_conv_fused(k, "(add x0 x1)", {{}}, seed + 30, true);                           // an NHWC residual: applied after
+    check_conv_fused(k, "(sigmoid (add x0 x1))", {{k.x[0], 1, 1, 1}}, seed + 40);        // one value per image
+    seed += 50;
+  }
+}
+
+TEST_CASE("conv2d_fused: operands that do not fit the output are clear errors") {
+  const tensor x = random_tensor<float>({1, 3, 8, 8}, -1, 1, 1), w = random_tensor<float>({4, 3, 3, 3}, -1, 1, 2);
+  const tensor out = tensor::empty({1, 4, 6, 6}, dtype::float32);
+  CHECK(message_of([&] { conv2d_fused(x, w, {}, {}, fused_expr::parse("(add x0 x1)"), {random_tensor<float>({4}, -1, 1, 3)}, out); }) ==
+        "kiln::kernels::conv2d_fused: epilogue operand x1 float32[4] does not broadcast to the result's shape float32[1, 4, 6, 6]");
+  CHECK(message_of([&] { conv2d_fused(x, w, {}, {}, fused_expr::parse("(add x0 x2)"), {out}, out); }) ==
+        "kiln::kernels::conv2d_fused: the epilogue (add x0 x2) reads 3 inputs (x0 is the kernel's result), 2 given");
+}

@@ -20,10 +20,15 @@
 ///     fused_expr e = fused_expr::parse("(add (exp (multiply x0 x1)) x2)");
 ///     e.run({a, b, c}, out);
 ///
+/// **In a kernel's epilogue**: `fused_epilogue` applies a description to each block of a GEMM's
+/// output while the block is still in L1 (x0 is the block, x1... the other operands), which is
+/// how `matmul_fused` and `conv2d_fused` (`linalg.hpp`, `nn.hpp`) add a bias, an activation and a
+/// residual at no extra pass over memory.
+///
 /// The text form is an s-expression: `(op operand...)` with the operator names of
 /// `elementwise.hpp` (add subtract multiply divide power maximum minimum negative abs relu exp
 /// log sqrt rsqrt tanh sigmoid erf gelu gelu_tanh, and `(clip x lo hi)` with number bounds),
-/// inputs `x0`..`x7`, and numbers. All inputs share one floating-point dtype (float32 or
+/// inputs `x0`..`x7`, and numbers; a `;` starts a comment. All inputs share one floating-point dtype (float32 or
 /// float64), which is the output's; inputs broadcast against each other as in numpy.
 #pragma once
 
@@ -273,6 +278,8 @@ public:
   }
   /// Parses the s-expression form, e.g. "(add (exp (multiply x0 x1)) (clip x2 -1 1))".
   static fused_expr parse(std::string_view text) {
+    // A `;` starts a comment that runs to the end (the compiler names the fused bindings there).
+    if (const std::size_t semi = text.find(';'); semi != std::string_view::npos) text = text.substr(0, semi);
     parser p{text};
     fused_expr e = p.expression();
     p.skip_space();
@@ -315,6 +322,9 @@ public:
   std::size_t num_operations() const noexcept { return program_->code.size(); }
 
 private:
+  template <class T>
+  friend class fused_epilogue;
+
   struct node {
     enum kind_t : std::uint8_t { input, constant, apply } kind;
     opcode op;
@@ -566,6 +576,27 @@ private:
     return &exec_unary<T, identity_op>;  // unreachable: every opcode is listed
   }
 
+  /// An instruction resolved for one element type: its function and constant operand.
+  template <class T>
+  struct step {
+    exec_fn<T> fn;
+    bool ka, kb;  ///< operand a or b is a constant broadcast in a register
+    T ca, cb;
+  };
+  template <class T>
+  void resolve_steps(std::vector<step<T>>& steps) const {
+    const program& p = *program_;
+    const std::size_t first_temp = detail::max_fused_inputs + p.constants.size();
+    steps.clear();
+    auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
+    auto constant_of = [&](std::uint32_t slot) { return T(p.constants[slot - detail::max_fused_inputs]); };
+    for (const instr& in : p.code) {
+      // A unary operator, or a binary one with two constants, reads the constant's buffer.
+      const bool binary = in.op <= opcode::minimum, ka = binary && is_constant(in.a), kb = binary && is_constant(in.b) && !ka;
+      steps.push_back(step<T>{resolve<T>(in.op), ka, kb, ka ? constant_of(in.a) : T(0), kb ? constant_of(in.b) : T(0)});
+    }
+  }
+
   /// Bytes of each slot buffer: a tile of every operand.
   static constexpr std::size_t tile_bytes = 4096;
 
@@ -585,21 +616,8 @@ private:
     std::vector<const T*> src(slots);
     for (std::size_t s = detail::max_fused_inputs; s < slots; ++s) src[s] = buffer(s);
     constexpr auto item = std::int64_t(sizeof(T));
-    // Each instruction's function and constant operand, once per run.
-    struct step {
-      exec_fn<T> fn;
-      bool ka, kb;  ///< operand a or b is a constant broadcast in a register
-      T ca, cb;
-    };
-    thread_local std::vector<step> steps;
-    steps.clear();
-    auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
-    auto constant_of = [&](std::uint32_t slot) { return T(p.constants[slot - detail::max_fused_inputs]); };
-    for (const instr& in : p.code) {
-      // A unary operator, or a binary one with two constants, reads the constant's buffer.
-      const bool binary = in.op <= opcode::minimum, ka = binary && is_constant(in.a), kb = binary && is_constant(in.b) && !ka;
-      steps.push_back(step{resolve<T>(in.op), ka, kb, ka ? constant_of(in.a) : T(0), kb ? constant_of(in.b) : T(0)});
-    }
+    thread_local std::vector<step<T>> steps;
+    resolve_steps(steps);
 
     plan.for_each_run([&](std::int64_t n, const std::array<char*, N + 1>& ptr, const std::array<std::int64_t, N + 1>& stride) {
       for (std::size_t k = 0; k < N; ++k)
@@ -627,7 +645,7 @@ private:
           const instr& in = p.code[c];
           const bool last = c + 1 == p.code.size();
           T* d = last && direct_out ? reinterpret_cast<T*>(out) : buffer(in.dst);
-          const step& st = steps[c];
+          const step<T>& st = steps[c];
           st.fn(in, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], st.ca, st.cb, padded);
           if (!last) src[in.dst] = d;
         }
@@ -641,6 +659,138 @@ private:
 
   std::shared_ptr<const node> root_;
   std::shared_ptr<const program> program_;
+};
+
+// ---- in a kernel's epilogue ---------------------------------------------------------------------------
+
+/// An operand of an epilogue, addressed by the coordinates (i, j) of the matrix the kernel
+/// produces: element (i, j) is `data[i * row_stride + j * col_stride]` (a stride of 0 repeats the
+/// operand along that axis: a bias per column has row stride 0).
+template <class T>
+struct epilogue_operand {
+  const T* data = nullptr;
+  std::int64_t row_stride = 0, col_stride = 0;
+};
+
+namespace detail {
+
+/// Checks the operands of a kernel's fused epilogue against its output `out`, and returns each
+/// operand's strides along the output's axes (0 where it is broadcast).
+inline std::vector<dims> check_epilogue(std::string_view op, const fused_expr& e, std::span<const tensor> operands, const tensor& out) {
+  if (operands.size() + 1 < e.num_inputs())
+    fail(op, kiln::detail::concat("the epilogue ", e.to_string(), " reads ", e.num_inputs(), " inputs (x0 is the kernel's result), ",
+                                  operands.size() + 1, " given"));
+  if (operands.size() + 1 > max_fused_inputs)
+    fail(op, kiln::detail::concat("an epilogue takes at most ", max_fused_inputs - 1, " operands, ", operands.size(), " given"));
+  if (!ops::is_floating(out.type())) fail(op, "a fused epilogue needs a float32 or float64 result, got " + describe_operand(out));
+  std::vector<dims> strides;
+  const std::size_t rank = out.ndim();
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    const tensor& t = operands[k];
+    const std::string which = kiln::detail::concat("epilogue operand x", k + 1);
+    if (!t.defined()) fail(op, which + " is undefined");
+    if (t.type() != out.type()) fail(op, kiln::detail::concat(which, " is ", describe_operand(t), " but the result is ", name(out.type())));
+    bool ok = t.ndim() <= rank;
+    dims s(rank, 0);
+    for (std::size_t d = 0; ok && d < t.ndim(); ++d) {
+      const std::size_t od = rank - t.ndim() + d;
+      if (t.shape(d) == out.shape(od)) s[od] = out.shape(od) == 1 ? 0 : t.strides()[d];
+      else ok = t.shape(d) == 1;
+    }
+    if (!ok) fail(op, kiln::detail::concat(which, " ", describe_operand(t), " does not broadcast to the result's shape ", describe_operand(out)));
+    strides.push_back(std::move(s));
+  }
+  return strides;
+}
+
+}  // namespace detail
+
+/// A fused expression applied to the blocks of a matrix as a kernel writes them (a GEMM's
+/// epilogue): x0 is the block's value, x1... are the operands, and the result replaces the block.
+/// The kernel calls it once per finished block, while the block is still in L1; rows are taken
+/// 256 elements at a time. Thread-safe (each thread has its own buffers); holds a pointer to
+/// the expression, which must outlive it.
+///
+///     const fused_expr e = fused_expr::parse("(relu (add x0 x1))");
+///     const epilogue_operand<float> bias{b, 0, 1};       // one value per column
+///     fused_epilogue<float> epi(e, {&bias, 1});
+///     epi(c, ldc, 1, 0, 0, m, n);                        // the m x n block at (0, 0)
+template <class T>
+class fused_epilogue {
+public:
+  /// No epilogue: `operator bool` is false, and applying it is an error.
+  fused_epilogue() = default;
+  fused_epilogue(const fused_expr& e, std::span<const epilogue_operand<T>> operands) : e_(&e), operands_(operands.begin(), operands.end()) {
+    if (operands.size() + 1 < e.num_inputs())
+      fail("fused", kiln::detail::concat("the epilogue reads ", e.num_inputs(), " inputs (x0 is the product), ", operands.size() + 1, " given"));
+    if (operands.size() + 1 > detail::max_fused_inputs)
+      fail("fused", kiln::detail::concat("an epilogue takes at most ", detail::max_fused_inputs - 1, " operands, ", operands.size(), " given"));
+    e.resolve_steps(steps_);
+  }
+  explicit operator bool() const noexcept { return e_ != nullptr; }
+
+  /// Moves operand `k` by `delta` elements (to the next matrix of a batch).
+  void shift(std::size_t k, std::int64_t delta) { operands_[k].data += delta; }
+  const epilogue_operand<T>& operand(std::size_t k) const { return operands_[k]; }
+
+  /// Applies the expression to the `m` x `n` block whose first element, (row0, col0) of the
+  /// matrix, is at `c`; `rs` and `cs` are the block's strides.
+  void operator()(T* c, std::int64_t rs, std::int64_t cs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
+    using program = fused_expr::program;
+    constexpr std::int64_t W = std::int64_t(batch<T>::size), chunk = 256;
+    static_assert(chunk % W == 0);
+    const program& p = *e_->program_;
+    const std::size_t first_temp = detail::max_fused_inputs + p.constants.size(), slots = first_temp + p.temps;
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> scratch;
+    if (scratch.size() < slots * std::size_t(chunk)) scratch.resize(slots * std::size_t(chunk));
+    auto buffer = [&](std::size_t slot) { return scratch.data() + slot * std::size_t(chunk); };
+    thread_local std::vector<const T*> src;
+    src.assign(slots, nullptr);
+    for (std::size_t k = 0; k < p.constants.size(); ++k) {
+      std::fill_n(buffer(detail::max_fused_inputs + k), chunk, T(p.constants[k]));
+      src[detail::max_fused_inputs + k] = buffer(detail::max_fused_inputs + k);
+    }
+    // Gathers `len` elements `stride` apart into `b`, padding to whole vectors.
+    auto gather = [&](T* b, const T* from, std::int64_t stride, std::int64_t len, std::int64_t padded) {
+      if (stride == 0) std::fill_n(b, padded, *from);
+      else {
+        for (std::int64_t j = 0; j < len; ++j) b[j] = from[j * stride];
+        std::fill(b + len, b + padded, b[0]);
+      }
+      return b;
+    };
+    for (std::int64_t j0 = 0; j0 < n; j0 += chunk) {
+      const std::int64_t len = std::min(chunk, n - j0), padded = (len + W - 1) / W * W;
+      const bool whole = len == padded;
+      for (std::int64_t i = 0; i < m; ++i) {
+        T* row = c + i * rs + j0 * cs;
+        src[0] = whole && cs == 1 ? row : gather(buffer(0), row, cs, len, padded);
+        for (std::size_t k = 0; k < operands_.size(); ++k) {
+          const epilogue_operand<T>& o = operands_[k];
+          const T* at = o.data + (row0 + i) * o.row_stride + (col0 + j0) * o.col_stride;
+          src[k + 1] = whole && o.col_stride == 1 ? at : gather(buffer(k + 1), at, o.col_stride, len, padded);
+        }
+        const bool direct = whole && cs == 1;
+        for (std::size_t s = 0; s < p.code.size(); ++s) {
+          const fused_expr::instr& in = p.code[s];
+          const bool last = s + 1 == p.code.size();
+          T* d = last && direct ? row : buffer(in.dst);
+          const auto& st = steps_[s];
+          st.fn(in, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], st.ca, st.cb, padded);
+          if (!last) src[in.dst] = d;
+        }
+        if (!direct) {
+          const T* r = buffer(p.code.back().dst);
+          for (std::int64_t j = 0; j < len; ++j) row[j * cs] = r[j];
+        }
+      }
+    }
+  }
+
+private:
+  const fused_expr* e_ = nullptr;
+  std::vector<epilogue_operand<T>> operands_;
+  std::vector<fused_expr::step<T>> steps_;
 };
 
 }  // namespace kiln::kernels

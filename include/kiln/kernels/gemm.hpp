@@ -195,13 +195,25 @@ __attribute__((always_inline)) inline void block_kernel(std::int64_t kc, const T
 
 }  // namespace gemm_detail
 
+/// The epilogue of a GEMM that has none (see `gemm_packed`).
+struct no_epilogue {
+  template <class T>
+  void operator()(T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t) const {}
+};
+
 /// C = A * B, or C += A * B when `accumulate`, where B (K x N) exists only through `pack_b`:
 /// `pack_b(p0, kc, j0, nc, out)` writes rows [p0, p0+kc) x columns [j0, j0+nc) of B into `out`
 /// in the layout of `gemm_detail::pack_b` (NR-column panels, k-major, zero-padded to whole
 /// panels). This is how a convolution multiplies by its im2col matrix without building it
 /// (`nn.hpp`). A is M x K; C is M x N and must not overlap A or what B is read from.
-template <class T, class PackB>
-void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, matrix_view<T> c, bool accumulate = false) {
+///
+/// `epilogue(c, rs, cs, i, j, m, n)` is called on each finished m x n block of C, at (i, j), right
+/// after the micro-kernel wrote it (still in L1), from the thread that wrote it: it may rewrite
+/// the block in place (`fused_epilogue` applies a bias, an activation, a residual).
+template <class T, class PackB, class Epilogue = no_epilogue>
+void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, matrix_view<T> c, bool accumulate = false,
+                 const Epilogue& epilogue = {}) {
+  constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
   using S = gemm_detail::shape<T>;
   constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC, MC = S::MC, NC = S::NC;
   const std::int64_t M = c.rows, N = n_cols, K = a.cols;
@@ -210,6 +222,7 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
     if (!accumulate)
       for (std::int64_t i = 0; i < M; ++i)
         for (std::int64_t j = 0; j < N; ++j) c(i, j) = T(0);
+    if constexpr (has_epilogue) epilogue(c.data, c.row_stride, c.col_stride, 0, 0, M, N);
     return;
   }
   // Packed panels, reused across calls on this thread.
@@ -221,6 +234,7 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
     for (std::int64_t pc = 0; pc < K; pc += KC) {
       const std::int64_t kc = std::min(KC, K - pc);
       const bool first = pc == 0 && !accumulate;
+      [[maybe_unused]] const bool last = pc + kc == K;
       pack_b(pc, kc, jc, nc, packed_b.data());
       for (std::int64_t ic = 0; ic < M; ic += MC) {
         const std::int64_t mc = std::min(MC, M - ic);
@@ -242,8 +256,10 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
             const bool here = ir < whole;
             const T* ap = here ? a.data + (ic + ir) * a.row_stride + pc : pa + ((ir - whole) / MR) * kc * MR;
             T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
-            gemm_detail::block_kernel<T>(kc, ap, here ? a.row_stride : 0, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir),
-                                         std::min(NR, nc - jr), first);
+            const std::int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
+            gemm_detail::block_kernel<T>(kc, ap, here ? a.row_stride : 0, bp, cp, c.row_stride, c.col_stride, m, n, first);
+            if constexpr (has_epilogue)
+              if (last) epilogue(cp, c.row_stride, c.col_stride, ic + ir, jc + jr, m, n);
           }
         });
       }
@@ -252,12 +268,12 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
 }
 
 /// C = A * B, or C += A * B when `accumulate`. Shapes: A is M x K, B is K x N, C is M x N (the
-/// caller checks them); C must not overlap A or B.
-template <class T>
-void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool accumulate = false) {
+/// caller checks them); C must not overlap A or B. `epilogue` as for `gemm_packed`.
+template <class T, class Epilogue = no_epilogue>
+void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool accumulate = false, const Epilogue& epilogue = {}) {
   gemm_packed<T>(
       a, c.cols, [&](std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) { gemm_detail::pack_b(b, p0, kc, j0, nc, out); },
-      c, accumulate);
+      c, accumulate, epilogue);
 }
 
 }  // namespace kiln::kernels

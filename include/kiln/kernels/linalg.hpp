@@ -8,10 +8,16 @@
 ///     tensor c = kernels::matmul(a, b);                    // [..., M, K] x [..., K, N]
 ///     kernels::matmul(q, k, scores, false, /*transpose_b=*/true);   // q k^T
 ///
+/// `matmul_fused` applies a fused elementwise expression to the product as the GEMM produces it
+/// (the compiler's epilogue fusion: matmul + bias + activation + residual in one pass):
+///
+///     kernels::matmul_fused(x, w, fused_expr::parse("(gelu (add x0 x1))"), {bias}, out);
+///
 /// float32 and float64 go through the packed GEMM (`gemm.hpp`); integer dtypes through a plain
 /// loop with wrapping arithmetic.
 #pragma once
 
+#include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/ops.hpp>
 
@@ -119,6 +125,67 @@ inline tensor matmul(const tensor& a, const tensor& b, bool transpose_a = false,
   tensor out = new_output(p.out_shape, a.type());
   matmul(a, b, out, transpose_a, transpose_b);
   return out;
+}
+
+/// out = epilogue(a @ b, operands...): `epilogue` is a fused expression whose x0 is the product
+/// and x1... are `operands` (each broadcasting to the result's shape, as in numpy); it is applied
+/// to each block of the output right after the GEMM computes it, while the block is in L1, so the
+/// fused form reads and writes the output once. float32 and float64.
+///
+/// When the output is a vector (a 1-D operand) or overlaps an operand, the product is computed
+/// first and the expression applied afterwards, with the same result.
+inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out,
+                         bool transpose_a = false, bool transpose_b = false) {
+  constexpr std::string_view op = "matmul_fused";
+  const detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
+  check_output(op, out, a.type(), p.out_shape);
+  if (overlaps(out, a) || overlaps(out, b))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  const std::vector<dims> strides = detail::check_epilogue(op, epilogue, operands, out);
+  bool separate = a.ndim() == 1 || b.ndim() == 1;
+  for (const tensor& t : operands) separate |= overlaps(out, t);
+  if (separate) {  // product first, then the expression over it
+    const tensor product = new_output(p.out_shape, a.type());
+    matmul(a, b, product, transpose_a, transpose_b);
+    std::vector<tensor> inputs{product};
+    inputs.insert(inputs.end(), operands.begin(), operands.end());
+    epilogue.run(inputs, out);
+    return;
+  }
+  if (p.m == 0 || p.n == 0) return;
+  const std::size_t orank = out.ndim(), nb = p.batch.size();
+  visit_dtype(op, a.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      std::vector<epilogue_operand<T>> ops;
+      for (std::size_t k = 0; k < operands.size(); ++k)
+        ops.push_back({static_cast<const T*>(operands[k].data()), strides[k][orank - 2], strides[k][orank - 1]});
+      fused_epilogue<T> epi(epilogue, ops);
+      const T* ab = static_cast<const T*>(a.data());
+      const T* bb = static_cast<const T*>(b.data());
+      T* cb = static_cast<T*>(out.data());
+      dims idx(nb, 0);
+      for_each_offsets<3>(std::span<const std::int64_t>(p.batch.data(), nb), {p.a_batch_stride.data(), p.b_batch_stride.data(), out.strides().data()},
+                          [&](const std::array<std::int64_t, 3>& off) {
+                            fused_epilogue<T> here = epi;  // the operands of this matrix of the batch
+                            for (std::size_t k = 0; k < operands.size(); ++k) {
+                              std::int64_t d = 0;
+                              for (std::size_t i = 0; i < nb; ++i) d += idx[i] * strides[k][i];
+                              here.shift(k, d);
+                            }
+                            const auto [ao, bo, co] = off;
+                            gemm<T>({ab + ao, p.m, p.k, p.a_rs, p.a_cs}, {bb + bo, p.k, p.n, p.b_rs, p.b_cs},
+                                    {cb + co, p.m, p.n, out.strides()[orank - 2], out.strides()[orank - 1]}, false, here);
+                            for (std::size_t i = nb; i-- > 0;) {  // the next batch index, last axis fastest
+                              if (++idx[i] < p.batch[i]) break;
+                              idx[i] = 0;
+                            }
+                          });
+    }
+  });
+}
+inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out,
+                         bool transpose_a = false, bool transpose_b = false) {
+  matmul_fused(a, b, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out, transpose_a, transpose_b);
 }
 
 }  // namespace kiln::kernels

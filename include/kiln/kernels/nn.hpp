@@ -27,6 +27,7 @@
 /// (the lowest value for integers); NaN propagates.
 #pragma once
 
+#include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/ops.hpp>
 #include <kiln/kernels/parallel.hpp>
@@ -239,8 +240,10 @@ struct im2col_packer {
 };
 
 /// conv2d through the GEMM, into `out`, whose (H, W) axes are one contiguous row per channel.
-template <class T>
-void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out) {
+/// `apply(n, c, rs, cs, o, j, m, len)` is the epilogue (`gemm_packed`) of image n, given the
+/// block's output channel `o` and position `j` within the (OH * OW) row.
+template <class T, class Apply>
+void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
   const T* xb = static_cast<const T*>(x.data());
   const T* wb = static_cast<const T*>(wt.data());  // contiguous
   T* ob = static_cast<T*>(out.data());
@@ -253,19 +256,21 @@ void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, cons
       const matrix_view<const T> a{wb + grp * g.og * K, g.og, K, K, 1};
       const matrix_view<T> c{ob + n * out.strides()[0] + grp * g.og * out.strides()[1], g.og, N, out.strides()[1], 1};
       const T* image = xb + n * xs[0] + grp * g.cg * xs[1];
+      const auto epilogue = [&, n, o0 = grp * g.og](T* cp, std::int64_t rs, std::int64_t cs, std::int64_t i, std::int64_t j, std::int64_t m,
+                                                    std::int64_t len) { apply(n, cp, rs, cs, o0 + i, j, m, len); };
       if (pointwise) {
-        gemm<T>(a, {image, g.cg, N, xs[1], 1}, c);
+        gemm<T>(a, {image, g.cg, N, xs[1], 1}, c, false, epilogue);
       } else {
         const im2col_packer<T> pack{image, xs[1], xs[2], xs[3], g.h, g.w, g.kh, g.kw, g.ow, p.strides[0], p.strides[1],
                                     p.dilation[0], p.dilation[1], p.padding[0], p.padding[1]};
-        gemm_packed<T>(a, N, pack, c);
+        gemm_packed<T>(a, N, pack, c, false, epilogue);
       }
     }
 }
 
 /// Depthwise conv2d (one input channel per group): a direct kernel per output plane.
-template <class T>
-void conv2d_depthwise(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out) {
+template <class T, class Apply>
+void conv2d_depthwise(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
   using V = batch<T>;
   constexpr std::int64_t W = std::int64_t(V::size);
   const T* xb = static_cast<const T*>(x.data());
@@ -293,6 +298,7 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const conv2d_params& p,
         }
         s.store_aligned(acc.data() + xo);
       }
+      apply(n, acc.data(), 0, 1, o, y * g.ow, 1, g.ow);
       store_row(acc.data(), g.ow, ob + n * os[0] + o * os[1] + y * os[2], os[3]);
     }
   });
@@ -300,50 +306,103 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const conv2d_params& p,
 
 }  // namespace detail
 
-/// out = conv2d(x, w) + bias: x is [N, C, H, W], w is [O, C / groups, KH, KW], `bias` is [O] or
-/// an undefined tensor, out is [N, O, OH, OW]. float32 or float64.
-inline void conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const tensor& out) {
-  constexpr std::string_view op = "conv2d";
-  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
+namespace detail {
+
+/// conv2d with an optional fused epilogue (null: none) over `operands`, whose strides along the
+/// output's axes `check_epilogue` gave.
+inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
+                        const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<dims>& strides, const tensor& out) {
+  const conv_geometry g = check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
   if (overlaps(out, x) || overlaps(out, w) || (bias.defined() && overlaps(out, bias)))
     fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
   if (out.numel() == 0) return;
   const tensor wt = w.contiguous();
-  // The GEMM writes each output channel as one row of OH * OW elements.
+  // The GEMM writes each output channel as one row of OH * OW elements; an epilogue's operands
+  // are read the same way, so each needs a stride along that row.
   const bool rows_ok = out.strides()[3] == 1 && (out.strides()[2] == g.ow || g.oh == 1);
   const bool depthwise = g.cg == 1 && p.groups > 1;
+  std::vector<std::int64_t> col_stride;
+  bool separate = false;
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    const dims& s = strides[k];
+    if (g.oh == 1 || s[2] == g.ow * s[3]) col_stride.push_back(s[3]);
+    else if (g.ow == 1) col_stride.push_back(s[2]);
+    else separate = true;
+    separate |= overlaps(out, operands[k]);
+  }
+  if (epilogue && separate) {  // the convolution first, then the expression over it
+    const tensor product = new_output(out.shape(), out.type());
+    conv2d_into(op, x, w, bias, p, nullptr, {}, {}, product);
+    std::vector<tensor> inputs{product};
+    inputs.insert(inputs.end(), operands.begin(), operands.end());
+    epilogue->run(inputs, out);
+    return;
+  }
   const bool direct = depthwise || rows_ok;
   const tensor dst = direct ? out : new_output(out.shape(), out.type());
   visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
     if constexpr (std::is_floating_point_v<T>) {
-      if (depthwise) detail::conv2d_depthwise<T>(x, wt, p, g, dst);
-      else detail::conv2d_gemm<T>(x, wt, p, g, dst);
-      if (bias.defined()) {
-        const T* bb = static_cast<const T*>(bias.data());
-        T* ob = static_cast<T*>(dst.data());
-        const auto& os = dst.strides();
-        for (std::int64_t n = 0; n < g.n; ++n)
-          for (std::int64_t o = 0; o < g.o; ++o) {
-            const T v = bb[o * bias.strides()[0]];
-            for (std::int64_t y = 0; y < g.oh; ++y) {
-              T* row = ob + n * os[0] + o * os[1] + y * os[2];
-              if (os[3] == 1)
-                for (std::int64_t xo = 0; xo < g.ow; ++xo) row[xo] += v;
-              else
-                for (std::int64_t xo = 0; xo < g.ow; ++xo) row[xo * os[3]] += v;
-            }
-          }
+      // The bias is an epilogue of its own, one value per row (output channel).
+      static const fused_expr add_bias = fused_expr::parse("(add x0 x1)");
+      const epilogue_operand<T> b{bias.defined() ? static_cast<const T*>(bias.data()) : nullptr, bias.defined() ? bias.strides()[0] : 0, 0};
+      const fused_epilogue<T> bias_epi = bias.defined() ? fused_epilogue<T>(add_bias, {&b, 1}) : fused_epilogue<T>();
+      std::vector<fused_epilogue<T>> per_image;
+      if (epilogue) {
+        std::vector<epilogue_operand<T>> ops;
+        for (std::size_t k = 0; k < operands.size(); ++k) ops.push_back({static_cast<const T*>(operands[k].data()), strides[k][1], col_stride[k]});
+        for (std::int64_t n = 0; n < g.n; ++n) {
+          per_image.emplace_back(*epilogue, ops);
+          for (std::size_t k = 0; k < operands.size(); ++k) per_image.back().shift(k, n * strides[k][0]);
+        }
       }
+      const auto apply = [&](std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m,
+                             std::int64_t len) {
+        if (bias_epi) bias_epi(c, rs, cs, o, j, m, len);
+        if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
+      };
+      if (depthwise) conv2d_depthwise<T>(x, wt, p, g, dst, apply);
+      else conv2d_gemm<T>(x, wt, p, g, dst, apply);
     }
   });
-  if (!direct) detail::copy_unchecked(dst, out);
+  if (!direct) copy_unchecked(dst, out);
+}
+
+}  // namespace detail
+
+/// out = conv2d(x, w) + bias: x is [N, C, H, W], w is [O, C / groups, KH, KW], `bias` is [O] or
+/// an undefined tensor, out is [N, O, OH, OW]. float32 or float64.
+inline void conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const tensor& out) {
+  detail::conv2d_into("conv2d", x, w, bias, p, nullptr, {}, {}, out);
 }
 inline tensor conv2d(const tensor& x, const tensor& w, const tensor& bias = {}, const conv2d_params& p = {}) {
   const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
   tensor out = new_output({g.n, g.o, g.oh, g.ow}, x.type());
   conv2d(x, w, bias, p, out);
   return out;
+}
+
+/// out = epilogue(conv2d(x, w) + bias, operands...): `epilogue` is a fused expression whose x0
+/// is the convolution (with its bias) and x1... are `operands`, each broadcasting to the output
+/// [N, O, OH, OW] (a per-channel scale [O, 1, 1], a residual [N, O, OH, OW], ...). It is applied
+/// to each block of the output as the GEMM (or the depthwise kernel) produces it, so the fused
+/// form reads and writes the output once:
+///
+///     kernels::conv2d_fused(x, w, bias, p, fused_expr::parse("(relu (add x0 x1))"), {residual}, out);
+///
+/// An operand laid out so that an output row (OH * OW) is not one stride apart, or one that
+/// overlaps the output, is applied after the convolution instead, with the same result.
+inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,
+                         std::span<const tensor> operands, const tensor& out) {
+  constexpr std::string_view op = "conv2d_fused";
+  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
+  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
+  const std::vector<dims> strides = detail::check_epilogue(op, epilogue, operands, out);
+  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out);
+}
+inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,
+                         std::initializer_list<tensor> operands, const tensor& out) {
+  conv2d_fused(x, w, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
 }
 
 // ---- pooling ----------------------------------------------------------------------------------------------

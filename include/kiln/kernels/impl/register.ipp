@@ -130,6 +130,30 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
     }
   };
   auto cache = std::make_shared<fused_cache>();
+  // The tensors of `rest` (the epilogue's operands, then the output) for kernel `op`.
+  auto operands_and_out = [](std::string_view op, call_args rest, std::size_t before) {
+    if (rest.empty()) fail(op, "needs the output after the epilogue's description");
+    std::vector<tensor> ts;
+    for (std::size_t i = 0; i < rest.size(); ++i) {
+      if (!rest[i].is_tensor()) fail(op, kiln::detail::concat("argument ", before + i, " must be a tensor, got ", vm::name(rest[i].kind())));
+      ts.push_back(rest[i].as_tensor());
+    }
+    return ts;
+  };
+  r.add("kernels.matmul_fused", [cache, operands_and_out](tensor a, tensor b, bool ta, bool tb, const std::string& text, call_args rest) {
+    std::vector<tensor> ts = operands_and_out("matmul_fused", rest, 5);
+    const fused_expr e = cache->get(text);
+    matmul_fused(a, b, e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back(), ta, tb);
+  });
+  r.add("kernels.conv2d_fused", [cache, operands_and_out](tensor x, tensor w, const vm::value& bias, const shape_vector& strides,
+                                                          const shape_vector& padding, const shape_vector& dilation, std::int64_t groups,
+                                                          const std::string& text, call_args rest) {
+    constexpr std::string_view op = "conv2d_fused";
+    std::vector<tensor> ts = operands_and_out(op, rest, 8);
+    const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), groups};
+    const fused_expr e = cache->get(text);
+    conv2d_fused(x, w, bias.is_null() ? tensor() : bias.as_tensor(), p, e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
+  });
   r.add("kernels.fused", [cache](const std::string& text, call_args rest) {
     if (rest.size() < 2) fail("fused", kiln::detail::concat("needs the inputs and the output after the description, got ", rest.size(), " tensors"));
     const fused_expr e = cache->get(text);
