@@ -5,7 +5,7 @@
 ///
 /// \code
 /// using pipeline = kiln::transform::default_pipeline;
-/// std::cout << pipeline::element_text();   // kiln.default(legalize_ops,to_non_dataflow,...)
+/// std::cout << pipeline::element_text();   // kiln.default(kiln.simplify(...),kiln.fuse(...),legalize_ops,...)
 /// \endcode
 ///
 /// Graph-level passes come first; fusion passes slot in before `legalize_ops`, which is where the
@@ -24,6 +24,8 @@
 #include <kiln/transform/dead_code_elimination.hpp>
 #include <kiln/transform/eliminate_common_subexpr.hpp>
 #include <kiln/transform/fold_constant.hpp>
+#include <kiln/transform/fuse_elementwise.hpp>
+#include <kiln/transform/fuse_epilogue.hpp>
 #include <kiln/transform/kill_after_last_use.hpp>
 #include <kiln/transform/legalize_ops.hpp>
 #include <kiln/transform/static_plan_block_memory.hpp>
@@ -38,13 +40,18 @@ namespace kiln::transform {
 using simplify = named_sequential<"kiln.simplify", 0, canonicalize_bindings, fold_constant, eliminate_common_subexpr, canonicalize_bindings,
                                   dead_code_elimination>;
 
+/// Operator fusion (opt level 1 and up): matmul and conv2d take the elementwise operators after
+/// them into their kernel (with transposed operands read in place), then the remaining
+/// elementwise chains become fused kernels. Each pass can be disabled by name.
+using fuse = named_sequential<"kiln.fuse", 1, fuse_epilogue, fuse_elementwise>;
+
 /// Lowering from kernel calls to what the VM runs: explicit outputs, memory planning, built-ins,
 /// shapes.
 using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, call_tir_rewrite, static_plan_block_memory,
                                      kill_after_last_use, vm_builtin_lower, vm_shape_lower>;
 
 /// The whole pipeline `kiln::compile` runs by default.
-using default_pipeline = named_sequential<"kiln.default", 0, simplify, legalize_ops, lower_to_vm>;
+using default_pipeline = named_sequential<"kiln.default", 0, simplify, fuse, legalize_ops, lower_to_vm>;
 
 /// Registers every compiler pass, the pipelines, and `PrintIR` (print_ir_pass), by name in `registry` (idempotent).
 KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global());
