@@ -27,6 +27,9 @@ std::string chain(int n) {
 }  // namespace
 
 TEST_CASE("registers are reused after a value's last use: a long chain needs a handful, not one per binding") {
+  kiln::pass_context ctx;
+  ctx.disable("kiln.fuse");  // which would make the chain one kernel call
+  kiln::pass_context_scope scope(ctx);
   const vm::executable reused = compile_text(chain(50));
   const vm::executable one_each = compile_text(chain(50), {.reuse_registers = false});
   CHECK(fn(reused, "main").register_file_size <= 5);

@@ -40,6 +40,7 @@ struct fuse_elementwise {
     using namespace patterns;
     return {"fuse_elementwise", is_elementwise(), [](const match_result& m, rewrite_context& ctx) -> ir::expr {
               const ir::expr& root = m.root();
+              if (!ir::isa<ir::call_node>(root)) return {};  // a renaming of a value the pattern looked through
               const dtype dt = detail::float_dtype(root->checked_type);
               if (dt == dtype::void_ || !detail::has_shape(root->checked_type) || !detail::fused_operator(root, dt)) return {};
               const detail::elementwise_group g(ctx, root, dt);

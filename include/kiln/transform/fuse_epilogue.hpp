@@ -63,6 +63,7 @@ struct fuse_epilogue {
     using namespace patterns;
     return {"fuse_epilogue", is_elementwise(), [](const match_result& m, rewrite_context& ctx) -> ir::expr {
               const ir::expr& root = m.root();
+              if (!ir::isa<ir::call_node>(root)) return {};  // a renaming of a value the pattern looked through
               const dtype dt = detail::float_dtype(root->checked_type);
               if (dt == dtype::void_ || !detail::has_shape(root->checked_type) || !detail::fused_operator(root, dt)) return {};
               // The product: an input of the root's tree made by a matmul or conv2d of the root's
@@ -113,6 +114,7 @@ struct fuse_epilogue {
   static rewrite_rule transpose_rule() {
     using namespace patterns;
     return {"matmul_transpose", is_op("matmul"), [](const match_result& m, rewrite_context& ctx) -> ir::expr {
+              if (!ir::isa<ir::call_node>(m.root())) return {};
               auto& c = static_cast<const ir::call_node&>(*m.root());
               const dtype dt = detail::float_dtype(c.checked_type);
               if (dt == dtype::void_ || !detail::has_shape(c.checked_type) || detail::float_dtype(c.args[0]->checked_type) != dt ||

@@ -33,7 +33,9 @@
 /// says an earlier binding of the same block produces, it matches that binding's value, and the
 /// binding joins the match as an *intermediate*: a rewrite of the match removes it. An
 /// intermediate must have no use outside the match (a value used elsewhere cannot disappear), or
-/// the whole match fails. Wildcards never look through: they bind the variable itself.
+/// the whole match fails. Wildcards never look through: they bind the variable itself. The
+/// expression matched may itself be a variable (a binding `gv = lv` that renames a value): an
+/// operator pattern then looks through it too, and `match_result::root()` is that variable.
 #pragma once
 
 #include <kiln/ir/op.hpp>

@@ -16,8 +16,8 @@
 /// matches a binding and returns a replacement wins: the binding keeps its variable and takes the
 /// replacement as its value, and the bindings the match looked through (its intermediates) are
 /// removed. A rule returns a null expression to decline. Inside `if` branches each sequence is
-/// rewritten on its own (a branch's result, when it is a call, as its last binding): a match
-/// never crosses into or out of a branch.
+/// rewritten on its own (a branch's result, when it is a call, as its last binding — bound to a
+/// variable of its own when rewritten): a match never crosses into or out of a branch.
 ///
 /// A rule may grow a match beyond its pattern (a fusion of any size) through the
 /// `rewrite_context`: `producer(v)` gives the binding it could look through, `uses(v)` the number
@@ -153,8 +153,14 @@ private:
         if (apply_rules(bs, i, removed)) changed = true;
       }
       if (result_here) {
-        body = std::move(bs.back().value);
-        bs.pop_back();
+        if (bs.back().value == s.body) {
+          bs.pop_back();  // unchanged: the result stays as it was
+        } else if (!ir::isa<ir::call_node>(bs.back().value)) {
+          body = bs.back().value;  // rewritten to a variable or a constant: that is the result
+          bs.pop_back();
+        } else {
+          body = bs.back().variable;  // rewritten to a call: bound, and the result is its variable
+        }
       }
       ir::binding_block out{block.dataflow, {}};
       for (std::size_t i = 0; i < bs.size(); ++i)
