@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// The cost of the VM around the kernels: each model compiled by kiln::compile and run on the VM,
-// beside the same kernels called in the same order from hand-written C++ with buffers allocated
-// once. Random weights, static shapes (so memory planning uses one arena per function).
+// The cost of the VM around the kernels, and what fusion gains: each model compiled by
+// kiln::compile and run on the VM — with operator fusion off (`*_vm_unfused`: the same kernels as
+// the hand-written form) and on (`*_vm`, the default: matmul / conv2d epilogues and fused
+// elementwise groups) — beside the unfused kernels called in the same order from hand-written C++
+// with buffers allocated once. Random weights, static shapes (so memory planning uses one arena
+// per function).
 //
 //   mlp/<batch>      784-512-512-10 with relu, softmax at the end
 //   cnn              two ResNet basic blocks (32 channels, 28 x 28) and a classifier
 //   encoder          a transformer encoder layer: d = 256, 4 heads, sequence 128, batch 1
 //
-// Counters: kernel calls per run; for the compiled form, the arena bytes, the bytes one buffer per
-// intermediate would take, and the largest live set (a lower bound for any plan).
+// Counters: kernel calls per run; for the compiled forms, the arena bytes, the bytes one buffer
+// per intermediate would take, and the largest live set (a lower bound for any plan).
 //
 //   --callgrind <model> <vm|hand> <reps>   runs one form `reps` times inside kiln_measure (for
-//                                          benchmarks/compiler/callgrind.sh)
+//                                          benchmarks/compiler/callgrind.sh); vm is compiled
+//                                          without fusion, so that both run the same kernels
 //   --compile-time                         prints compile() times of the encoder layer and a
 //                                          12-layer stack
 #include <kiln/kiln.hpp>
@@ -226,32 +230,50 @@ struct compiled {
   ir::ir_module lowered;
   vm::executable ex;
   std::unique_ptr<vm::virtual_machine> machine;
-  explicit compiled(const std::string& text) {
+  explicit compiled(const std::string& text, bool fuse = true) {
+    kiln::pass_context ctx;  // opt level 2, as kiln::compile's default
+    if (!fuse) ctx.disable("kiln.fuse");
+    kiln::pass_context_scope scope(ctx);
     ex = kiln::compile(ir::parse_module(text), {.lowered = &lowered});
     machine = std::make_unique<vm::virtual_machine>(ex, vm::vm_options{}, kiln::kernels::global_registry());
+  }
+  /// Kernel calls of `main` (one per call of a registered kernel in the lowered IR).
+  int kernel_calls() const {
+    int n = 0;
+    ir::post_order_visit(ir::ref_cast<ir::function_node>(lowered->lookup("main"))->body, [&](const ir::expr& e) {
+      if (auto* x = ir::dyn_cast<ir::extern_func_node>(e)) n += x->symbol.rfind("kernels.", 0) == 0;
+    });
+    return n;
   }
   void counters(benchmark::State& state) const {
     const auto plan = kiln::transform::memory_plan_of(lowered->lookup("main"));
     state.counters["arena_bytes"] = double(plan.planned_bytes);
     state.counters["unplanned_bytes"] = double(plan.unplanned_bytes);
     state.counters["live_lower_bound"] = double(plan.live_lower_bound);
+    state.counters["kernel_calls"] = kernel_calls();
   }
 };
 
-void check_same(const vm::value& a, const tensor& b) {
+/// The unfused program runs the hand-written kernels: equal bit for bit. The fused one applies
+/// the same operators per element, so it is checked to a rounding (softmax and layer_norm
+/// normalise what they are given).
+void check_same(const vm::value& a, const tensor& b, double tolerance = 0) {
   const auto x = a.as_tensor().to_vector<float>(), y = b.to_vector<float>();
-  if (x != y) throw std::runtime_error("the compiled program and the hand-written sequence disagree");
+  if (x.size() != y.size()) throw std::runtime_error("the compiled program and the hand-written sequence disagree in size");
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!(std::abs(x[i] - y[i]) <= tolerance * (1 + std::abs(y[i]))))
+      throw std::runtime_error("the compiled program and the hand-written sequence disagree at element " + std::to_string(i) + ": " +
+                               std::to_string(x[i]) + " and " + std::to_string(y[i]));
 }
 
-void BM_mlp_vm(benchmark::State& state) {
+void BM_mlp_vm(benchmark::State& state, bool fuse) {
   const std::int64_t n = state.range(0);
-  compiled c(mlp_text(n));
+  compiled c(mlp_text(n), fuse);
   const auto args = mlp_args(n);
   mlp_hand hand(n);
-  check_same(c.machine->invoke_span("main", args), hand.run(args));
+  check_same(c.machine->invoke_span("main", args), hand.run(args), fuse ? 1e-6 : 0);
   for (auto _ : state) benchmark::DoNotOptimize(c.machine->invoke_span("main", args));
   c.counters(state);
-  state.counters["kernel_calls"] = mlp_hand::kernel_calls;
 }
 void BM_mlp_hand(benchmark::State& state) {
   const std::int64_t n = state.range(0);
@@ -260,14 +282,13 @@ void BM_mlp_hand(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(hand.run(args));
   state.counters["kernel_calls"] = mlp_hand::kernel_calls;
 }
-void BM_cnn_vm(benchmark::State& state) {
-  compiled c(cnn_text);
+void BM_cnn_vm(benchmark::State& state, bool fuse) {
+  compiled c(cnn_text, fuse);
   const auto args = cnn_args();
   cnn_hand hand;
-  check_same(c.machine->invoke_span("main", args), hand.run(args));
+  check_same(c.machine->invoke_span("main", args), hand.run(args), fuse ? 1e-5 : 0);
   for (auto _ : state) benchmark::DoNotOptimize(c.machine->invoke_span("main", args));
   c.counters(state);
-  state.counters["kernel_calls"] = cnn_hand::kernel_calls;
 }
 void BM_cnn_hand(benchmark::State& state) {
   const auto args = cnn_args();
@@ -275,14 +296,13 @@ void BM_cnn_hand(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(hand.run(args));
   state.counters["kernel_calls"] = cnn_hand::kernel_calls;
 }
-void BM_encoder_vm(benchmark::State& state) {
-  compiled c(encoder_text());
+void BM_encoder_vm(benchmark::State& state, bool fuse) {
+  compiled c(encoder_text(), fuse);
   const auto args = encoder_args();
   encoder_hand hand;
-  check_same(c.machine->invoke_span("main", args), hand.run(args));
+  check_same(c.machine->invoke_span("main", args), hand.run(args), fuse ? 1e-5 : 0);
   for (auto _ : state) benchmark::DoNotOptimize(c.machine->invoke_span("main", args));
   c.counters(state);
-  state.counters["kernel_calls"] = encoder_hand::kernel_calls;
 }
 void BM_encoder_hand(benchmark::State& state) {
   const auto args = encoder_args();
@@ -291,11 +311,14 @@ void BM_encoder_hand(benchmark::State& state) {
   state.counters["kernel_calls"] = encoder_hand::kernel_calls;
 }
 
-BENCHMARK(BM_mlp_vm)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_mlp_vm, unfused, false)->Name("BM_mlp_vm_unfused")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_mlp_vm, fused, true)->Name("BM_mlp_vm")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_mlp_hand)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_cnn_vm)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_cnn_vm, unfused, false)->Name("BM_cnn_vm_unfused")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_cnn_vm, fused, true)->Name("BM_cnn_vm")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cnn_hand)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_encoder_vm)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_encoder_vm, unfused, false)->Name("BM_encoder_vm_unfused")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_encoder_vm, fused, true)->Name("BM_encoder_vm")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_encoder_hand)->Unit(benchmark::kMicrosecond);
 
 // ---- callgrind and compile-time entry points ---------------------------------------------------------
@@ -313,15 +336,15 @@ int callgrind(const std::string& model, const std::string& form, int reps) {
   std::unique_ptr<encoder_hand> eh;
   if (model == "mlp") {
     args = mlp_args(1);
-    if (form == "vm") c = std::make_unique<compiled>(mlp_text(1));
+    if (form == "vm") c = std::make_unique<compiled>(mlp_text(1), false);
     else mh = std::make_unique<mlp_hand>(1);
   } else if (model == "cnn") {
     args = cnn_args();
-    if (form == "vm") c = std::make_unique<compiled>(cnn_text);
+    if (form == "vm") c = std::make_unique<compiled>(cnn_text, false);
     else ch = std::make_unique<cnn_hand>();
   } else if (model == "encoder") {
     args = encoder_args();
-    if (form == "vm") c = std::make_unique<compiled>(encoder_text());
+    if (form == "vm") c = std::make_unique<compiled>(encoder_text(), false);
     else eh = std::make_unique<encoder_hand>();
   } else {
     std::cerr << "unknown model " << model << '\n';

@@ -137,7 +137,8 @@ class Module:
 )";
   const std::string out = fused(module);
   // lv2 is returned and lv3 is used in a branch: neither disappears; lv1 goes into lv2's group
-  // (lv is used twice); the cast and the sqrt after it, the tanh and the log are lone operators.
+  // (lv, used twice, does not); the cast and the sqrt after it, the tanh and the log are lone
+  // operators.
   CHECK(contains(out, R"(lv2: R.Tensor((4,), "float32") = R.call_dps_packed(R.ExternFunc("kernels.fused"), (R.str("(abs (negative x0)) ; lv1 lv2"), lv))"));
   CHECK(contains(out, R"(lv3: R.Tensor((4,), "float32") = R.add(lv, lv2))"));
   CHECK(contains(out, R"(lv4: R.Tensor((4,), "float64") = R.astype(lv3, dtype="float64"))"));
@@ -289,4 +290,28 @@ class Module:
   CHECK(contains(no_epilogue, R"(R.str("(add (relu x0) (negative (exp x1))) ; lv1 lv2 lv3 gv"), lv, x))"));
   const std::string no_elementwise = text_at(1, {"fuse_elementwise"});
   CHECK_FALSE(contains(no_elementwise, "kernels.fused\""));
+}
+
+TEST_CASE("fusion takes in operator calls nested in operands, as written by hand or by the ONNX importer") {
+  CHECK(fused(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), w: R.Tensor((8, 16), "float32"), b: R.Tensor((16,), "float32"), v: R.Tensor((16, 8), "float32")) -> R.Tensor((4, 16), "float32"):
+        with R.dataflow():
+            h: R.Tensor((4, 16), "float32") = R.nn.relu(R.add(R.matmul(x, w), b))
+            e: R.Tensor((4, 16), "float32") = R.multiply(R.exp(h), R.sigmoid(h))
+            t: R.Tensor((4, 16), "float32") = R.matmul(x, R.permute_dims(v))
+            gv: R.Tensor((4, 16), "float32") = R.add(e, t)
+            R.output(gv)
+        return gv
+)") == R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), w: R.Tensor((8, 16), "float32"), b: R.Tensor((16,), "float32"), v: R.Tensor((16, 8), "float32")) -> R.Tensor((4, 16), "float32"):
+        with R.dataflow():
+            h: R.Tensor((4, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_fused"), (x, w, R.prim_value(0, "bool"), R.prim_value(0, "bool"), R.str("(relu (add x0 x1)) ; h"), b), out_sinfo=R.Tensor((4, 16), "float32"))
+            gv: R.Tensor((4, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_fused"), (x, v, R.prim_value(0, "bool"), R.prim_value(1, "bool"), R.str("(add (multiply (exp x1) (sigmoid x1)) x0) ; e t gv"), h), out_sinfo=R.Tensor((4, 16), "float32"))
+            R.output(gv)
+        return gv
+)");
 }

@@ -676,14 +676,14 @@ namespace detail {
 
 /// Checks the operands of a kernel's fused epilogue against its output `out`, and returns each
 /// operand's strides along the output's axes (0 where it is broadcast).
-inline std::vector<dims> check_epilogue(std::string_view op, const fused_expr& e, std::span<const tensor> operands, const tensor& out) {
+inline std::vector<std::vector<std::int64_t>> check_epilogue(std::string_view op, const fused_expr& e, std::span<const tensor> operands, const tensor& out) {
   if (operands.size() + 1 < e.num_inputs())
     fail(op, kiln::detail::concat("the epilogue ", e.to_string(), " reads ", e.num_inputs(), " inputs (x0 is the kernel's result), ",
                                   operands.size() + 1, " given"));
   if (operands.size() + 1 > max_fused_inputs)
     fail(op, kiln::detail::concat("an epilogue takes at most ", max_fused_inputs - 1, " operands, ", operands.size(), " given"));
   if (!ops::is_floating(out.type())) fail(op, "a fused epilogue needs a float32 or float64 result, got " + describe_operand(out));
-  std::vector<dims> strides;
+  std::vector<std::vector<std::int64_t>> strides;
   const std::size_t rank = out.ndim();
   for (std::size_t k = 0; k < operands.size(); ++k) {
     const tensor& t = operands[k];
@@ -691,7 +691,7 @@ inline std::vector<dims> check_epilogue(std::string_view op, const fused_expr& e
     if (!t.defined()) fail(op, which + " is undefined");
     if (t.type() != out.type()) fail(op, kiln::detail::concat(which, " is ", describe_operand(t), " but the result is ", name(out.type())));
     bool ok = t.ndim() <= rank;
-    dims s(rank, 0);
+    std::vector<std::int64_t> s(rank, 0);
     for (std::size_t d = 0; ok && d < t.ndim(); ++d) {
       const std::size_t od = rank - t.ndim() + d;
       if (t.shape(d) == out.shape(od)) s[od] = out.shape(od) == 1 ? 0 : t.strides()[d];

@@ -208,8 +208,10 @@ struct no_epilogue {
 /// (`nn.hpp`). A is M x K; C is M x N and must not overlap A or what B is read from.
 ///
 /// `epilogue(c, rs, cs, i, j, m, n)` is called on each finished m x n block of C, at (i, j), right
-/// after the micro-kernel wrote it (still in L1), from the thread that wrote it: it may rewrite
-/// the block in place (`fused_epilogue` applies a bias, an activation, a residual).
+/// after the micro-kernels wrote it (still in L2: a block is at most MC x NC, MR rows per call,
+/// spread over the threads): it may rewrite the block in place (`fused_epilogue` applies a bias,
+/// an activation, a residual). Its rows are long, so that an interpreted epilogue makes few
+/// calls per element.
 template <class T, class PackB, class Epilogue = no_epilogue>
 void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, matrix_view<T> c, bool accumulate = false,
                  const Epilogue& epilogue = {}) {
@@ -256,12 +258,20 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
             const bool here = ir < whole;
             const T* ap = here ? a.data + (ic + ir) * a.row_stride + pc : pa + ((ir - whole) / MR) * kc * MR;
             T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
-            const std::int64_t m = std::min(MR, mc - ir), n = std::min(NR, nc - jr);
-            gemm_detail::block_kernel<T>(kc, ap, here ? a.row_stride : 0, bp, cp, c.row_stride, c.col_stride, m, n, first);
-            if constexpr (has_epilogue)
-              if (last) epilogue(cp, c.row_stride, c.col_stride, ic + ir, jc + jr, m, n);
+            gemm_detail::block_kernel<T>(kc, ap, here ? a.row_stride : 0, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir),
+                                         std::min(NR, nc - jr), first);
           }
         });
+        if constexpr (has_epilogue) {
+          // The finished mc x nc block is in L2 (the micro-kernels just wrote it): the epilogue
+          // runs over its rows, MR at a time, long rows so that each of its steps is one call
+          // over many vectors.
+          if (last)
+            parallel_for((mc + MR - 1) / MR, [&](std::int64_t r) {
+              const std::int64_t i = ic + r * MR;
+              epilogue(c.data + i * c.row_stride + jc * c.col_stride, c.row_stride, c.col_stride, i, jc, std::min(MR, M - i), nc);
+            });
+        }
       }
     }
   }

@@ -141,7 +141,7 @@ inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epi
   check_output(op, out, a.type(), p.out_shape);
   if (overlaps(out, a) || overlaps(out, b))
     fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
-  const std::vector<dims> strides = detail::check_epilogue(op, epilogue, operands, out);
+  const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
   bool separate = a.ndim() == 1 || b.ndim() == 1;
   for (const tensor& t : operands) separate |= overlaps(out, t);
   if (separate) {  // product first, then the expression over it

@@ -311,7 +311,8 @@ namespace detail {
 /// conv2d with an optional fused epilogue (null: none) over `operands`, whose strides along the
 /// output's axes `check_epilogue` gave.
 inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
-                        const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<dims>& strides, const tensor& out) {
+                        const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<std::vector<std::int64_t>>& strides,
+                        const tensor& out) {
   const conv_geometry g = check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
   if (overlaps(out, x) || overlaps(out, w) || (bias.defined() && overlaps(out, bias)))
@@ -325,7 +326,7 @@ inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, c
   std::vector<std::int64_t> col_stride;
   bool separate = false;
   for (std::size_t k = 0; k < operands.size(); ++k) {
-    const dims& s = strides[k];
+    const std::vector<std::int64_t>& s = strides[k];
     if (g.oh == 1 || s[2] == g.ow * s[3]) col_stride.push_back(s[3]);
     else if (g.ow == 1) col_stride.push_back(s[2]);
     else separate = true;
@@ -397,7 +398,7 @@ inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, c
   constexpr std::string_view op = "conv2d_fused";
   const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
-  const std::vector<dims> strides = detail::check_epilogue(op, epilogue, operands, out);
+  const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
   detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out);
 }
 inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,

@@ -12,8 +12,10 @@
 ///
 /// The description (`kernels::fused_expr`) ends with a comment naming the bindings it replaces,
 /// so printed IR and profiles stay readable. A group is one rewrite (`pattern_rewrite.hpp`) whose
-/// root is the last elementwise binding of a chain; it absorbs an earlier elementwise binding of
-/// the same block when every use of that binding is inside the group. So a group never crosses
+/// root is the last elementwise binding of a chain; it takes in the elementwise calls nested in
+/// its operands (`R.nn.relu(R.add(x, b))`), and absorbs an earlier elementwise binding of the
+/// same block when its one use is inside the group (a value used twice stays a kernel of its
+/// own: the description has no shared subexpressions, so it would be computed twice). So a group never crosses
 /// an `if` or a block, never removes a value used elsewhere or returned, and never changes dtype
 /// (all of a group's tensors are float32, or all float64). Rank-0 constants become numbers in the
 /// description. A group has at most 8 inputs and 48 operators, and at least two operators (one
@@ -44,7 +46,7 @@ struct fuse_elementwise {
               const dtype dt = detail::float_dtype(root->checked_type);
               if (dt == dtype::void_ || !detail::has_shape(root->checked_type) || !detail::fused_operator(root, dt)) return {};
               const detail::elementwise_group g(ctx, root, dt);
-              if (g.size() == 0) return {};
+              if (g.operations() < 2) return {};
               const std::vector<ir::expr> inputs = g.inputs();
               if (inputs.empty()) return {};  // constants only: fold_constant's work
               std::vector<ir::expr> args{ir::make_string_imm(g.description(inputs))};

@@ -35,16 +35,27 @@ struct fuse_epilogue {
   static constexpr std::string_view name = "fuse_epilogue";
   static constexpr int opt_level = 1;
 
-  /// The operand `e` of a matmul, seen through a `permute_dims` that swaps its last two axes and
-  /// has no other use: the tensor to read, and whether to read it transposed. The permute is
+  /// The operand `e` of a matmul, seen through a `permute_dims` that swaps its last two axes —
+  /// nested in the operand, or bound to a variable used only there: the tensor to read, whether
+  /// to read it transposed, and the variable whose binding goes (or null). The binding is
   /// absorbed when `absorb`.
-  static std::pair<ir::expr, bool> peel_transpose(rewrite_context& ctx, const ir::expr& e, bool absorb) {
+  struct peeled {
+    ir::expr tensor;
+    bool transposed = false;
+    const ir::var_node* gone = nullptr;
+  };
+  static peeled peel_transpose(rewrite_context& ctx, const ir::expr& e, bool absorb) {
+    const ir::expr* value = &e;
     auto* v = ir::dyn_cast<ir::var_node>(e);
-    const ir::binding* b = v ? ctx.producer(*v) : nullptr;
-    if (!b || ctx.uses(*v) != 1 || !detail::is_op_call(b->value, "permute_dims")) return {e, false};
-    auto& c = static_cast<const ir::call_node&>(*b->value);
+    if (v) {
+      const ir::binding* b = ctx.producer(*v);
+      if (!b || ctx.uses(*v) != 1) return {e};
+      value = &b->value;
+    }
+    if (!detail::is_op_call(*value, "permute_dims")) return {e};
+    auto& c = static_cast<const ir::call_node&>(**value);
     auto* t = ir::dyn_cast<ir::tensor_type_node>(c.args[0]->checked_type);
-    if (!t || t->ndim < 2) return {e, false};
+    if (!t || t->ndim < 2) return {e};
     const ir::attr_value* axes = c.attrs.find("axes");
     const std::size_t n = std::size_t(t->ndim);
     ir::int_array want;
@@ -53,9 +64,9 @@ struct fuse_epilogue {
     want.push_back(std::int64_t(n - 2));
     // No axes reverses them, which is a swap of the last two for a matrix.
     const bool swaps = !axes || axes->is_none() ? n == 2 : axes->as<ir::int_array>() == want;
-    if (!swaps) return {e, false};
-    if (absorb) ctx.absorb(*v);
-    return {c.args[0], true};
+    if (!swaps) return {e};
+    if (absorb && v) ctx.absorb(*v);
+    return {c.args[0], true, v};
   }
 
   /// Matmul or conv2d + elementwise tree.
@@ -66,43 +77,36 @@ struct fuse_epilogue {
               if (!ir::isa<ir::call_node>(root)) return {};  // a renaming of a value the pattern looked through
               const dtype dt = detail::float_dtype(root->checked_type);
               if (dt == dtype::void_ || !detail::has_shape(root->checked_type) || !detail::fused_operator(root, dt)) return {};
-              // The product: an input of the root's tree made by a matmul or conv2d of the root's
-              // shape. Find it among the root's own operands first, then grow the tree around it.
-              auto product_of = [&](const ir::expr& e) -> const ir::binding* {
-                auto* v = ir::dyn_cast<ir::var_node>(e);
-                const ir::binding* b = v ? ctx.producer(*v) : nullptr;
-                if (!b || !(detail::is_op_call(b->value, "matmul") || detail::is_op_call(b->value, "nn.conv2d"))) return nullptr;
-                auto& c = static_cast<const ir::call_node&>(*b->value);
-                if (detail::float_dtype(c.checked_type) != dt || detail::float_dtype(c.args[0]->checked_type) != dt ||
-                    detail::float_dtype(c.args[1]->checked_type) != dt)
-                  return nullptr;
-                auto* pt = ir::dyn_cast<ir::tensor_type_node>(c.checked_type);
+              for (const ir::expr& candidate : candidates(ctx, root, dt)) {
+                // The product: a matmul or conv2d of the root's shape and dtype, bound to a
+                // variable or nested in an operand.
+                auto* pv = ir::dyn_cast<ir::var_node>(candidate);
+                const ir::expr& value = pv ? ctx.producer(*pv)->value : candidate;
+                auto& pc = static_cast<const ir::call_node&>(*value);
+                auto* pt = ir::dyn_cast<ir::tensor_type_node>(pc.checked_type);
                 auto* rt = ir::dyn_cast<ir::tensor_type_node>(root->checked_type);
-                if (!pt->shape || !ir::detail::dims_equal(*pt->shape, *rt->shape)) return nullptr;
-                return b;
-              };
-              for (const ir::binding* candidate : candidates(ctx, root, dt)) {
-                if (!product_of(candidate->variable)) continue;
-                const ir::var_node& pv = *candidate->variable;
-                const detail::elementwise_group g(ctx, root, dt, &pv);
+                if (detail::float_dtype(pc.checked_type) != dt || detail::float_dtype(pc.args[0]->checked_type) != dt ||
+                    detail::float_dtype(pc.args[1]->checked_type) != dt || !pt->shape || !ir::detail::dims_equal(*pt->shape, *rt->shape))
+                  continue;
+                const detail::elementwise_group g(ctx, root, dt, pv);
                 std::vector<ir::expr> inputs = g.inputs();
-                // The product must be an input, used only inside the group.
-                auto at = std::find(inputs.begin(), inputs.end(), ir::expr(candidate->variable));
+                // The product must be an input, and (when bound) used only inside the group.
+                auto at = std::find(inputs.begin(), inputs.end(), candidate);
                 if (at == inputs.end() || inputs.size() > detail::max_fused_inputs) continue;
-                if (g.references(pv) != ctx.uses(pv)) continue;
+                if (pv && g.references(*pv) != ctx.uses(*pv)) continue;
                 inputs.erase(at);
-                inputs.insert(inputs.begin(), ir::expr(candidate->variable));
+                inputs.insert(inputs.begin(), candidate);
                 // The names of everything the call replaces: the product and the transposes it reads.
-                std::vector<const ir::var_node*> also{&pv};
-                auto& pc = static_cast<const ir::call_node&>(*candidate->value);
-                if (detail::is_op_call(candidate->value, "matmul"))
+                std::vector<const ir::var_node*> also;
+                if (pv) also.push_back(pv);
+                if (detail::is_op_call(value, "matmul"))
                   for (const ir::expr& operand : pc.args)
-                    if (peel_transpose(ctx, operand, false).second) also.push_back(ir::dyn_cast<ir::var_node>(operand));
+                    if (const ir::var_node* gone = peel_transpose(ctx, operand, false).gone) also.push_back(gone);
                 const std::string text = g.description(inputs, also);
                 inputs.erase(inputs.begin());
                 ir::expr call = product_call(ctx, pc, text, inputs, root->checked_type);
                 if (!call) continue;
-                ctx.absorb(pv);
+                if (pv) ctx.absorb(*pv);
                 g.absorb();
                 return call;
               }
@@ -120,12 +124,10 @@ struct fuse_epilogue {
               if (dt == dtype::void_ || !detail::has_shape(c.checked_type) || detail::float_dtype(c.args[0]->checked_type) != dt ||
                   detail::float_dtype(c.args[1]->checked_type) != dt)
                 return {};
-              auto [a, ta] = peel_transpose(ctx, c.args[0], false);
-              auto [b, tb] = peel_transpose(ctx, c.args[1], false);
-              if (!ta && !tb) return {};
-              if (ta) peel_transpose(ctx, c.args[0], true);
-              if (tb) peel_transpose(ctx, c.args[1], true);
-              return detail::call_kernel("kernels.matmul", {a, b, lower::boolean(ta), lower::boolean(tb)}, c.checked_type);
+              const peeled a = peel_transpose(ctx, c.args[0], true), b = peel_transpose(ctx, c.args[1], true);
+              if (!a.transposed && !b.transposed) return {};
+              return detail::call_kernel("kernels.matmul", {a.tensor, b.tensor, lower::boolean(a.transposed), lower::boolean(b.transposed)},
+                                         c.checked_type);
             }};
   }
 
@@ -139,19 +141,25 @@ struct fuse_epilogue {
   }
 
 private:
-  /// The bindings that could be the product: matmul or conv2d bindings the root's elementwise
-  /// tree reads, nearest first.
-  static std::vector<const ir::binding*> candidates(rewrite_context& ctx, const ir::expr& root, dtype dt) {
-    std::vector<const ir::binding*> out;
+  /// What could be the product: matmul or conv2d calls the root's elementwise tree reads, bound
+  /// to variables of the block or nested in operands, nearest first.
+  static std::vector<ir::expr> candidates(rewrite_context& ctx, const ir::expr& root, dtype dt) {
+    auto is_product = [](const ir::expr& e) { return detail::is_op_call(e, "matmul") || detail::is_op_call(e, "nn.conv2d"); };
+    std::vector<ir::expr> out;
     std::vector<ir::expr> work{root};
     std::unordered_set<const ir::var_node*> seen;
     for (std::size_t i = 0; i < work.size() && out.size() < 4; ++i) {
       for (const ir::expr& a : static_cast<const ir::call_node&>(*work[i]).args) {
-        auto* v = ir::dyn_cast<ir::var_node>(a);
-        const ir::binding* b = v ? ctx.producer(*v) : nullptr;
-        if (!b || !seen.insert(v).second) continue;
-        if (detail::is_op_call(b->value, "matmul") || detail::is_op_call(b->value, "nn.conv2d")) out.push_back(b);
-        else if (detail::fused_operator(b->value, dt)) work.push_back(b->value);
+        if (auto* v = ir::dyn_cast<ir::var_node>(a)) {
+          const ir::binding* b = ctx.producer(*v);
+          if (!b || !seen.insert(v).second) continue;
+          if (is_product(b->value)) out.push_back(a);
+          else if (detail::fused_operator(b->value, dt)) work.push_back(b->value);
+        } else if (is_product(a)) {
+          out.push_back(a);
+        } else if (ir::isa<ir::call_node>(a) && detail::fused_operator(a, dt)) {
+          work.push_back(a);
+        }
       }
     }
     return out;
@@ -164,9 +172,8 @@ private:
     std::vector<ir::expr> args;
     std::string kernel;
     if (static_cast<const ir::op_node&>(*c.callee).name() == "matmul") {
-      auto [a, ta] = peel_transpose(ctx, c.args[0], true);
-      auto [b, tb] = peel_transpose(ctx, c.args[1], true);
-      args = {a, b, lower::boolean(ta), lower::boolean(tb)};
+      const peeled a = peel_transpose(ctx, c.args[0], true), b = peel_transpose(ctx, c.args[1], true);
+      args = {a.tensor, b.tensor, lower::boolean(a.transposed), lower::boolean(b.transposed)};
       kernel = "kernels.matmul_fused";
     } else {
       if (c.attrs.get_or<std::string>("data_layout", "NCHW") != "NCHW" || c.attrs.get_or<std::string>("kernel_layout", "OIHW") != "OIHW") return {};

@@ -66,7 +66,8 @@ inline std::optional<fused_op> fused_operator(const ir::expr& e, dtype dt) {
 }
 
 /// A group of elementwise bindings that one fused kernel computes: the root (the binding being
-/// rewritten) and the bindings it absorbs, whose every use is inside the group.
+/// rewritten), the elementwise calls nested in its operands, and the bindings it absorbs, each
+/// used once, inside the group.
 class elementwise_group {
 public:
   /// Grows the group from the current binding of `ctx`, whose value `root` is an elementwise
@@ -79,17 +80,15 @@ public:
       grew = false;
       std::unordered_map<const ir::var_node*, std::size_t> refs;
       std::vector<const ir::var_node*> order;  // first seen, for a deterministic result
-      auto count = [&](const ir::expr& value) {
-        for (const ir::expr& a : static_cast<const ir::call_node&>(*value).args)
-          if (auto* v = ir::dyn_cast<ir::var_node>(a))
-            if (refs[v]++ == 0) order.push_back(v);
-      };
-      count(root_);
-      for (auto& [v, b] : members_) count(b->value);
+      for_each_operand([&](const ir::var_node* v) {
+        if (refs[v]++ == 0) order.push_back(v);
+      });
       for (const ir::var_node* v : order) {
         if (members_.count(v) || rejected.count(v)) continue;
         const ir::binding* b = ctx_.producer(*v);
-        if (!b || !fused_operator(b->value, dt_) || refs[v] != ctx_.uses(*v)) continue;
+        // Used once, here: a value used twice would be computed twice (a description has no
+        // shared subexpressions), so it stays a kernel of its own.
+        if (!b || !fused_operator(b->value, dt_) || refs[v] != 1 || ctx_.uses(*v) != 1) continue;
         members_.emplace(v, b);
         if (operations() > max_fused_operations || inputs().size() > max_fused_inputs) {
           members_.erase(v);
@@ -126,14 +125,10 @@ public:
     s += " " + ctx_.current().variable->name_hint;
     return s;
   }
-  /// How many times the root's and the members' values use `v` directly.
+  /// How many times the group's operators use `v`.
   std::size_t references(const ir::var_node& v) const {
     std::size_t n = 0;
-    auto count = [&](const ir::expr& value) {
-      for (const ir::expr& a : static_cast<const ir::call_node&>(*value).args) n += a.get() == &v;
-    };
-    count(root_);
-    for (auto& [m, b] : members_) count(b->value);
+    for_each_operand([&](const ir::var_node* x) { n += x == &v; });
     return n;
   }
   /// Absorbs the group's bindings into the rewrite.
@@ -144,11 +139,27 @@ public:
 private:
   /// Where `v`'s binding is, relative to the root's (bindings of one block are contiguous).
   std::ptrdiff_t position(const ir::var_node& v) const { return ctx_.producer(v) - &ctx_.current(); }
-  /// The value computing `e`: a member's binding value, or null for an input.
+  /// The value computing `e` inside the group: a member's binding value, or `e` itself when it is
+  /// an operator call nested in an operand (`R.nn.relu(R.add(x, b))`); null for an input.
   const ir::expr* inner(const ir::expr& e) const {
-    if (auto* v = ir::dyn_cast<ir::var_node>(e))
+    if (auto* v = ir::dyn_cast<ir::var_node>(e)) {
       if (auto it = members_.find(v); it != members_.end()) return &it->second->value;
+    } else if (ir::isa<ir::call_node>(e) && fused_operator(e, dt_)) {
+      return &e;
+    }
     return nullptr;
+  }
+  /// Calls `f(v)` for each variable operand of the group's operators (once per use).
+  template <class F>
+  void for_each_operand(F&& f) const {
+    auto walk = [&](auto& self, const ir::expr& call) -> void {
+      for (const ir::expr& a : static_cast<const ir::call_node&>(*call).args) {
+        if (auto* v = ir::dyn_cast<ir::var_node>(a)) f(v);
+        else if (const ir::expr* in = inner(a)) self(self, *in);
+      }
+    };
+    walk(walk, root_);
+    for (auto& [v, b] : members_) walk(walk, b->value);
   }
   static bool is_number(const ir::expr& e) {
     auto* c = ir::dyn_cast<ir::constant_node>(e);
