@@ -310,7 +310,7 @@ class Module:
     def main(x: R.Tensor((4, 8), "float32"), w: R.Tensor((8, 16), "float32"), b: R.Tensor((16,), "float32"), v: R.Tensor((16, 8), "float32")) -> R.Tensor((4, 16), "float32"):
         with R.dataflow():
             h: R.Tensor((4, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_fused"), (x, w, R.prim_value(0, "bool"), R.prim_value(0, "bool"), R.str("(relu (add x0 x1)) ; h"), b), out_sinfo=R.Tensor((4, 16), "float32"))
-            gv: R.Tensor((4, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_fused"), (x, v, R.prim_value(0, "bool"), R.prim_value(1, "bool"), R.str("(add (multiply (exp x1) (sigmoid x1)) x0) ; e t gv"), h), out_sinfo=R.Tensor((4, 16), "float32"))
+            gv: R.Tensor((4, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_fused"), (x, v, R.prim_value(0, "bool"), R.prim_value(1, "bool"), R.str("(add (multiply (exp x1) (sigmoid x1)) x0) ; e permute_dims t gv"), h), out_sinfo=R.Tensor((4, 16), "float32"))
             R.output(gv)
         return gv
 )");

@@ -10,6 +10,7 @@
 #include <kiln/transform/pattern_rewrite.hpp>
 
 #include <charconv>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -199,6 +200,50 @@ private:
   dtype dt_;
   std::unordered_map<const ir::var_node*, const ir::binding*> members_;
 };
+
+/// Binds operator calls nested in the operands of another operator that is not elementwise
+/// (`R.nn.layer_norm(R.add(x, R.matmul(c, w)), ...)`) to variables of their own, named after the
+/// operator, so that the fusion rules, which start from bindings, see them. Elementwise calls
+/// nested in elementwise calls stay: a group takes them in as they are.
+inline ir::ir_module bind_nested_calls(const ir::ir_module& m) {
+  auto is_elementwise = [](const ir::expr& e) {
+    const ir::op_node* o = callee_op(e);
+    return o && (o->pattern() == ir::op_pattern::elemwise || o->pattern() == ir::op_pattern::broadcast);
+  };
+  auto is_operator_call = [](const ir::expr& e) {
+    const ir::op_node* o = callee_op(e);
+    return o && o->name() != "call_tir" && o->name() != "call_dps_packed" && o->name() != "call_builtin_with_ctx" && o->name() != "null_value" &&
+           o->name().rfind("memory.", 0) != 0 && o->name().rfind("builtin.", 0) != 0;
+  };
+  std::function<void(const ir::binding&, std::vector<ir::binding>&)> on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
+    auto* c = ir::dyn_cast<ir::call_node>(b.value);
+    if (!c || !is_operator_call(b.value) || is_elementwise(b.value)) return out.push_back(b);
+    std::vector<ir::expr> args;
+    bool changed = false;
+    for (const ir::expr& a : c->args) {
+      if (!is_operator_call(a)) {
+        args.push_back(a);
+        continue;
+      }
+      std::string name = callee_op(a)->name();
+      name = name.substr(name.rfind('.') + 1);
+      ir::var v = b.variable->is_dataflow() ? ir::make_dataflow_var(name, a->checked_type) : ir::make_var(name, a->checked_type);
+      on_binding(ir::binding{v, a, {}}, out);  // its own nested calls first
+      args.push_back(v);
+      changed = true;
+    }
+    out.push_back(changed ? ir::binding{b.variable, ir::expr_mutator::rebuild_call(*c, c->callee, std::move(args)), b.cast_type} : b);
+  };
+  auto on_body = [](const ir::expr& e) { return e; };
+  ir::ir_module out = m;
+  for (auto& e : m->functions()) {
+    auto f = ir::ref_cast<ir::function_node>(e.func);
+    if (!f || ir::detail::has_skip_optimization(*f)) continue;
+    ir::function g = with_body(f, rewrite_seq(f->body, on_binding, on_body));
+    if (g != f) out = ir::with_function(out, e.gv->name, g);
+  }
+  return out;
+}
 
 /// `R.call_dps_packed(R.ExternFunc(kernel), (args...), out_sinfo=result)`.
 inline ir::expr call_kernel(const std::string& kernel, std::vector<ir::expr> args, const ir::type& result) {
