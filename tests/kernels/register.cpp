@@ -67,6 +67,39 @@ TEST_CASE("kernels.fused parses a description once and runs it; kernels.clip tak
   CHECK(message_of<vm_error>([&] { vm.invoke("main", x, 3, out); }).find("kiln::kernels::fused: argument 2 must be a tensor, got int") != std::string::npos);
 }
 
+TEST_CASE("kernels.matmul_fused and kernels.conv2d_fused take an epilogue description and its operands before the output") {
+  exec_builder b;
+  b.begin_function("main", {"x", "w", "bias", "out"}, 4);
+  b.emit_call("kernels.matmul_fused", {b.r(0), b.r(1), b.c(b.add_constant(value(false))), b.c(b.add_constant(value(true))),
+                                       b.c(b.add_constant(value("(relu (add x0 x1)) ; lv lv1"))), b.r(2), b.r(3)},
+              void_register);
+  b.emit_ret(3);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, registry());
+  const tensor x = kiln_test::random_tensor<float>({7, 20}, -1, 1, 5), w = kiln_test::random_tensor<float>({9, 20}, -1, 1, 6);
+  const tensor bias = kiln_test::random_tensor<float>({9}, -1, 1, 7), out = tensor::zeros({7, 9}, dtype::float32);
+  vm.invoke("main", x, w, bias, out);
+  CHECK(out.to_vector<float>() == kernels::relu(kernels::add(kernels::matmul(x, w, false, true), bias)).to_vector<float>());
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", x, w, 1.5, out); }).find("kiln::kernels::matmul_fused: argument 5 must be a tensor, got float") !=
+        std::string::npos);
+
+  exec_builder c;
+  c.begin_function("main", {"x", "w", "residual", "out"}, 4);
+  c.emit_call("kernels.conv2d_fused", {c.r(0), c.r(1), c.c(c.add_constant(value())), c.c(c.add_constant(value::shape({1, 1}))),
+                                       c.c(c.add_constant(value::shape({1, 1, 1, 1}))), c.c(c.add_constant(value::shape({1, 1}))), c.imm(1),
+                                       c.c(c.add_constant(value("(relu (add x0 x1))"))), c.r(2), c.r(3)},
+              void_register);
+  c.emit_ret(3);
+  c.end_function();
+  virtual_machine cvm(c.get(), {}, registry());
+  const tensor img = kiln_test::random_tensor<float>({1, 3, 6, 6}, -1, 1, 8), k3 = kiln_test::random_tensor<float>({4, 3, 3, 3}, -1, 1, 9);
+  const tensor res = kiln_test::random_tensor<float>({1, 4, 6, 6}, -1, 1, 10), y = tensor::zeros({1, 4, 6, 6}, dtype::float32);
+  cvm.invoke("main", img, k3, res, y);
+  kernels::conv2d_params p;
+  p.padding = {1, 1, 1, 1};
+  CHECK(y.to_vector<float>() == kernels::relu(kernels::add(kernels::conv2d(img, k3, tensor(), p), res)).to_vector<float>());
+}
+
 TEST_CASE("reductions and softmax through the VM") {
   exec_builder b;
   b.begin_function("main", {"x", "s", "m", "out"}, 4);

@@ -283,6 +283,13 @@ class Module:
     return text_of(kiln::run(t::fuse{}, m, ctx));
   };
   CHECK_FALSE(contains(text_at(0, {}), "fused"));
+  {
+    kiln::pass_context ctx(1);
+    (void)kiln::run(t::fuse{}, m, ctx);
+    CHECK(ctx.statistic("fuse_epilogue", "epilogues") == 1);
+    CHECK(ctx.statistic("fuse_epilogue", "transposes") == 0);
+    CHECK(ctx.statistic("fuse_elementwise", "groups") == 0);
+  }
   const std::string all = text_at(1, {});
   CHECK(contains(all, R"(R.ExternFunc("kernels.matmul_fused"), (x, w, R.prim_value(0, "bool"), R.prim_value(0, "bool"), R.str("(add (relu x0) (negative (exp x1))) ; lv lv1 lv2 lv3 gv"), x))"));
   const std::string no_epilogue = text_at(1, {"fuse_epilogue"});
