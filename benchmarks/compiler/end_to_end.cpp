@@ -13,9 +13,9 @@
 // Counters: kernel calls per run; for the compiled forms, the arena bytes, the bytes one buffer
 // per intermediate would take, and the largest live set (a lower bound for any plan).
 //
-//   --callgrind <model> <vm|hand> <reps>   runs one form `reps` times inside kiln_measure (for
-//                                          benchmarks/compiler/callgrind.sh); vm is compiled
-//                                          without fusion, so that both run the same kernels
+//   --callgrind <model> <vm|vm_fused|hand> <reps>   runs one form `reps` times inside kiln_measure
+//                                          (for benchmarks/compiler/callgrind.sh); vm is compiled
+//                                          without fusion, so that it runs the hand-written kernels
 //   --compile-time                         prints compile() times of the encoder layer and a
 //                                          12-layer stack
 #include <kiln/kiln.hpp>
@@ -336,15 +336,15 @@ int callgrind(const std::string& model, const std::string& form, int reps) {
   std::unique_ptr<encoder_hand> eh;
   if (model == "mlp") {
     args = mlp_args(1);
-    if (form == "vm") c = std::make_unique<compiled>(mlp_text(1), false);
+    if (form == "vm" || form == "vm_fused") c = std::make_unique<compiled>(mlp_text(1), form == "vm_fused");
     else mh = std::make_unique<mlp_hand>(1);
   } else if (model == "cnn") {
     args = cnn_args();
-    if (form == "vm") c = std::make_unique<compiled>(cnn_text, false);
+    if (form == "vm" || form == "vm_fused") c = std::make_unique<compiled>(cnn_text, form == "vm_fused");
     else ch = std::make_unique<cnn_hand>();
   } else if (model == "encoder") {
     args = encoder_args();
-    if (form == "vm") c = std::make_unique<compiled>(encoder_text(), false);
+    if (form == "vm" || form == "vm_fused") c = std::make_unique<compiled>(encoder_text(), form == "vm_fused");
     else eh = std::make_unique<encoder_hand>();
   } else {
     std::cerr << "unknown model " << model << '\n';
