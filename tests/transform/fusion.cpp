@@ -322,3 +322,26 @@ class Module:
         return gv
 )");
 }
+
+TEST_CASE("calls hoisted out of a dataflow block's output bind dataflow variables") {
+  // gv is an output of the block; the softmax's nested matmul is hoisted before it and must stay
+  // local to the block (a dataflow variable, not one more output).
+  const std::string out = after(t::fuse_elementwise{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), w: R.Tensor((8, 16), "float32")) -> R.Tensor((4, 16), "float32"):
+        with R.dataflow():
+            gv: R.Tensor((4, 16), "float32") = R.nn.softmax(R.matmul(x, w), axis=-1)
+            R.output(gv)
+        return gv
+)");
+  const ir::ir_module m = ir::parse_module(out);
+  const auto& body = static_cast<const ir::seq_expr_node&>(*ir::ref_cast<ir::function_node>(m->lookup("main"))->body);
+  REQUIRE(body.blocks.size() == 1);
+  REQUIRE(body.blocks[0].dataflow);
+  REQUIRE(body.blocks[0].bindings.size() == 2);
+  CHECK(body.blocks[0].bindings[0].variable->is_dataflow());
+  CHECK(body.blocks[0].bindings[0].variable->name_hint == "matmul");
+  CHECK_FALSE(body.blocks[0].bindings[1].variable->is_dataflow());
+  CHECK(out.find("R.output(gv)") != std::string::npos);
+}

@@ -215,7 +215,10 @@ inline ir::ir_module bind_nested_calls(const ir::ir_module& m) {
     return o && o->name() != "call_tir" && o->name() != "call_dps_packed" && o->name() != "call_builtin_with_ctx" && o->name() != "null_value" &&
            o->name().rfind("memory.", 0) != 0 && o->name().rfind("builtin.", 0) != 0;
   };
-  std::function<void(const ir::binding&, std::vector<ir::binding>&)> on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
+  // Hoisted calls bind dataflow variables in a dataflow block (even when the binding they come
+  // from is one of its outputs) and ordinary variables elsewhere.
+  std::function<void(const ir::binding&, std::vector<ir::binding>&, bool)> on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out,
+                                                                                            bool dataflow) {
     auto* c = ir::dyn_cast<ir::call_node>(b.value);
     if (!c || !is_operator_call(b.value) || is_elementwise(b.value)) return out.push_back(b);
     std::vector<ir::expr> args;
@@ -227,8 +230,8 @@ inline ir::ir_module bind_nested_calls(const ir::ir_module& m) {
       }
       std::string name = callee_op(a)->name();
       name = name.substr(name.rfind('.') + 1);
-      ir::var v = b.variable->is_dataflow() ? ir::make_dataflow_var(name, a->checked_type) : ir::make_var(name, a->checked_type);
-      on_binding(ir::binding{v, a, {}}, out);  // its own nested calls first
+      ir::var v = dataflow ? ir::make_dataflow_var(name, a->checked_type) : ir::make_var(name, a->checked_type);
+      on_binding(ir::binding{v, a, {}}, out, dataflow);  // its own nested calls first
       args.push_back(v);
       changed = true;
     }

@@ -38,8 +38,9 @@ inline ir::expr call_builtin_with_ctx(const std::string& builtin, std::vector<ir
 }
 
 /// Rebuilds sequence `seq`: each binding (after the branches of an `if` value were rebuilt the same
-/// way) goes to `on_binding(b, out)`, which appends what replaces it to `out`. Blocks keep their
-/// dataflow flag; `on_body(body)` rewrites each sequence's result (and the condition of each `if`);
+/// way) goes to `on_binding(b, out)`, which appends what replaces it to `out` (an
+/// `on_binding(b, out, dataflow)` also learns whether the block is a dataflow block, for the
+/// variables it binds). Blocks keep their dataflow flag; `on_body(body)` rewrites each sequence's result (and the condition of each `if`);
 /// an `on_body(body, out)` taking two arguments may also append bindings to the sequence's last
 /// block first. Returns `seq` itself when nothing changed.
 template <class OnBinding, class OnBody>
@@ -58,7 +59,10 @@ ir::expr rewrite_seq(const ir::expr& seq, OnBinding& on_binding, OnBody& on_body
         if (t != i->then_branch || e != i->else_branch || c != i->cond) cur.value = ir::make_if(c, t, e);
       }
       const std::size_t before = out.bindings.size();
-      on_binding(cur, out.bindings);
+      if constexpr (std::is_invocable_v<OnBinding&, const ir::binding&, std::vector<ir::binding>&, bool>)
+        on_binding(cur, out.bindings, block.dataflow);
+      else
+        on_binding(cur, out.bindings);
       changed |= out.bindings.size() != before + 1 || out.bindings.back().variable != b.variable ||
                  out.bindings.back().value != b.value || out.bindings.back().cast_type != b.cast_type;
     }
