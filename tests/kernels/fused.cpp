@@ -29,6 +29,44 @@ tensor chain_unfused(const tensor& a, const tensor& b, const tensor& c) {
                                     : multiply(relu(add(multiply(a, b), c)), cast(half, dtype::float64));
 }
 
+/// Evaluates description `text` one operator at a time, each a single-operator fused expression
+/// over whole tensors (constants become rank-0 tensors): the unfused value of `text`.
+tensor unfused(std::string_view text, const tensor& x0, const tensor& x1) {
+  std::size_t at = 0;
+  auto word = [&] {
+    while (text[at] == ' ') ++at;
+    const std::size_t start = at;
+    while (at < text.size() && text[at] != ' ' && text[at] != '(' && text[at] != ')') ++at;
+    return std::string(text.substr(start, at - start));
+  };
+  auto eval = [&](auto& self) -> tensor {
+    while (text[at] == ' ') ++at;
+    if (text[at] != '(') {
+      const std::string w = word();
+      if (w == "x0") return x0;
+      if (w == "x1") return x1;
+      return cast(tensor::from_values<double>({}, {std::stod(w)}), x0.type());
+    }
+    ++at;
+    const std::string op = word();
+    std::vector<tensor> args;
+    std::string bounds;
+    for (;;) {
+      while (text[at] == ' ') ++at;
+      if (text[at] == ')') break;
+      if (op == "clip" && args.size() == 1) {
+        bounds += " " + word();
+        continue;
+      }
+      args.push_back(self(self));
+    }
+    ++at;
+    const std::string single = args.size() == 1 ? "(" + op + " x0" + bounds + ")" : "(" + op + " x0 x1)";
+    return fused_expr::parse(single).run(std::span<const tensor>(args));
+  };
+  return eval(eval);
+}
+
 }  // namespace
 
 TEST_CASE("compile-time and run-time fused chains equal the unfused kernels, for every size and broadcast") {
@@ -125,6 +163,36 @@ TEST_CASE("deep and wide run-time expressions reuse temporaries and stay correct
   check_all_close(fused_expr::parse("x1").run({x0, x1}).to_vector<double>(), x1.to_vector<double>());
   check_all_close(fused_expr::parse("(clip x0 -0.5 0.5)").run({x0}).to_vector<double>(), clip(x0, -0.5, 0.5).to_vector<double>());
   CHECK(fused_expr::parse("(clip x0 -0.5 0.5)").to_string() == "(clip x0 -0.5 0.5)");
+}
+
+TEST_CASE("cheap operators after an instruction run in its registers and give the same values") {
+  // Each kind of post operator, a constant on either side of non-commutative ones, more posts
+  // than one instruction holds, and posts after an expensive operator; against the operators
+  // applied one kernel at a time (exactly equal: the same arithmetic per element).
+  struct one_case {
+    const char* text;
+    std::size_t instructions;
+  };
+  const one_case cases[] = {
+      {"(multiply (relu (add (multiply x0 x1) x1)) 0.5)", 2},
+      {"(subtract 1 (divide 2 (add x0 x1)))", 1},
+      {"(clip (abs (negative (maximum 0.25 (minimum (subtract x0 x1) 0.75)))) -0.5 0.5)", 2},
+      {"(relu (multiply (exp x0) 3))", 1},
+      {"(add (relu (tanh x0)) x1)", 2},
+      {"(multiply (add x0 1) (subtract x1 2))", 3},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.text);
+    const fused_expr e = fused_expr::parse(c.text);
+    CHECK(e.num_instructions() == c.instructions);
+    for (dtype t : {dtype::float32, dtype::float64}) {
+      const tensor x0 = cast(random_tensor<double>({3, 1031}, -2, 2, 40), t), x1 = cast(random_tensor<double>({1031}, -2, 2, 41), t);
+      const tensor got = e.run({x0, x1});
+      const tensor want = unfused(c.text, x0, x1);
+      CHECK(cast(got, dtype::float64).to_vector<double>() == cast(want, dtype::float64).to_vector<double>());
+    }
+  }
+  CHECK(fused_expr::parse("(multiply (relu (add (multiply x0 x1) x2)) 0.5)").num_operations() == 4);
 }
 
 TEST_CASE("fused descriptions and operands that are wrong are clear errors") {

@@ -319,7 +319,15 @@ public:
   tensor run(std::initializer_list<tensor> inputs) const { return run(std::span<const tensor>(inputs.begin(), inputs.size())); }
 
   /// Number of operators (nodes that compute), for cost models and tests.
-  std::size_t num_operations() const noexcept { return program_->code.size(); }
+  std::size_t num_operations() const noexcept {
+    std::size_t n = 0;
+    for (const instr& in : program_->code) n += 1 + in.posts;
+    return n;
+  }
+  /// Number of passes over a tile the interpreter makes: operators less those applied in a
+  /// register after the one before them (a cheap unary operator, or an arithmetic one with a
+  /// constant, folded into the instruction that computes its operand).
+  std::size_t num_instructions() const noexcept { return program_->code.size(); }
 
 private:
   template <class T>
@@ -333,19 +341,70 @@ private:
     double lo, hi;      ///< clip
     std::vector<std::shared_ptr<const node>> children;
   };
-  /// One step of the program: `slot[dst] = op(slot[a], slot[b])`.
+  /// A cheap operator applied to an instruction's result while it is still in a register: a
+  /// unary one (negative, abs, relu, clip) or a binary one with a constant on the `left` or
+  /// the right (add, subtract, multiply, divide, maximum, minimum).
+  struct post_op {
+    opcode op;
+    bool left;
+    double c, lo, hi;
+  };
+  static constexpr std::size_t max_post_ops = 4;
+  /// One step of the program: `slot[dst] = post(op(slot[a], slot[b]))`, where `post` is up to
+  /// four cheap operators that followed it in the tree: each of them would otherwise cost one
+  /// more store and load of the whole tile (an interpreter over L1 tiles is bound by those).
   struct instr {
     opcode op;
     std::uint32_t dst, a, b;
     double lo, hi;
+    std::uint8_t posts = 0;
+    std::array<post_op, max_post_ops> post{};
   };
-  /// Slots: the inputs, then the constants, then temporaries.
+  template <class T>
+  struct step;
+  /// One instruction over a tile: `d = post(op(a, b))` over `n` elements (a multiple of the
+  /// vector width). `a` or `b` is null for a constant operand, the step's `ca` or `cb`, which is
+  /// then broadcast in a register rather than read from a buffer.
+  template <class T>
+  using exec_fn = void (*)(const step<T>& st, T* d, const T* a, const T* b, std::int64_t n);
+  /// A post operator resolved for one element type.
+  template <class T>
+  struct post_step {
+    opcode op;
+    bool left;
+    T c;
+    double lo, hi;
+  };
+  /// An instruction resolved for one element type: its function, constant operand and post
+  /// operators.
+  template <class T>
+  struct step {
+    exec_fn<T> fn;
+    bool ka, kb;  ///< operand a or b is a constant broadcast in a register
+    T ca, cb;
+    double lo, hi;  ///< clip
+    std::uint8_t posts;
+    std::array<post_step<T>, max_post_ops> post;
+  };
+  /// Slots: the inputs, then the constants, then temporaries. The instructions are resolved for
+  /// both element types once, when the expression is built, so that a run starts at once.
   struct program {
     std::size_t inputs = 0;
     std::vector<double> constants;
     std::size_t temps = 0;
     std::vector<instr> code;
     std::uint32_t result = 0;
+    std::vector<step<float>> float_steps;
+    std::vector<step<double>> double_steps;
+    /// The constants some instruction reads from a buffer (a unary operator's operand, or both
+    /// of a binary one's): only these are filled before a run.
+    std::vector<std::uint32_t> buffered_constants;
+
+    template <class T>
+    const std::vector<step<T>>& steps() const {
+      if constexpr (std::is_same_v<T, float>) return float_steps;
+      else return double_steps;
+    }
   };
 
   explicit fused_expr(std::shared_ptr<const node> root) : root_(std::move(root)), program_(compile(*root_)) {}
@@ -397,12 +456,65 @@ private:
       return dst;
     };
     p->result = emit(emit, root);
+    merge_post_ops(*p, first_temp);
     if (p->code.empty()) {  // a bare input or constant: copy it
       p->code.push_back(instr{opcode::copy, first_temp, p->result, p->result, 0, 0});
       p->temps = 1;
       p->result = first_temp;
     }
+    resolve_steps(*p, p->float_steps);
+    resolve_steps(*p, p->double_steps);
+    for (std::size_t c = 0; c < p->code.size(); ++c) {
+      const instr& in = p->code[c];
+      const step<double>& st = p->double_steps[c];
+      auto buffered = [&](std::uint32_t slot) {
+        if (slot >= detail::max_fused_inputs && slot < first_temp &&
+            std::find(p->buffered_constants.begin(), p->buffered_constants.end(), slot) == p->buffered_constants.end())
+          p->buffered_constants.push_back(slot);
+      };
+      if (!st.ka) buffered(in.a);
+      if (!st.kb) buffered(in.b);
+    }
     return p;
+  }
+
+  /// Folds each cheap unary operator, or binary one with a constant operand, into the
+  /// instruction before it when it reads that instruction's result (its only use: the program is
+  /// a tree).
+  static void merge_post_ops(program& p, std::uint32_t first_temp) {
+    auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
+    std::vector<instr> merged;
+    for (const instr& in : p.code) {
+      if (!merged.empty() && merged.back().posts < max_post_ops) {
+        instr& prev = merged.back();
+        std::optional<post_op> post;
+        switch (in.op) {
+          case opcode::negative:
+          case opcode::abs:
+          case opcode::relu:
+          case opcode::clip:
+            if (in.a == prev.dst) post = post_op{in.op, false, 0, in.lo, in.hi};
+            break;
+          case opcode::add:
+          case opcode::subtract:
+          case opcode::multiply:
+          case opcode::divide:
+          case opcode::maximum:
+          case opcode::minimum:
+            if (in.a == prev.dst && is_constant(in.b)) post = post_op{in.op, false, p.constants[in.b - detail::max_fused_inputs], 0, 0};
+            else if (in.b == prev.dst && is_constant(in.a)) post = post_op{in.op, true, p.constants[in.a - detail::max_fused_inputs], 0, 0};
+            break;
+          default: break;
+        }
+        if (post) {
+          prev.post[prev.posts++] = *post;
+          prev.dst = in.dst;
+          continue;
+        }
+      }
+      merged.push_back(in);
+    }
+    p.code = std::move(merged);
   }
 
   static void print(const node& n, std::string& s) {
@@ -499,45 +611,88 @@ private:
     }
   };
 
-  /// One instruction over a tile: `d = op(a, b)` over `n` elements (a multiple of the vector
-  /// width). `a` or `b` is null for a constant operand, `ca` or `cb`, which is then broadcast in
-  /// a register rather than read from a buffer.
-  template <class T>
-  using exec_fn = void (*)(const instr& in, T* d, const T* a, const T* b, T ca, T cb, std::int64_t n);
-
-  /// `d[j] = f(j)` for each vector of `n` elements, four vectors per iteration (the loop is bound
-  /// by its loads and stores).
-  template <class T, class F>
-  __attribute__((always_inline)) static void vector_loop(T* d, std::int64_t n, F&& f) {
-    constexpr std::int64_t W = std::int64_t(batch<T>::size);
-    std::int64_t j = 0;
-    for (; j + 4 * W <= n; j += 4 * W) {
-      const auto r0 = f(j), r1 = f(j + W), r2 = f(j + 2 * W), r3 = f(j + 3 * W);
-      r0.store_unaligned(d + j);
-      r1.store_unaligned(d + j + W);
-      r2.store_unaligned(d + j + 2 * W);
-      r3.store_unaligned(d + j + 3 * W);
+  /// Applies post operator `p` to the vectors `r`.
+  template <class T, std::size_t M>
+  __attribute__((always_inline)) static void apply_post(const post_step<T>& p, batch<T> (&r)[M]) {
+    using V = batch<T>;
+    const V c(p.c);
+    auto binary = [&](auto op) __attribute__((always_inline)) {
+      if (p.left)
+        for (V& v : r) v = op(c, v);
+      else
+        for (V& v : r) v = op(v, c);
+    };
+    switch (p.op) {
+      case opcode::add: binary(ops::add{}); break;
+      case opcode::subtract: binary(ops::subtract{}); break;
+      case opcode::multiply: binary(ops::multiply{}); break;
+      case opcode::divide: binary(ops::divide{}); break;
+      case opcode::maximum: binary(ops::maximum{}); break;
+      case opcode::minimum: binary(ops::minimum{}); break;
+      case opcode::negative:
+        for (V& v : r) v = ops::negative{}(v);
+        break;
+      case opcode::abs:
+        for (V& v : r) v = ops::abs{}(v);
+        break;
+      case opcode::relu:
+        for (V& v : r) v = ops::relu{}(v);
+        break;
+      case opcode::clip: {
+        const ops::clip clip{p.lo, p.hi};
+        for (V& v : r) v = clip(v);
+        break;
+      }
+      default: break;  // never merged (see merge_post_ops)
     }
-    for (; j < n; j += W) f(j).store_unaligned(d + j);
+  }
+  /// `d[j] = post(f(j))` for each vector of `n` elements, four vectors per iteration (the loop is
+  /// bound by its loads and stores).
+  template <class T, class F>
+  __attribute__((always_inline)) static void vector_loop(const step<T>& st, T* d, std::int64_t n, F&& f) {
+    using V = batch<T>;
+    constexpr std::int64_t W = std::int64_t(V::size);
+    std::int64_t j = 0;
+    if (st.posts == 0) {
+      for (; j + 4 * W <= n; j += 4 * W) {
+        const V r0 = f(j), r1 = f(j + W), r2 = f(j + 2 * W), r3 = f(j + 3 * W);
+        r0.store_unaligned(d + j);
+        r1.store_unaligned(d + j + W);
+        r2.store_unaligned(d + j + 2 * W);
+        r3.store_unaligned(d + j + 3 * W);
+      }
+      for (; j < n; j += W) f(j).store_unaligned(d + j);
+      return;
+    }
+    for (; j + 4 * W <= n; j += 4 * W) {
+      V r[4] = {f(j), f(j + W), f(j + 2 * W), f(j + 3 * W)};
+      for (std::size_t k = 0; k < st.posts; ++k) apply_post(st.post[k], r);
+      for (std::int64_t q = 0; q < 4; ++q) r[q].store_unaligned(d + j + q * W);
+    }
+    for (; j < n; j += W) {
+      V r[1] = {f(j)};
+      for (std::size_t k = 0; k < st.posts; ++k) apply_post(st.post[k], r);
+      r[0].store_unaligned(d + j);
+    }
   }
   template <class T, class Op>
-  static void exec_unary(const instr& in, T* d, const T* a, const T*, T, T, std::int64_t n) {
+  static void exec_unary(const step<T>& st, T* d, const T* a, const T*, std::int64_t n) {
     using V = batch<T>;
     Op op;
-    if constexpr (std::is_same_v<Op, ops::clip>) op = ops::clip{in.lo, in.hi};
-    vector_loop(d, n, [&](std::int64_t j) __attribute__((always_inline)) { return op(V::load_unaligned(a + j)); });
+    if constexpr (std::is_same_v<Op, ops::clip>) op = ops::clip{st.lo, st.hi};
+    vector_loop(st, d, n, [&](std::int64_t j) __attribute__((always_inline)) { return op(V::load_unaligned(a + j)); });
   }
   template <class T, class Op>
-  static void exec_binary(const instr&, T* d, const T* a, const T* b, T ca, T cb, std::int64_t n) {
+  static void exec_binary(const step<T>& st, T* d, const T* a, const T* b, std::int64_t n) {
     using V = batch<T>;
     if (!a) {
-      const V va(ca);
-      vector_loop(d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(va, V::load_unaligned(b + j)); });
+      const V va(st.ca);
+      vector_loop(st, d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(va, V::load_unaligned(b + j)); });
     } else if (!b) {
-      const V vb(cb);
-      vector_loop(d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(V::load_unaligned(a + j), vb); });
+      const V vb(st.cb);
+      vector_loop(st, d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(V::load_unaligned(a + j), vb); });
     } else {
-      vector_loop(d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(V::load_unaligned(a + j), V::load_unaligned(b + j)); });
+      vector_loop(st, d, n, [&](std::int64_t j) __attribute__((always_inline)) { return Op{}(V::load_unaligned(a + j), V::load_unaligned(b + j)); });
     }
   }
   struct identity_op {
@@ -576,16 +731,8 @@ private:
     return &exec_unary<T, identity_op>;  // unreachable: every opcode is listed
   }
 
-  /// An instruction resolved for one element type: its function and constant operand.
   template <class T>
-  struct step {
-    exec_fn<T> fn;
-    bool ka, kb;  ///< operand a or b is a constant broadcast in a register
-    T ca, cb;
-  };
-  template <class T>
-  void resolve_steps(std::vector<step<T>>& steps) const {
-    const program& p = *program_;
+  static void resolve_steps(const program& p, std::vector<step<T>>& steps) {
     const std::size_t first_temp = detail::max_fused_inputs + p.constants.size();
     steps.clear();
     auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
@@ -593,7 +740,12 @@ private:
     for (const instr& in : p.code) {
       // A unary operator, or a binary one with two constants, reads the constant's buffer.
       const bool binary = in.op <= opcode::minimum, ka = binary && is_constant(in.a), kb = binary && is_constant(in.b) && !ka;
-      steps.push_back(step<T>{resolve<T>(in.op), ka, kb, ka ? constant_of(in.a) : T(0), kb ? constant_of(in.b) : T(0)});
+      step<T> st{resolve<T>(in.op), ka, kb, ka ? constant_of(in.a) : T(0), kb ? constant_of(in.b) : T(0), in.lo, in.hi, in.posts, {}};
+      for (std::size_t k = 0; k < in.posts; ++k) {
+        const post_op& q = in.post[k];
+        st.post[k] = post_step<T>{q.op, q.left, T(q.c), q.lo, q.hi};
+      }
+      steps.push_back(st);
     }
   }
 
@@ -610,14 +762,19 @@ private:
     const std::size_t slots = first_temp + p.temps;
     // Buffers: one per input (gathered or broadcast values), constant and temporary.
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> scratch;
-    scratch.resize(slots * std::size_t(tile));
-    auto buffer = [&](std::size_t slot) { return scratch.data() + slot * std::size_t(tile); };
-    for (std::size_t c = 0; c < p.constants.size(); ++c) std::fill_n(buffer(detail::max_fused_inputs + c), tile, T(p.constants[c]));
-    std::vector<const T*> src(slots);
+    // Buffers are 256 bytes more than a tile apart, so that the same element of two buffers does
+    // not fall at the same offset in a 4 KB page: a load from one would then wait for the store
+    // to the other (4K aliasing), which made every instruction about three times slower in L1.
+    constexpr std::size_t pitch = std::size_t(tile) + 256 / sizeof(T);
+    scratch.resize(slots * pitch);
+    auto buffer = [&](std::size_t slot) { return scratch.data() + slot * pitch; };
+    for (const std::uint32_t slot : p.buffered_constants)
+      std::fill_n(buffer(slot), tile, T(p.constants[slot - detail::max_fused_inputs]));
+    thread_local std::vector<const T*> src;
+    src.resize(slots);
     for (std::size_t s = detail::max_fused_inputs; s < slots; ++s) src[s] = buffer(s);
     constexpr auto item = std::int64_t(sizeof(T));
-    thread_local std::vector<step<T>> steps;
-    resolve_steps(steps);
+    const std::vector<step<T>>& steps = p.template steps<T>();
 
     plan.for_each_run([&](std::int64_t n, const std::array<char*, N + 1>& ptr, const std::array<std::int64_t, N + 1>& stride) {
       for (std::size_t k = 0; k < N; ++k)
@@ -646,7 +803,7 @@ private:
           const bool last = c + 1 == p.code.size();
           T* d = last && direct_out ? reinterpret_cast<T*>(out) : buffer(in.dst);
           const step<T>& st = steps[c];
-          st.fn(in, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], st.ca, st.cb, padded);
+          st.fn(st, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], padded);
           if (!last) src[in.dst] = d;
         }
         if (!direct_out) {
@@ -725,7 +882,6 @@ public:
       fail("fused", kiln::detail::concat("the epilogue reads ", e.num_inputs(), " inputs (x0 is the product), ", operands.size() + 1, " given"));
     if (operands.size() + 1 > detail::max_fused_inputs)
       fail("fused", kiln::detail::concat("an epilogue takes at most ", detail::max_fused_inputs - 1, " operands, ", operands.size(), " given"));
-    e.resolve_steps(steps_);
   }
   explicit operator bool() const noexcept { return e_ != nullptr; }
 
@@ -742,14 +898,16 @@ public:
     const program& p = *e_->program_;
     const std::size_t first_temp = detail::max_fused_inputs + p.constants.size(), slots = first_temp + p.temps;
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> scratch;
-    if (scratch.size() < slots * std::size_t(chunk)) scratch.resize(slots * std::size_t(chunk));
-    auto buffer = [&](std::size_t slot) { return scratch.data() + slot * std::size_t(chunk); };
+    constexpr std::size_t pitch = std::size_t(chunk) + 64 / sizeof(T);  // apart by an odd number of lines (see evaluate)
+    if (scratch.size() < slots * pitch) scratch.resize(slots * pitch);
+    auto buffer = [&](std::size_t slot) { return scratch.data() + slot * pitch; };
     thread_local std::vector<const T*> src;
     src.assign(slots, nullptr);
-    for (std::size_t k = 0; k < p.constants.size(); ++k) {
-      std::fill_n(buffer(detail::max_fused_inputs + k), chunk, T(p.constants[k]));
-      src[detail::max_fused_inputs + k] = buffer(detail::max_fused_inputs + k);
+    for (const std::uint32_t slot : p.buffered_constants) {
+      std::fill_n(buffer(slot), chunk, T(p.constants[slot - detail::max_fused_inputs]));
+      src[slot] = buffer(slot);
     }
+    const std::vector<fused_expr::step<T>>& steps = p.template steps<T>();
     // Gathers `len` elements `stride` apart into `b`, padding to whole vectors.
     auto gather = [&](T* b, const T* from, std::int64_t stride, std::int64_t len, std::int64_t padded) {
       if (stride == 0) std::fill_n(b, padded, *from);
@@ -775,8 +933,8 @@ public:
           const fused_expr::instr& in = p.code[s];
           const bool last = s + 1 == p.code.size();
           T* d = last && direct ? row : buffer(in.dst);
-          const auto& st = steps_[s];
-          st.fn(in, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], st.ca, st.cb, padded);
+          const auto& st = steps[s];
+          st.fn(st, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], padded);
           if (!last) src[in.dst] = d;
         }
         if (!direct) {
@@ -790,7 +948,6 @@ public:
 private:
   const fused_expr* e_ = nullptr;
   std::vector<epilogue_operand<T>> operands_;
-  std::vector<fused_expr::step<T>> steps_;
 };
 
 }  // namespace kiln::kernels
