@@ -109,11 +109,50 @@ TEST_CASE("every single-bit flip either loads a valid executable or is a clean e
         virtual_machine vm(e, {}, kiln_test::test_registry());
       } catch (const kiln::error&) {
       }
-    } catch (const format_error&) {
+    } catch (const format_error& error) {
       ++rejected;
+      // Every rejection, by the reader or by the checks after it, says where.
+      const std::string msg = error.what();
+      CHECK_MESSAGE(msg.find(" (section '") != std::string::npos, msg);
+      CHECK_MESSAGE(msg.find("', byte ") != std::string::npos, msg);
     }
   }
   CHECK(rejected > bytes.size() * 4);  // most flips break something
+}
+
+TEST_CASE("the checks after reading name the section and byte offset of what they reject") {
+  // The bytecode of `helper`: its Call's callee index is out of range. Found by the checks that
+  // run once everything is read; the message points at the instruction's first word.
+  executable e = rich_program();
+  const std::size_t helper_call = std::size_t(e.instr_offset[std::size_t(e.functions[*e.find_function("helper")].start_instr)]);
+  e.instr_data[helper_call + 2] = 999;  // func_idx
+  auto bytes = serialize(e);
+  const std::size_t data_at = bytes.size() - 8 * e.instr_data.size();
+  CHECK(load_error(bytes) == "kiln::vm: test bytes: function 'helper', instruction 0 (call): function index 999 is outside the function table of " +
+                                 std::to_string(e.functions.size()) + " (section 'bytecode', byte " + std::to_string(data_at + 8 * helper_call) + ")");
+  // A memory scope naming a constant the pool does not have.
+  executable s = rich_program();
+  s.memory_scopes[0].first = 50;
+  CHECK(load_error(serialize(s)).find("memory scope 'global' names constant 50, the pool has 2 (section 'memory scopes', byte ") !=
+        std::string::npos);
+  // Two functions of one name: at the second's table entry.
+  executable twice = rich_program();
+  twice.functions[1].name = twice.functions[0].name;
+  const std::string msg = load_error(serialize(twice));
+  CHECK(msg.find("appears twice in the function table (section 'globals', byte ") != std::string::npos);
+}
+
+TEST_CASE("bytes from the input are shown escaped in messages") {
+  auto bytes = serialize(rich_program());
+  bytes[16 + 4] = std::byte{0};     // "kiln\0vm-0.2"
+  bytes[16 + 5] = std::byte{0x1b};  // an escape
+  CHECK(load_error(bytes) ==
+        "kiln::vm: test bytes: the executable was written in format 'kiln\\x00\\x1bm-0.2'; this kiln reads 'kiln-vm-0.2' (section 'header', byte 27)");
+  executable e = rich_program();
+  e.functions[0].name = std::string("ma\0in\n", 6);
+  e.functions[0].num_args = -3;
+  const std::string named = load_error(serialize(e));
+  CHECK_MESSAGE(named.find("function 'ma\\x00in\\x0a'") != std::string::npos, named);
 }
 
 TEST_CASE("random byte strings, with and without a valid header, are clean errors") {
@@ -142,13 +181,13 @@ TEST_CASE("function signatures survive the round trip, print like the IR, and ma
     return message_of<format_error>([&] { deserialize(serialize(bad), "test bytes"); });
   };
   CHECK(with([](function_info& f) { f.param_types.push_back(type_signature::object()); }) ==
-        "kiln::vm: test bytes: function 'main': 2 parameter types for 1 arguments");
+        "kiln::vm: test bytes: function 'main': 2 parameter types for 1 arguments (section 'globals', byte 126)");
   CHECK(with([](function_info& f) { f.ret_type.fields[1].ndim = 3; }) ==
-        "kiln::vm: test bytes: function 'main', result: 2 dimensions for rank 3");
+        "kiln::vm: test bytes: function 'main', result: 2 dimensions for rank 3 (section 'globals', byte 126)");
   CHECK(with([](function_info& f) { f.param_types[0].ndim = 2; }) ==
-        "kiln::vm: test bytes: function 'main', parameter 0: a non-tensor signature has dimensions");
+        "kiln::vm: test bytes: function 'main', parameter 0: a non-tensor signature has dimensions (section 'globals', byte 126)");
   CHECK(with([](function_info& f) { (*f.ret_type.fields[1].dims)[0] = {-7, {}}; }) ==
-        "kiln::vm: test bytes: function 'main', result: dimension '-7' is malformed");
+        "kiln::vm: test bytes: function 'main', result: dimension '-7' is malformed (section 'globals', byte 126)");
   type_signature deep;
   for (int i = 0; i < 40; ++i) {
     type_signature t;

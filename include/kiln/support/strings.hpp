@@ -78,6 +78,22 @@ inline std::string quote(std::string_view text) {
   return s;
 }
 
+/// `text` as it may be shown in a message when it comes from untrusted bytes: printable ASCII
+/// as is, a backslash doubled, every other byte as `\xNN`; at most `limit` bytes of it, then
+/// "..." (a message never carries raw input bytes: NULs, escapes, a megabyte name).
+inline std::string printable(std::string_view text, std::size_t limit = 80) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string s;
+  for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\\') s.append("\\\\");
+    else if (c >= 0x20 && c < 0x7f) s.push_back(char(c));
+    else s.append("\\x").append(1, hex[c >> 4]).append(1, hex[c & 15]);
+  }
+  if (text.size() > limit) s.append("...");
+  return s;
+}
+
 inline std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
   std::string s;
   for (std::size_t i = 0; i < items.size(); ++i) {

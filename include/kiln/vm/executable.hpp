@@ -17,6 +17,7 @@
 #pragma once
 
 #include <kiln/support/error.hpp>
+#include <kiln/support/strings.hpp>
 #include <kiln/vm/bytecode.hpp>
 #include <kiln/vm/signature.hpp>
 #include <kiln/vm/value.hpp>
@@ -115,7 +116,7 @@ public:
 namespace detail {
 
 inline std::string instr_where(const function_info& f, std::int64_t pc, opcode op) {
-  return "function '" + f.name + "', instruction " + std::to_string(pc - f.start_instr) + " (" +
+  return "function '" + kiln::detail::printable(f.name) + "', instruction " + std::to_string(pc - f.start_instr) + " (" +
          std::string(name(op)) + ")";
 }
 
@@ -143,7 +144,7 @@ inline std::optional<std::string> check_instruction(const executable& e, const f
                std::to_string(e.functions.size());
       const function_info& callee = e.functions[std::size_t(in.func_idx)];
       if (callee.kind != function_kind::native && std::int64_t(in.args.size()) != callee.num_args)
-        return where + ": calls '" + callee.name + "' with " + std::to_string(in.args.size()) + " arguments, it takes " +
+        return where + ": calls '" + kiln::detail::printable(callee.name) + "' with " + std::to_string(in.args.size()) + " arguments, it takes " +
                std::to_string(callee.num_args);
       for (std::size_t i = 0; i < in.args.size(); ++i) {
         const instr_arg a = in.arg(i);
@@ -185,7 +186,7 @@ inline std::optional<std::string> check_instruction(const executable& e, const f
 
 /// Problems of the function table entry `f` alone (with its instruction range when `check_range`).
 inline std::optional<std::string> check_function(const executable& e, const function_info& f, bool check_range = true) {
-  const std::string where = "function '" + f.name + "'";
+  const std::string where = "function '" + kiln::detail::printable(f.name) + "'";
   if (f.name.empty()) return std::string("a function has an empty name");
   switch (f.kind) {
     case function_kind::native:
@@ -216,63 +217,89 @@ inline std::optional<std::string> check_function(const executable& e, const func
 
 }  // namespace detail
 
+namespace detail {
+/// Where the parts of an executable were in the bytes it was read from (`deserialize`), so that
+/// `validate` can say where a problem is: the byte offset of each function table entry and
+/// memory scope, of the instruction offset table and of the first bytecode word.
+struct byte_layout {
+  std::vector<std::size_t> functions, memory_scopes;
+  std::size_t instr_offsets = 0, instr_data = 0;
+};
+}  // namespace detail
+
 /// Checks every rule in this header's comment; throws `format_error` ("<source>: <what, where>").
-inline void validate(const executable& e, std::string_view source = "executable") {
-  auto fail = [&](const std::string& msg) { throw format_error("kiln::vm: " + std::string(source) + ": " + msg); };
+/// With the `layout` of the bytes `e` was read from, each message also names the section and
+/// byte offset of what it is about, as the reader's own errors do.
+inline void validate(const executable& e, std::string_view source = "executable", const detail::byte_layout* layout = nullptr) {
+  auto fail = [&](const std::string& msg, const char* section = nullptr, std::size_t offset = 0) {
+    std::string text = "kiln::vm: " + std::string(source) + ": " + msg;
+    if (layout && section) text += " (section '" + std::string(section) + "', byte " + std::to_string(offset) + ")";
+    throw format_error(text);
+  };
+  auto word_at = [&](std::int64_t w) { return layout ? layout->instr_data + 8 * std::size_t(w) : 0; };
+  auto function_at = [&](const function_info& f) { return layout ? layout->functions[std::size_t(&f - e.functions.data())] : 0; };
   // The instruction stream decodes, and the offsets match.
   const auto n = e.instr_offset.size();
   std::int64_t expect = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::string where = "instruction " + std::to_string(i);
     if (e.instr_offset[i] != expect)
-      fail(where + " starts at word " + std::to_string(e.instr_offset[i]) + ", expected " + std::to_string(expect));
+      fail(where + " starts at word " + std::to_string(e.instr_offset[i]) + ", expected " + std::to_string(expect), "bytecode",
+           layout ? layout->instr_offsets + 8 * i : 0);
     const std::size_t left = e.instr_data.size() - std::size_t(expect);
-    if (left == 0) fail(where + " starts past the end of the bytecode");
+    if (left == 0) fail(where + " starts past the end of the bytecode", "bytecode", word_at(expect));
     const auto op = to_opcode(e.instr_data[std::size_t(expect)]);
-    if (!op) fail(where + " has unknown opcode " + std::to_string(e.instr_data[std::size_t(expect)]));
+    if (!op) fail(where + " has unknown opcode " + std::to_string(e.instr_data[std::size_t(expect)]), "bytecode", word_at(expect));
     std::size_t len = 1 + std::size_t(fixed_fields(*op));
-    if (len > left) fail(where + " (" + std::string(name(*op)) + ") is cut off by the end of the bytecode");
+    if (len > left) fail(where + " (" + std::string(name(*op)) + ") is cut off by the end of the bytecode", "bytecode", word_at(expect));
     if (*op == opcode::call) {
       const exec_word nargs = e.instr_data[std::size_t(expect) + 3];
       if (nargs < 0 || std::size_t(nargs) > left - len)
         fail(where + " (call) has " + std::to_string(nargs) + " arguments but " + std::to_string(left - len) +
-             " words remain");
+                 " words remain",
+             "bytecode", word_at(expect + 3));
       len += std::size_t(nargs);
     }
     expect += std::int64_t(len);
   }
   if (std::size_t(expect) != e.instr_data.size())
-    fail(std::to_string(e.instr_data.size() - std::size_t(expect)) + " bytecode words follow the last instruction");
+    fail(std::to_string(e.instr_data.size() - std::size_t(expect)) + " bytecode words follow the last instruction", "bytecode", word_at(expect));
 
   // The function table.
   std::vector<std::pair<std::int64_t, const function_info*>> ranges;
   for (std::size_t i = 0; i < e.functions.size(); ++i) {
     const auto& f = e.functions[i];
-    if (auto msg = detail::check_function(e, f)) fail(*msg);
+    if (auto msg = detail::check_function(e, f)) fail(*msg, "globals", function_at(f));
     for (std::size_t j = 0; j < i; ++j)
-      if (e.functions[j].name == f.name) fail("function '" + f.name + "' appears twice in the function table");
+      if (e.functions[j].name == f.name)
+        fail("function '" + kiln::detail::printable(f.name) + "' appears twice in the function table", "globals", function_at(f));
     if (f.kind == function_kind::bytecode) ranges.emplace_back(f.start_instr, &f);
   }
   std::sort(ranges.begin(), ranges.end());
   std::int64_t covered = 0;
   for (auto& [start, f] : ranges) {
     if (start != covered)
-      fail(start < covered ? "functions '" + f->name + "' and another share instructions"
-                           : "instructions " + std::to_string(covered) + " to " + std::to_string(start - 1) +
-                                 " belong to no function");
+      fail(start < covered ? "functions '" + kiln::detail::printable(f->name) + "' and another share instructions"
+                           : "instructions " + std::to_string(covered) + " to " + std::to_string(start - 1) + " belong to no function",
+           "globals", function_at(*f));
     covered = f->end_instr;
   }
-  if (covered != std::int64_t(n)) fail("instructions from " + std::to_string(covered) + " on belong to no function");
+  if (covered != std::int64_t(n))
+    fail("instructions from " + std::to_string(covered) + " on belong to no function", "bytecode",
+         layout ? layout->instr_offsets + 8 * std::size_t(covered) : 0);
 
   // Every instruction, in its function.
   for (auto& [start, f] : ranges)
     for (std::int64_t pc = f->start_instr; pc < f->end_instr; ++pc)
-      if (auto msg = detail::check_instruction(e, *f, pc)) fail(*msg);
+      if (auto msg = detail::check_instruction(e, *f, pc)) fail(*msg, "bytecode", word_at(e.instr_offset[std::size_t(pc)]));
 
-  for (auto& [index, scope] : e.memory_scopes)
+  for (std::size_t k = 0; k < e.memory_scopes.size(); ++k) {
+    const auto& [index, scope] = e.memory_scopes[k];
     if (index < 0 || std::size_t(index) >= e.constants.size())
-      fail("memory scope '" + scope + "' names constant " + std::to_string(index) + ", the pool has " +
-           std::to_string(e.constants.size()));
+      fail("memory scope '" + kiln::detail::printable(scope) + "' names constant " + std::to_string(index) + ", the pool has " +
+               std::to_string(e.constants.size()),
+           "memory scopes", layout ? layout->memory_scopes[k] : 0);
+  }
 }
 
 // ---- renderings ---------------------------------------------------------------------------------

@@ -133,6 +133,7 @@ public:
                        std::to_string(at_) + ")");
   }
   std::size_t left() const noexcept { return b_.size() - at_; }
+  std::size_t offset() const noexcept { return at_; }
   void need(std::size_t n, std::string_view what) const {
     if (n > left())
       fail("truncated: " + std::string(what) + " needs " + std::to_string(n) + " bytes, " + std::to_string(left()) +
@@ -297,12 +298,14 @@ inline executable deserialize(std::span<const std::byte> bytes, std::string_view
   if (magic != executable_magic) r.fail("not a kiln executable (bad magic number)");
   const std::string version = r.str("the version", 64);
   if (version != executable_version)
-    r.fail("the executable was written in format '" + version + "'; this kiln reads '" + std::string(executable_version) + "'");
+    r.fail("the executable was written in format '" + kiln::detail::printable(version) + "'; this kiln reads '" + std::string(executable_version) + "'");
 
   executable e;
+  detail::byte_layout layout;
   r.section = "globals";
   e.functions.resize(r.count("the number of functions", 1 + 8 + 4 * 8 + 8 + 8 + 19));
   for (auto& f : e.functions) {
+    layout.functions.push_back(r.offset());
     const std::uint8_t kind = r.u8("a function kind");
     if (kind > 2) r.fail("unknown function kind " + std::to_string(kind));
     f.kind = function_kind(kind);
@@ -314,12 +317,13 @@ inline executable deserialize(std::span<const std::byte> bytes, std::string_view
     f.param_names.resize(r.count("the number of parameter names", 8));
     for (auto& p : f.param_names) p = r.str("a parameter name");
     f.param_types.resize(r.count("the number of parameter types", 19));
-    for (auto& t : f.param_types) t = r.signature("the type of a parameter of '" + f.name + "'", 0);
-    f.ret_type = r.signature("the result type of '" + f.name + "'", 0);
+    for (auto& t : f.param_types) t = r.signature("the type of a parameter of '" + kiln::detail::printable(f.name) + "'", 0);
+    f.ret_type = r.signature("the result type of '" + kiln::detail::printable(f.name) + "'", 0);
   }
   r.section = "memory scopes";
   e.memory_scopes.resize(r.count("the number of memory scopes", 16));
   for (auto& [index, scope] : e.memory_scopes) {
+    layout.memory_scopes.push_back(r.offset());
     index = r.i64("a constant index");
     scope = r.str("a memory scope");
   }
@@ -328,11 +332,13 @@ inline executable deserialize(std::span<const std::byte> bytes, std::string_view
   for (std::size_t i = 0; i < e.constants.size(); ++i) e.constants[i] = r.constant(i, 0);
   r.section = "bytecode";
   e.instr_offset.resize(r.count("the number of instructions", 8));
+  layout.instr_offsets = r.offset();
   for (auto& o : e.instr_offset) o = r.i64("an instruction offset");
   e.instr_data.resize(r.count("the number of bytecode words", 8));
+  layout.instr_data = r.offset();
   for (auto& w : e.instr_data) w = r.i64("a bytecode word");
   if (r.left() != 0) r.fail(std::to_string(r.left()) + " bytes follow the end of the executable");
-  validate(e, source);
+  validate(e, source, &layout);
   return e;
 }
 
