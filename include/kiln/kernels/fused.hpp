@@ -400,6 +400,9 @@ private:
     /// of a binary one's): only these are filled before a run.
     std::vector<std::uint32_t> buffered_constants;
 
+    std::uint32_t first_temp() const noexcept { return std::uint32_t(detail::max_fused_inputs + constants.size()); }
+    bool is_constant(std::uint32_t slot) const noexcept { return slot >= detail::max_fused_inputs && slot < first_temp(); }
+    double constant(std::uint32_t slot) const { return constants[slot - detail::max_fused_inputs]; }
     template <class T>
     const std::vector<step<T>>& steps() const {
       if constexpr (std::is_same_v<T, float>) return float_steps;
@@ -456,7 +459,7 @@ private:
       return dst;
     };
     p->result = emit(emit, root);
-    merge_post_ops(*p, first_temp);
+    merge_post_ops(*p);
     if (p->code.empty()) {  // a bare input or constant: copy it
       p->code.push_back(instr{opcode::copy, first_temp, p->result, p->result, 0, 0});
       p->temps = 1;
@@ -468,8 +471,7 @@ private:
       const instr& in = p->code[c];
       const step<double>& st = p->double_steps[c];
       auto buffered = [&](std::uint32_t slot) {
-        if (slot >= detail::max_fused_inputs && slot < first_temp &&
-            std::find(p->buffered_constants.begin(), p->buffered_constants.end(), slot) == p->buffered_constants.end())
+        if (p->is_constant(slot) && std::find(p->buffered_constants.begin(), p->buffered_constants.end(), slot) == p->buffered_constants.end())
           p->buffered_constants.push_back(slot);
       };
       if (!st.ka) buffered(in.a);
@@ -481,8 +483,7 @@ private:
   /// Folds each cheap unary operator, or binary one with a constant operand, into the
   /// instruction before it when it reads that instruction's result (its only use: the program is
   /// a tree).
-  static void merge_post_ops(program& p, std::uint32_t first_temp) {
-    auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
+  static void merge_post_ops(program& p) {
     std::vector<instr> merged;
     for (const instr& in : p.code) {
       if (!merged.empty() && merged.back().posts < max_post_ops) {
@@ -501,8 +502,8 @@ private:
           case opcode::divide:
           case opcode::maximum:
           case opcode::minimum:
-            if (in.a == prev.dst && is_constant(in.b)) post = post_op{in.op, false, p.constants[in.b - detail::max_fused_inputs], 0, 0};
-            else if (in.b == prev.dst && is_constant(in.a)) post = post_op{in.op, true, p.constants[in.a - detail::max_fused_inputs], 0, 0};
+            if (in.a == prev.dst && p.is_constant(in.b)) post = post_op{in.op, false, p.constant(in.b), 0, 0};
+            else if (in.b == prev.dst && p.is_constant(in.a)) post = post_op{in.op, true, p.constant(in.a), 0, 0};
             break;
           default: break;
         }
@@ -733,14 +734,11 @@ private:
 
   template <class T>
   static void resolve_steps(const program& p, std::vector<step<T>>& steps) {
-    const std::size_t first_temp = detail::max_fused_inputs + p.constants.size();
     steps.clear();
-    auto is_constant = [&](std::uint32_t slot) { return slot >= detail::max_fused_inputs && slot < first_temp; };
-    auto constant_of = [&](std::uint32_t slot) { return T(p.constants[slot - detail::max_fused_inputs]); };
     for (const instr& in : p.code) {
       // A unary operator, or a binary one with two constants, reads the constant's buffer.
-      const bool binary = in.op <= opcode::minimum, ka = binary && is_constant(in.a), kb = binary && is_constant(in.b) && !ka;
-      step<T> st{resolve<T>(in.op), ka, kb, ka ? constant_of(in.a) : T(0), kb ? constant_of(in.b) : T(0), in.lo, in.hi, in.posts, {}};
+      const bool binary = in.op <= opcode::minimum, ka = binary && p.is_constant(in.a), kb = binary && p.is_constant(in.b) && !ka;
+      step<T> st{resolve<T>(in.op), ka, kb, ka ? T(p.constant(in.a)) : T(0), kb ? T(p.constant(in.b)) : T(0), in.lo, in.hi, in.posts, {}};
       for (std::size_t k = 0; k < in.posts; ++k) {
         const post_op& q = in.post[k];
         st.post[k] = post_step<T>{q.op, q.left, T(q.c), q.lo, q.hi};
@@ -758,18 +756,18 @@ private:
     constexpr std::int64_t W = std::int64_t(batch<T>::size);
     static_assert(tile % W == 0);
     const program& p = *program_;
-    const std::size_t first_temp = detail::max_fused_inputs + p.constants.size();
-    const std::size_t slots = first_temp + p.temps;
+    const std::size_t slots = p.first_temp() + p.temps;
     // Buffers: one per input (gathered or broadcast values), constant and temporary.
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> scratch;
     // Buffers are 256 bytes more than a tile apart, so that the same element of two buffers does
-    // not fall at the same offset in a 4 KB page: a load from one would then wait for the store
-    // to the other (4K aliasing), which made every instruction about three times slower in L1.
+    // not fall at the same offset in a 4 KB page, where a load from one can be held up by a store
+    // to the other (4K aliasing). A precaution: on Zen 4 it changed the 4-op chain at 1K floats by
+    // under 10 %; folding cheap operators (merge_post_ops) is what made the driver faster.
     constexpr std::size_t pitch = std::size_t(tile) + 256 / sizeof(T);
     scratch.resize(slots * pitch);
     auto buffer = [&](std::size_t slot) { return scratch.data() + slot * pitch; };
     for (const std::uint32_t slot : p.buffered_constants)
-      std::fill_n(buffer(slot), tile, T(p.constants[slot - detail::max_fused_inputs]));
+      std::fill_n(buffer(slot), tile, T(p.constant(slot)));
     thread_local std::vector<const T*> src;
     src.resize(slots);
     for (std::size_t s = detail::max_fused_inputs; s < slots; ++s) src[s] = buffer(s);
@@ -896,7 +894,7 @@ public:
     constexpr std::int64_t W = std::int64_t(batch<T>::size), chunk = 256;
     static_assert(chunk % W == 0);
     const program& p = *e_->program_;
-    const std::size_t first_temp = detail::max_fused_inputs + p.constants.size(), slots = first_temp + p.temps;
+    const std::size_t slots = p.first_temp() + p.temps;
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> scratch;
     constexpr std::size_t pitch = std::size_t(chunk) + 64 / sizeof(T);  // apart by an odd number of lines (see evaluate)
     if (scratch.size() < slots * pitch) scratch.resize(slots * pitch);
@@ -904,7 +902,7 @@ public:
     thread_local std::vector<const T*> src;
     src.assign(slots, nullptr);
     for (const std::uint32_t slot : p.buffered_constants) {
-      std::fill_n(buffer(slot), chunk, T(p.constants[slot - detail::max_fused_inputs]));
+      std::fill_n(buffer(slot), chunk, T(p.constant(slot)));
       src[slot] = buffer(slot);
     }
     const std::vector<fused_expr::step<T>>& steps = p.template steps<T>();
