@@ -231,6 +231,15 @@ TEST_CASE("text nested deeper than the parser's limit is an error, never a stack
         limit);
   CHECK(parse_fails(fn("x: R.Object", "R.Object", {"y = " + repeat("(", deep) + "x" + repeat(")", deep), "return y"})).message() ==
         limit);
+  // A long sum has no nesting in the text but makes deep IR: refused where it goes too deep.
+  std::string sum = "n";
+  for (int i = 0; i < 1200; ++i) sum += " + n";
+  const ir::parse_error deep_sum = parse_fails(fn("x: R.Tensor((n, " + sum + "), \"float32\")", "R.Object", {"return x"}));
+  CHECK(deep_sum.message().find("IR nested too deeply") != std::string::npos);
+  CHECK(deep_sum.line() == 4);
+  // Constant dimensions that overflow int64 when folded.
+  const ir::parse_error overflow = parse_fails(fn("x: R.Tensor((9223372036854775807 + 1,), \"float32\")", "R.Object", {"return x"}));
+  CHECK(overflow.message() == "kiln::ir: a shape expression overflows int64: 9223372036854775807 + 1");
   // Up to the limit it parses: 200 levels of parentheses in a dimension.
   CHECK_NOTHROW(ir::parse_module(fn("x: R.Tensor((" + repeat("(", 200) + "3" + repeat(")", 200) + ",), \"float32\")", "R.Object",
                                     {"return x"})));

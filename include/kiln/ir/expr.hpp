@@ -25,7 +25,7 @@ public:
   static bool classof(const node& n) noexcept { return n.kind >= node_kind::var && n.kind <= node_kind::string_imm; }
 
 protected:
-  expr_node(node_kind k, type t) noexcept : node(k), checked_type(std::move(t)) {}
+  expr_node(node_kind k, type t) : node(k), checked_type(std::move(t)) { nest(checked_type); }
 };
 using expr = ref<expr_node>;
 
@@ -87,14 +87,18 @@ public:
         callee(std::move(c)),
         args(std::move(a)),
         attrs(std::move(at)),
-        type_args(std::move(ta)) {}
+        type_args(std::move(ta)) {
+    nest(callee);
+    nest(args);
+    nest(type_args);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::call; }
 };
 
 class tuple_node final : public expr_node {
 public:
   const std::vector<expr> fields;
-  tuple_node(std::vector<expr> f, type t) : expr_node(node_kind::tuple, std::move(t)), fields(std::move(f)) {}
+  tuple_node(std::vector<expr> f, type t) : expr_node(node_kind::tuple, std::move(t)), fields(std::move(f)) { nest(fields); }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::tuple; }
 };
 
@@ -103,7 +107,9 @@ public:
   const expr tuple;
   const int index;
   tuple_get_item_node(expr tup, int i, type t)
-      : expr_node(node_kind::tuple_get_item, std::move(t)), tuple(std::move(tup)), index(i) {}
+      : expr_node(node_kind::tuple_get_item, std::move(t)), tuple(std::move(tup)), index(i) {
+    nest(tuple);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::tuple_get_item; }
 };
 
@@ -112,7 +118,11 @@ class if_node final : public expr_node {
 public:
   const expr cond, then_branch, else_branch;
   if_node(expr c, expr a, expr b, type t)
-      : expr_node(node_kind::if_, std::move(t)), cond(std::move(c)), then_branch(std::move(a)), else_branch(std::move(b)) {}
+      : expr_node(node_kind::if_, std::move(t)), cond(std::move(c)), then_branch(std::move(a)), else_branch(std::move(b)) {
+    nest(cond);
+    nest(then_branch);
+    nest(else_branch);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::if_; }
 };
 
@@ -137,7 +147,15 @@ public:
   const std::vector<binding_block> blocks;
   const expr body;
   seq_expr_node(std::vector<binding_block> b, expr r, type t)
-      : expr_node(node_kind::seq, std::move(t)), blocks(std::move(b)), body(std::move(r)) {}
+      : expr_node(node_kind::seq, std::move(t)), blocks(std::move(b)), body(std::move(r)) {
+    for (const binding_block& block : blocks)
+      for (const binding& bd : block.bindings) {
+        nest(bd.variable);
+        nest(bd.value);
+        nest(bd.cast_type);
+      }
+    nest(body);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::seq; }
 };
 
@@ -145,7 +163,9 @@ public:
 class shape_expr_node final : public expr_node {
 public:
   const std::vector<prim_expr> values;
-  shape_expr_node(std::vector<prim_expr> v, type t) : expr_node(node_kind::shape_expr, std::move(t)), values(std::move(v)) {}
+  shape_expr_node(std::vector<prim_expr> v, type t) : expr_node(node_kind::shape_expr, std::move(t)), values(std::move(v)) {
+    nest(values);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::shape_expr; }
 };
 
@@ -156,7 +176,9 @@ public:
   const prim_expr int_value;  ///< set for integer and bool dtypes
   const double float_value;   ///< used for float dtypes
   prim_value_node(dtype d, prim_expr i, double f, type t)
-      : expr_node(node_kind::prim_value, std::move(t)), dt(d), int_value(std::move(i)), float_value(f) {}
+      : expr_node(node_kind::prim_value, std::move(t)), dt(d), int_value(std::move(i)), float_value(f) {
+    nest(int_value);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::prim_value; }
 };
 

@@ -28,7 +28,11 @@ public:
   const expr body;
   const type ret_type;
   function_node(std::vector<var> p, expr b, type r, attr_map a)
-      : base_func_node(node_kind::function, std::move(a)), params(std::move(p)), body(std::move(b)), ret_type(std::move(r)) {}
+      : base_func_node(node_kind::function, std::move(a)), params(std::move(p)), body(std::move(b)), ret_type(std::move(r)) {
+    nest(params);
+    nest(body);
+    nest(ret_type);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::function; }
   type signature() const override {
     std::vector<type> p;
@@ -59,7 +63,10 @@ public:
   const int num_outputs;
   const expr body;  ///< may be null
   prim_func_node(std::vector<var> p, int n, expr b, attr_map a)
-      : base_func_node(node_kind::prim_func, std::move(a)), params(std::move(p)), num_outputs(n), body(std::move(b)) {}
+      : base_func_node(node_kind::prim_func, std::move(a)), params(std::move(p)), num_outputs(n), body(std::move(b)) {
+    nest(params);
+    nest(body);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::prim_func; }
 
   std::size_t num_inputs() const noexcept { return params.size() - static_cast<std::size_t>(num_outputs); }

@@ -441,10 +441,15 @@ private:
   prim_expr parse_dim() {
     prim_expr e = parse_dim_term();
     while (at("+") || at("-")) {
-      prim_op op = next().text == "+" ? prim_op::add : prim_op::sub;
-      e = make_binary(op, e, parse_dim_term());
+      const token& t = next();
+      prim_expr r = parse_dim_term();
+      e = binary_at(t, t.text == "+" ? prim_op::add : prim_op::sub, e, r);
     }
     return e;
+  }
+  /// `make_binary`, its errors (a too long chain: kiln::ir::depth_error) reported at `where`.
+  prim_expr binary_at(const token& where, prim_op op, const prim_expr& a, const prim_expr& b) {
+    return guarded(where, [&] { return make_binary(op, a, b); });
   }
   prim_expr parse_dim_term() {
     prim_expr e = parse_dim_factor();
@@ -452,11 +457,7 @@ private:
       const token& t = next();
       prim_op op = t.text == "*" ? prim_op::mul : t.text == "//" ? prim_op::floordiv : prim_op::floormod;
       prim_expr r = parse_dim_factor();
-      try {
-        e = make_binary(op, e, r);
-      } catch (const error& err) {
-        fail_at(t, err.what());
-      }
+      e = binary_at(t, op, e, r);
     }
     return e;
   }
@@ -486,7 +487,7 @@ private:
       expect(",");
       prim_expr b = parse_dim();
       expect(")");
-      return make_binary(f.text == "min" ? prim_op::min : prim_op::max, a, b);
+      return binary_at(f, f.text == "min" ? prim_op::min : prim_op::max, a, b);
     }
     if (!at_kind(tok::ident)) expected("a dimension (an integer or a symbolic variable)");
     const token& t = next();

@@ -56,10 +56,27 @@ class prim_binary_node final : public prim_expr_node {
 public:
   const prim_op op;
   const prim_expr a, b;
-  prim_binary_node(prim_op o, prim_expr x, prim_expr y) noexcept
-      : prim_expr_node(node_kind::prim_binary), op(o), a(std::move(x)), b(std::move(y)) {}
+  prim_binary_node(prim_op o, prim_expr x, prim_expr y)
+      : prim_expr_node(node_kind::prim_binary), op(o), a(std::move(x)), b(std::move(y)) {
+    nest(a);
+    nest(b);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::prim_binary; }
 };
+
+/// The operator's spelling in the text format.
+constexpr const char* spelling(prim_op op) noexcept {
+  switch (op) {
+    case prim_op::add: return "+";
+    case prim_op::sub: return "-";
+    case prim_op::mul: return "*";
+    case prim_op::floordiv: return "//";
+    case prim_op::floormod: return "%";
+    case prim_op::min: return "T.min";
+    case prim_op::max: return "T.max";
+  }
+  return "?";
+}
 
 namespace detail {
 constexpr std::int64_t floordiv(std::int64_t a, std::int64_t b) noexcept {
@@ -82,19 +99,27 @@ inline std::optional<std::int64_t> as_int(const prim_expr& e) noexcept {
 inline prim_expr make_binary(prim_op op, prim_expr a, prim_expr b) {
   auto ca = as_int(a), cb = as_int(b);
   if (ca && cb) {
+    std::int64_t r = 0;
+    bool overflow = false;
     switch (op) {
-      case prim_op::add: return make_int(*ca + *cb);
-      case prim_op::sub: return make_int(*ca - *cb);
-      case prim_op::mul: return make_int(*ca * *cb);
+      case prim_op::add: overflow = __builtin_add_overflow(*ca, *cb, &r); break;
+      case prim_op::sub: overflow = __builtin_sub_overflow(*ca, *cb, &r); break;
+      case prim_op::mul: overflow = __builtin_mul_overflow(*ca, *cb, &r); break;
       case prim_op::floordiv:
         if (*cb == 0) throw error("kiln::ir: division by zero in a shape expression");
-        return make_int(detail::floordiv(*ca, *cb));
+        overflow = *ca == INT64_MIN && *cb == -1;
+        if (!overflow) r = detail::floordiv(*ca, *cb);
+        break;
       case prim_op::floormod:
         if (*cb == 0) throw error("kiln::ir: modulo by zero in a shape expression");
-        return make_int(detail::floormod(*ca, *cb));
+        return make_int(*cb == -1 ? 0 : detail::floormod(*ca, *cb));
       case prim_op::min: return make_int(std::min(*ca, *cb));
       case prim_op::max: return make_int(std::max(*ca, *cb));
     }
+    if (overflow)
+      throw error("kiln::ir: a shape expression overflows int64: " + std::to_string(*ca) + " " + spelling(op) + " " +
+                  std::to_string(*cb));
+    return make_int(r);
   }
   switch (op) {
     case prim_op::add:
@@ -138,20 +163,6 @@ inline prim_expr operator-(const prim_expr& a, std::int64_t b) { return a - make
 inline prim_expr operator*(const prim_expr& a, std::int64_t b) { return a * make_int(b); }
 inline prim_expr floordiv(const prim_expr& a, const prim_expr& b) { return make_binary(prim_op::floordiv, a, b); }
 inline prim_expr floormod(const prim_expr& a, const prim_expr& b) { return make_binary(prim_op::floormod, a, b); }
-
-/// The operator's spelling in the text format.
-constexpr const char* spelling(prim_op op) noexcept {
-  switch (op) {
-    case prim_op::add: return "+";
-    case prim_op::sub: return "-";
-    case prim_op::mul: return "*";
-    case prim_op::floordiv: return "//";
-    case prim_op::floormod: return "%";
-    case prim_op::min: return "T.min";
-    case prim_op::max: return "T.max";
-  }
-  return "?";
-}
 
 namespace detail {
 inline int precedence(const prim_expr& e) noexcept {
@@ -221,14 +232,19 @@ inline linear_form linearize(const prim_expr& e) {
     f.constant = *c;
     return f;
   }
+  // A coefficient that would overflow int64 makes the term an atom (equal only to itself).
   if (auto* b = dyn_cast<prim_binary_node>(e)) {
+    bool overflow = false;
     if (b->op == prim_op::add || b->op == prim_op::sub) {
       linear_form l = linearize(b->a), r = linearize(b->b);
-      const std::int64_t s = b->op == prim_op::add ? 1 : -1;
-      for (auto& [k, v] : r.terms) l.terms[k] += s * v;
-      l.constant += s * r.constant;
+      for (auto& [k, v] : r.terms) {
+        std::int64_t& c = l.terms[k];
+        overflow |= b->op == prim_op::add ? __builtin_add_overflow(c, v, &c) : __builtin_sub_overflow(c, v, &c);
+      }
+      overflow |= b->op == prim_op::add ? __builtin_add_overflow(l.constant, r.constant, &l.constant)
+                                        : __builtin_sub_overflow(l.constant, r.constant, &l.constant);
       std::erase_if(l.terms, [](const auto& kv) { return kv.second == 0; });
-      return l;
+      if (!overflow) return l;
     }
     if (b->op == prim_op::mul) {
       linear_form l = linearize(b->a), r = linearize(b->b);
@@ -238,10 +254,13 @@ inline linear_form linearize(const prim_expr& e) {
       else if (r.terms.empty()) scaled = &l, k = r.constant;
       if (scaled) {
         linear_form out;
-        for (auto& [key, v] : scaled->terms)
-          if (v * k != 0) out.terms[key] = v * k;
-        out.constant = scaled->constant * k;
-        return out;
+        for (auto& [key, v] : scaled->terms) {
+          std::int64_t c = 0;
+          overflow |= __builtin_mul_overflow(v, k, &c);
+          if (c != 0) out.terms[key] = c;
+        }
+        overflow |= __builtin_mul_overflow(scaled->constant, k, &out.constant);
+        if (!overflow) return out;
       }
     }
   }

@@ -49,7 +49,9 @@ public:
   const int ndim;
   const std::optional<std::vector<prim_expr>> values;
   shape_type_node(int n, std::optional<std::vector<prim_expr>> v)
-      : type_node(node_kind::shape_type), ndim(n), values(std::move(v)) {}
+      : type_node(node_kind::shape_type), ndim(n), values(std::move(v)) {
+    if (values) nest(*values);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::shape_type; }
 };
 
@@ -61,7 +63,9 @@ public:
   const int ndim;
   const std::optional<std::vector<prim_expr>> shape;
   tensor_type_node(dtype d, int n, std::optional<std::vector<prim_expr>> s)
-      : type_node(node_kind::tensor_type), dt(d), ndim(n), shape(std::move(s)) {}
+      : type_node(node_kind::tensor_type), dt(d), ndim(n), shape(std::move(s)) {
+    if (shape) nest(*shape);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::tensor_type; }
   /// The static size of dimension `i`, if the shape is known and that dimension is constant.
   std::optional<std::int64_t> static_dim(int i) const noexcept {
@@ -74,7 +78,7 @@ public:
 class tuple_type_node final : public type_node {
 public:
   const std::vector<type> fields;
-  explicit tuple_type_node(std::vector<type> f) : type_node(node_kind::tuple_type), fields(std::move(f)) {}
+  explicit tuple_type_node(std::vector<type> f) : type_node(node_kind::tuple_type), fields(std::move(f)) { nest(fields); }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::tuple_type; }
 };
 
@@ -84,7 +88,10 @@ public:
   const std::vector<type> params;
   const type ret;
   func_type_node(std::vector<type> p, type r)
-      : type_node(node_kind::func_type), params(std::move(p)), ret(std::move(r)) {}
+      : type_node(node_kind::func_type), params(std::move(p)), ret(std::move(r)) {
+    nest(params);
+    nest(ret);
+  }
   static bool classof(const node& n) noexcept { return n.kind == node_kind::func_type; }
 };
 
