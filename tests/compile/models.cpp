@@ -183,3 +183,31 @@ TEST_CASE("running a compiled function many times reuses its memory: the pool st
   for (int i = 0; i < 5; ++i) machine.invoke_span("main", args);
   CHECK(machine.allocator_stats().system_allocations == after_one.system_allocations);
 }
+
+TEST_CASE("a long chain of bindings (not nesting) compiles and runs: passes walk bindings in loops, not by recursion") {
+  // 10000 operators, each using the one before, in one dataflow block, and 1000 outside it:
+  // deeper than any stack allows recursion, and long enough to show quadratic time (fusion's
+  // search for a matmul to fuse into and the memory planner's placement were quadratic).
+  const int length = 10000, outside = 1000;
+  std::string text = "@I.ir_module\nclass Module:\n    @R.function\n"
+                     "    def main(x: R.Tensor((4,), \"float32\")) -> R.Tensor((4,), \"float32\"):\n"
+                     "        with R.dataflow():\n";
+  std::string prev = "x";
+  for (int i = 0; i < length + outside; ++i) {
+    if (i == length) text += "            R.output(" + prev + ")\n";
+    const std::string name = "t" + std::to_string(i);
+    text += std::string(i < length ? 12 : 8, ' ') + name + ": R.Tensor((4,), \"float32\") = " +
+            (i % 2 ? "R.add(" : "R.subtract(") + prev + ", R.const(1.0, \"float32\"))\n";
+    prev = name;
+  }
+  text += "        return " + prev + "\n";
+  const ir::ir_module m = ir::parse_module(text);
+  for (int opt : {0, 2}) {
+    kiln::compile_options options;
+    options.opt_level = opt;
+    const vm::executable ex = kiln::compile(m, options);
+    vm::virtual_machine machine(ex, {}, kernels::global_registry());
+    CHECK(machine.invoke("main", tensor::from_values<float>({4}, {1, 2, 3, 4})).as_tensor().to_vector<float>() ==
+          std::vector<float>{1, 2, 3, 4});
+  }
+}

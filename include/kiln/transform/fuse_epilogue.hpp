@@ -148,7 +148,9 @@ private:
     std::vector<ir::expr> out;
     std::vector<ir::expr> work{root};
     std::unordered_set<const ir::var_node*> seen;
-    for (std::size_t i = 0; i < work.size() && out.size() < 4; ++i) {
+    // The walk stops where a group would stop: past max_fused_operations operators no product can
+    // join it (and the walk along a long elementwise chain stays short: no quadratic time).
+    for (std::size_t i = 0; i < work.size() && i < detail::max_fused_operations && out.size() < 4; ++i) {
       for (const ir::expr& a : static_cast<const ir::call_node&>(*work[i]).args) {
         if (auto* v = ir::dyn_cast<ir::var_node>(a)) {
           const ir::binding* b = ctx.producer(*v);

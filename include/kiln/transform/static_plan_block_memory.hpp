@@ -70,6 +70,8 @@ struct static_plan_block_memory {
   using establishes = property_list<properties::memory_planned>;
 
   static constexpr std::int64_t alignment = 64;
+  /// The largest tensor (in bytes, 2^48) placed in the arena.
+  static constexpr std::int64_t max_planned_bytes = std::int64_t(1) << 48;
 
   ir::function operator()(const ir::function& f) const {
     analysis a(f);
@@ -176,6 +178,9 @@ private:
           if (it == bounds_->end()) return std::nullopt;
           return it->second;
         });
+        // A tensor past max_planned_bytes is left to be allocated on its own at run time (where
+        // an impossible size is a clean allocation error), so the plan's sums cannot overflow.
+        if (size && *size > max_planned_bytes) size.reset();
         cands_.push_back({b.variable.get(), bytes, size.value_or(-1), p, p});
       }
     }
@@ -189,22 +194,41 @@ private:
     static std::int64_t align(std::int64_t n) { return (n + alignment - 1) / alignment * alignment; }
 
     void place_static(std::vector<candidate*>& fixed) {
-      for (auto* c : fixed) stats_.unplanned_bytes += c->size;
-      // The live-set lower bound, swept over positions.
-      for (std::int64_t p = 0; p <= result_pos_; ++p) {
-        std::int64_t live = 0;
-        for (auto* c : fixed)
-          if (c->begin <= p && p <= c->end) live += c->size;
-        stats_.live_lower_bound = std::max(stats_.live_lower_bound, live);
+      const std::size_t positions = std::size_t(result_pos_) + 1;
+      auto first = [&](const candidate* c) { return std::size_t(std::clamp<std::int64_t>(c->begin, 0, result_pos_)); };
+      auto last = [&](const candidate* c) { return std::size_t(std::clamp<std::int64_t>(c->end, 0, result_pos_)); };
+      // The live-set lower bound: the largest sum of sizes live at one position (a sweep over
+      // the changes at each position).
+      std::vector<std::int64_t> change(positions + 1, 0);
+      for (auto* c : fixed) {
+        stats_.unplanned_bytes += c->size;
+        change[first(c)] += c->size;
+        change[last(c) + 1] -= c->size;
       }
+      std::int64_t live = 0;
+      for (std::size_t p = 0; p < positions; ++p) stats_.live_lower_bound = std::max(stats_.live_lower_bound, live += change[p]);
+      // Greedy by size: the largest first, each at the offset of the smallest gap it fits between
+      // the tensors placed so far whose lifetimes overlap its own. Placed tensors are indexed by
+      // the spans of positions they are live in, so a program of many short lifetimes is planned
+      // in about linear time, not quadratic.
+      constexpr std::size_t span = 64;
+      std::vector<std::vector<std::size_t>> live_in(positions / span + 1);
+      std::vector<const candidate*> placed;
+      std::vector<std::size_t> seen_by;  // per placed tensor: 1 + the last candidate that looked at it
       std::vector<candidate*> order = fixed;
       std::stable_sort(order.begin(), order.end(), [](const candidate* a, const candidate* b) { return a->size > b->size; });
-      std::vector<const candidate*> placed;
-      for (auto* c : order) {
+      std::vector<std::pair<std::int64_t, std::int64_t>> busy;  // [offset, end) of overlapping placed tensors
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        candidate* c = order[i];
         const std::int64_t size = align(c->size);
-        std::vector<std::pair<std::int64_t, std::int64_t>> busy;  // [offset, end) of overlapping placed tensors
-        for (auto* q : placed)
-          if (q->begin <= c->end && c->begin <= q->end) busy.emplace_back(q->offset, q->offset + align(q->size));
+        busy.clear();
+        for (std::size_t s = first(c) / span; s <= last(c) / span; ++s)
+          for (std::size_t k : live_in[s]) {
+            const candidate* q = placed[k];
+            if (seen_by[k] == i + 1) continue;
+            seen_by[k] = i + 1;
+            if (q->begin <= c->end && c->begin <= q->end) busy.emplace_back(q->offset, q->offset + align(q->size));
+          }
         std::sort(busy.begin(), busy.end());
         std::int64_t best = -1, best_gap = 0, at = 0;
         for (auto& [lo, hi] : busy) {
@@ -214,6 +238,8 @@ private:
         c->offset = best >= 0 ? best : at;
         stats_.planned_bytes = std::max(stats_.planned_bytes, c->offset + size);
         placed.push_back(c);
+        seen_by.push_back(0);
+        for (std::size_t s = first(c) / span; s <= last(c) / span; ++s) live_in[s].push_back(placed.size() - 1);
       }
     }
 
