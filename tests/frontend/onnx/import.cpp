@@ -232,3 +232,25 @@ TEST_CASE("a converter's error names the node and operator") {
   CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }).rfind(
             "kiln::frontend::onnx: node 'r' (Reshape): input 1 (shape) must be known when the model is imported", 0) == 0);
 }
+
+TEST_CASE("Conv and pooling attributes and ranks are checked before use (found by fuzz_onnx)") {
+  // A rank-2 weight read as rank 4 was a heap overflow; a zero stride a division by zero.
+  auto conv = [](std::vector<std::string> weight, std::vector<std::int64_t> strides) {
+    model_builder b;
+    b.input("x", {"1", "1", "5", "5"});
+    b.input("w", weight);
+    auto& n = b.node("Conv", {"x", "w"}, {"y"}, "c");
+    b.attr(n, "strides", strides);
+    auto* pad = n.add_attribute();
+    pad->set_name("auto_pad");
+    pad->set_type(::onnx::AttributeProto::STRING);
+    pad->set_s("SAME_UPPER");
+    b.output("y", {});
+    return b.m;
+  };
+  auto fails = [](const ::onnx::ModelProto& m) { return message_of<kx::import_error>([&] { kx::import_model(m); }); };
+  CHECK(fails(conv({"1", "1"}, {1, 1})) == "kiln::frontend::onnx: node 'c' (Conv): the weight must have rank 4 (M, C/group, kH, kW), it has rank 2");
+  CHECK(fails(conv({"1", "1", "3", "3"}, {0, 1})) == "kiln::frontend::onnx: node 'c' (Conv): attribute 'strides' must be between 1 and 2^31 - 1, has 0");
+  CHECK(fails(conv({"1", "1", "3", "3"}, {1, -2})).find("attribute 'strides' must be between 1 and 2^31 - 1, has -2") != std::string::npos);
+  CHECK_NOTHROW(kx::import_model(conv({"1", "1", "3", "3"}, {1, 1})));
+}

@@ -143,6 +143,7 @@ inline ir::int_array spatial_padding(node_context& c, const std::vector<std::int
   for (int i = 0; i < 2; ++i) {
     auto in = ir::as_int(shape[std::size_t(2 + i)]);
     if (!in) c.fail("auto_pad " + auto_pad + " needs static spatial dimensions");
+    if (*in < 0 || *in > (std::int64_t(1) << 40)) c.fail("spatial dimension " + std::to_string(*in) + " is out of range");
     const std::int64_t out = (*in + strides[std::size_t(i)] - 1) / strides[std::size_t(i)];
     const std::int64_t need =
         std::max<std::int64_t>(0, (out - 1) * strides[std::size_t(i)] + (kernel[std::size_t(i)] - 1) * dilations[std::size_t(i)] + 1 - *in);
@@ -156,6 +157,9 @@ inline ir::int_array spatial_padding(node_context& c, const std::vector<std::int
 inline std::vector<std::int64_t> pair_attr(node_context& c, const char* name, std::int64_t fallback) {
   auto v = c.attr_ints(name).value_or(std::vector<std::int64_t>{fallback, fallback});
   if (v.size() != 2) c.fail(std::string("attribute '") + name + "' must have 2 values for a 2-D operation, has " + std::to_string(v.size()));
+  for (std::int64_t x : v)  // kernel sizes, strides and dilations; the bound keeps the padding arithmetic in range
+    if (x < 1 || x > std::numeric_limits<std::int32_t>::max())
+      c.fail(std::string("attribute '") + name + "' must be between 1 and 2^31 - 1, has " + std::to_string(x));
   return v;
 }
 
@@ -429,9 +433,10 @@ inline const converter_table& converter_table::builtin() {
     // ---- neural network -----------------------------------------------------------------------------
     t.add("Conv", 1, [](node_context& c) {
       if (c.rank(0) != 4) c.fail("only 2-D convolution (rank-4 input) is supported, the input has rank " + std::to_string(c.rank(0)));
+      if (c.rank(1) != 4) c.fail("the weight must have rank 4 (M, C/group, kH, kW), it has rank " + std::to_string(c.rank(1)));
       const auto w = c.shape(1);
       std::vector<std::int64_t> kernel;
-      if (auto k = c.attr_ints("kernel_shape")) kernel = *k;
+      if (c.has_attr("kernel_shape")) kernel = pair_attr(c, "kernel_shape", 1);
       else
         for (int i = 2; i < 4; ++i) {
           auto v = ir::as_int(w[std::size_t(i)]);
