@@ -8,11 +8,13 @@
 #include <kiln/kernels/parallel.hpp>
 
 #include "../common/message_of.hpp"
+#include "../common/pool_threads.hpp"
 #include "reference.hpp"
 
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <utility>
 
 using namespace kiln;
 using namespace kiln::kernels;
@@ -132,9 +134,10 @@ TEST_CASE("conv2d: the same results on two threads") {
   const tensor x = random_tensor<float>({2, 16, 20, 20}, -1, 1, 5), w = random_tensor<float>({32, 16, 3, 3}, -1, 1, 6);
   const tensor dw = random_tensor<float>({16, 1, 3, 3}, -1, 1, 7);
   const tensor one = conv2d(x, w, {}, conv(1, 1)), one_dw = conv2d(x, dw, {}, conv(1, 1, 1, 16));
-  set_num_threads(2);
-  const tensor two = conv2d(x, w, {}, conv(1, 1)), two_dw = conv2d(x, dw, {}, conv(1, 1, 1, 16));
-  set_num_threads(1);
+  const auto [two, two_dw] = [&] {
+    const kiln_test::pool_threads scope(2);
+    return std::pair{conv2d(x, w, {}, conv(1, 1)), conv2d(x, dw, {}, conv(1, 1, 1, 16))};
+  }();
   CHECK(same_tensor(one, two));
   CHECK(same_tensor(one_dw, two_dw));
 }

@@ -4,6 +4,7 @@
 #include <kiln/kernels/parallel.hpp>
 
 #include "../common/message_of.hpp"
+#include "../common/pool_threads.hpp"
 #include "reference.hpp"
 
 #include <doctest/doctest.h>
@@ -15,19 +16,11 @@
 using namespace kiln;
 using namespace kiln::kernels;
 using kiln_test::message_of;
-
-namespace {
-/// Sets the thread count for a scope and restores it.
-struct threads {
-  std::size_t saved = num_threads();
-  explicit threads(std::size_t n) { set_num_threads(n); }
-  ~threads() { set_num_threads(saved); }
-};
-}  // namespace
+using kiln_test::pool_threads;
 
 TEST_CASE("parallel_for runs every index once, on several threads, and rethrows a task's exception") {
   CHECK(num_threads() == 1);  // the default
-  threads scope(3);
+  const pool_threads scope(3);
   CHECK(num_threads() == 3);
   std::vector<std::atomic<int>> hits(1000);
   std::mutex m;
@@ -61,7 +54,7 @@ TEST_CASE("parallel_for runs every index once, on several threads, and rethrows 
 TEST_CASE("matmul gives bit-identical results on one thread and on two") {
   const tensor a = kiln_test::random_tensor<float>({150, 400}, -1, 1, 1), b = kiln_test::random_tensor<float>({400, 333}, -1, 1, 2);
   const tensor one = matmul(a, b);
-  threads scope(2);
+  const pool_threads scope(2);
   const tensor two = matmul(a, b);
   CHECK(one.to_vector<float>() == two.to_vector<float>());
   // Two user threads at once: one gets the pool, the other runs on its own thread.

@@ -4,9 +4,8 @@
 // several threads at once. The results are those of one machine on one thread, bit for bit. This
 // suite is the one the test script also runs under ThreadSanitizer.
 #include "../compile/helpers.hpp"
+#include "../common/pool_threads.hpp"
 #include "../ir/models.hpp"
-
-#include <kiln/kernels/parallel.hpp>
 
 #include <thread>
 
@@ -16,12 +15,6 @@ using namespace kiln_test;
 namespace {
 /// The bytes of a tensor result, for bit-for-bit comparison.
 std::vector<float> values_of(const vm::value& v) { return v.as_tensor().to_vector<float>(); }
-
-struct pool_threads {
-  std::size_t saved = kernels::num_threads();
-  explicit pool_threads(std::size_t n) { kernels::set_num_threads(n); }
-  ~pool_threads() { kernels::set_num_threads(saved); }
-};
 }  // namespace
 
 TEST_CASE("one executable runs on virtual machines in several threads, with the kernels' pool, bit for bit") {
