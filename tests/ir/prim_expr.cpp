@@ -87,3 +87,20 @@ TEST_CASE("constant folding that would overflow int64 is an error, and proofs wi
   CHECK_FALSE(ir::prove_equal(huge + huge, n * -2));
   CHECK_FALSE(ir::prove_equal(huge + 1 - (n * small), n));
 }
+
+TEST_CASE("proofs about deep products take time linear in their size (found by fuzz_compile)") {
+  // Each product's operands were linearized twice (once for the product, once more for its atom's
+  // key), doubling the work at every level: a 64-factor dimension never finished compiling. Built
+  // twice, so that the two are equal by structure and not by pointer.
+  std::vector<ir::prim_expr> vars;
+  for (int i = 0; i < 64; ++i) vars.push_back(ir::make_size_var("n" + std::to_string(i)));
+  auto product = [&](bool reversed) {
+    ir::prim_expr p = dim(1);
+    for (int i = 0; i < 64; ++i) p = (p + 1) * vars[static_cast<std::size_t>(reversed ? 63 - i : i)];
+    return p;
+  };
+  CHECK(ir::prove_equal(product(false), product(false)));
+  CHECK_FALSE(ir::prove_equal(product(false), product(true)));  // (a+1)*b is not (b+1)*a
+  CHECK(ir::prove_equal(product(false) * 2 + vars[0], vars[0] + product(false) + product(false)));
+  CHECK(ir::prove_not_equal(product(true) + 3, product(true) + 4));
+}

@@ -140,13 +140,13 @@ TEST_CASE("data movement through the VM: tuples for concat and split, a returned
   const tensor perm = tensor::empty({5, 3}, dtype::float32), sliced = tensor::empty({3, 2}, dtype::float32);
   const tensor taken = tensor::empty({2}, dtype::float32), padded = tensor::empty({4, 7}, dtype::float32);
   const value flat = vm.invoke("main", value::tuple({p0, p1}), value::tuple({q0, q1}), x, ids, cat, perm, sliced, taken, padded);
-  CHECK(equal(cat, kernels::concat({p0, p1}, 1)));
-  CHECK(equal(q0, cat.slice(1, 0, 2)));
-  CHECK(equal(q1, cat.slice(1, 2, 4)));
-  CHECK(equal(perm, kernels::permute_dims(x)));
-  CHECK(equal(sliced, kernels::strided_slice(x, {1}, {-1}, {0}, {-2})));
+  CHECK(same_tensor(cat, kernels::concat({p0, p1}, 1)));
+  CHECK(same_tensor(q0, cat.slice(1, 0, 2)));
+  CHECK(same_tensor(q1, cat.slice(1, 2, 4)));
+  CHECK(same_tensor(perm, kernels::permute_dims(x)));
+  CHECK(same_tensor(sliced, kernels::strided_slice(x, {1}, {-1}, {0}, {-2})));
   CHECK(taken.to_vector<float>() == std::vector<float>{x.to_vector<float>()[14], x.to_vector<float>()[0]});
-  CHECK(equal(padded, kernels::pad(x, {1, 0, 0, 2}, kernels::pad_mode::reflect)));
+  CHECK(same_tensor(padded, kernels::pad(x, {1, 0, 0, 2}, kernels::pad_mode::reflect)));
   CHECK(flat.as_tensor().data() == x.data());
   CHECK(flat.as_tensor().shape() == runtime::shape_vector{15});
   CHECK(message_of<vm_error>([&] { vm.invoke("main", value::tuple({p0, 1}), value::tuple({q0, q1}), x, ids, cat, perm, sliced, taken, padded); })

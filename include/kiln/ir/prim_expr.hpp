@@ -224,76 +224,71 @@ struct linear_form {
   std::int64_t constant = 0;
 };
 
-inline std::string atom_key(const prim_expr& e);
+/// The printed key of a non-linear term `l op r`, from its operands' linear forms (commutative
+/// operators order their operands, so `a * b` and `b * a` are one atom).
+inline std::string atom_key(prim_op op, const linear_form& lf, const linear_form& rf) {
+  // Strings are built by appending: GCC 12 at -O2/-O3 warns falsely (-Wrestrict, PR105651) on
+  // "literal" + std::string, which breaks -Werror builds.
+  auto text_of = [](const linear_form& f) {
+    std::string s = std::to_string(f.constant);
+    for (auto& [k, v] : f.terms) {
+      s += '+';
+      s += std::to_string(v);
+      s += '*';
+      s += k;
+    }
+    return s;
+  };
+  std::string l = text_of(lf), r = text_of(rf);
+  if ((op == prim_op::mul || op == prim_op::min || op == prim_op::max) && r < l) std::swap(l, r);
+  std::string key(1, '(');
+  key.append(spelling(op)).append(1, ' ').append(l).append(1, ' ').append(r).append(1, ')');
+  return key;
+}
 
+/// The linear form of `e`. Each sub-expression is linearized once (its form serves both the sum
+/// or product it is part of and, when that is not linear, the key of the atom), so the cost is
+/// linear in the size of `e` times the length of the keys, however the products nest.
 inline linear_form linearize(const prim_expr& e) {
   linear_form f;
   if (auto c = as_int(e)) {
     f.constant = *c;
     return f;
   }
-  // A coefficient that would overflow int64 makes the term an atom (equal only to itself).
-  if (auto* b = dyn_cast<prim_binary_node>(e)) {
-    bool overflow = false;
-    if (b->op == prim_op::add || b->op == prim_op::sub) {
-      linear_form l = linearize(b->a), r = linearize(b->b);
-      for (auto& [k, v] : r.terms) {
-        std::int64_t& c = l.terms[k];
-        overflow |= b->op == prim_op::add ? __builtin_add_overflow(c, v, &c) : __builtin_sub_overflow(c, v, &c);
-      }
-      overflow |= b->op == prim_op::add ? __builtin_add_overflow(l.constant, r.constant, &l.constant)
-                                        : __builtin_sub_overflow(l.constant, r.constant, &l.constant);
-      std::erase_if(l.terms, [](const auto& kv) { return kv.second == 0; });
-      if (!overflow) return l;
-    }
-    if (b->op == prim_op::mul) {
-      linear_form l = linearize(b->a), r = linearize(b->b);
-      const linear_form* scaled = nullptr;
-      std::int64_t k = 0;
-      if (l.terms.empty()) scaled = &r, k = l.constant;
-      else if (r.terms.empty()) scaled = &l, k = r.constant;
-      if (scaled) {
-        linear_form out;
-        for (auto& [key, v] : scaled->terms) {
-          std::int64_t c = 0;
-          overflow |= __builtin_mul_overflow(v, k, &c);
-          if (c != 0) out.terms[key] = c;
-        }
-        overflow |= __builtin_mul_overflow(scaled->constant, k, &out.constant);
-        if (!overflow) return out;
-      }
-    }
-  }
-  f.terms[atom_key(e)] = 1;
-  return f;
-}
-
-inline std::string atom_key(const prim_expr& e) {
-  // Strings are built by appending: GCC 12 at -O2/-O3 warns falsely (-Wrestrict, PR105651) on
-  // "literal" + std::string, which breaks -Werror builds.
   if (auto* v = dyn_cast<size_var_node>(e)) {
     std::string key(1, 'v');
     key += std::to_string(reinterpret_cast<std::uintptr_t>(v));
-    return key;
+    f.terms.emplace(std::move(key), 1);
+    return f;
   }
-  if (auto* b = dyn_cast<prim_binary_node>(e)) {
-    auto text_of = [](const linear_form& f) {
-      std::string s = std::to_string(f.constant);
-      for (auto& [k, v] : f.terms) {  // appends, as above
-        s += '+';
-        s += std::to_string(v);
-        s += '*';
-        s += k;
-      }
-      return s;
-    };
-    std::string l = text_of(linearize(b->a)), r = text_of(linearize(b->b));
-    if ((b->op == prim_op::mul || b->op == prim_op::min || b->op == prim_op::max) && r < l) std::swap(l, r);
-    std::string key(1, '(');
-    key.append(spelling(b->op)).append(1, ' ').append(l).append(1, ' ').append(r).append(1, ')');
-    return key;
+  const auto& b = static_cast<const prim_binary_node&>(*e);
+  linear_form l = linearize(b.a), r = linearize(b.b);
+  // A coefficient that would overflow int64 makes the term an atom (equal only to itself).
+  bool overflow = false;
+  if (b.op == prim_op::add || b.op == prim_op::sub) {
+    linear_form sum = l;
+    for (auto& [k, v] : r.terms) {
+      std::int64_t& c = sum.terms[k];
+      overflow |= b.op == prim_op::add ? __builtin_add_overflow(c, v, &c) : __builtin_sub_overflow(c, v, &c);
+    }
+    overflow |= b.op == prim_op::add ? __builtin_add_overflow(sum.constant, r.constant, &sum.constant)
+                                     : __builtin_sub_overflow(sum.constant, r.constant, &sum.constant);
+    std::erase_if(sum.terms, [](const auto& kv) { return kv.second == 0; });
+    if (!overflow) return sum;
+  } else if (b.op == prim_op::mul && (l.terms.empty() || r.terms.empty())) {
+    const linear_form& scaled = l.terms.empty() ? r : l;
+    const std::int64_t k = l.terms.empty() ? l.constant : r.constant;
+    linear_form out;
+    for (auto& [key, v] : scaled.terms) {
+      std::int64_t c = 0;
+      overflow |= __builtin_mul_overflow(v, k, &c);
+      if (c != 0) out.terms[key] = c;
+    }
+    overflow |= __builtin_mul_overflow(scaled.constant, k, &out.constant);
+    if (!overflow) return out;
   }
-  return std::to_string(static_cast<const int_imm_node&>(*e).value);
+  f.terms.emplace(atom_key(b.op, l, r), 1);
+  return f;
 }
 }  // namespace detail
 
