@@ -40,6 +40,14 @@ public:
   static constexpr std::string_view name = Name.view();
   static constexpr int opt_level = OptLevel;
   using required = Required;
+  /// False when the callable says so (`static constexpr bool thread_safe = false`): a function pass
+  /// then runs in order even when the context has several threads.
+  static constexpr bool thread_safe = [] {
+    if constexpr (requires { F::thread_safe; })
+      return static_cast<bool>(F::thread_safe);
+    else
+      return true;
+  }();
 
   callable_pass()
     requires std::default_initializable<F>

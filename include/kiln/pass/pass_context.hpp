@@ -15,6 +15,11 @@
 ///   cleared and the ones after it do not exit (while another exception is unwinding the scope,
 ///   the exit's exception is dropped so the first one reaches the caller);
 /// - `override_instruments` exits the current instruments, then enters the new ones.
+///
+/// Threads: a context is used by one pipeline run at a time, but within a run, function passes may
+/// run on several threads (`set_num_threads`; see `run.hpp`). What a pass can touch from there is
+/// safe to use concurrently: `statistic` (atomic counters), the diagnostics (each function's
+/// reports are kept apart and added in function order), config reads and `current()`.
 #pragma once
 
 #include <kiln/pass/diagnostics.hpp>
@@ -24,9 +29,11 @@
 
 #include <algorithm>
 #include <any>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +43,40 @@
 namespace kiln {
 
 class pass_context_scope;
+namespace detail {
+class parallel_task_scope;
+
+/// A mutex that a copy of its owner does not share (a copied context gets a fresh one).
+struct copyable_mutex {
+  std::mutex m;
+  copyable_mutex() = default;
+  copyable_mutex(const copyable_mutex&) noexcept {}
+  copyable_mutex& operator=(const copyable_mutex&) noexcept { return *this; }
+};
+}  // namespace detail
+
+/// A statistic's counter (`pass_context::statistic`): an unsigned 64-bit count that passes running
+/// on several threads may add to at once (relaxed atomic additions, as LLVM's `Statistic`).
+class statistic_counter {
+public:
+  statistic_counter(std::uint64_t v = 0) noexcept : v_(v) {}  // NOLINT: a counter is its count
+  statistic_counter(const statistic_counter& o) noexcept : v_(o.value()) {}
+  statistic_counter& operator=(const statistic_counter& o) noexcept {
+    v_.store(o.value(), std::memory_order_relaxed);
+    return *this;
+  }
+  statistic_counter& operator+=(std::uint64_t n) noexcept {
+    v_.fetch_add(n, std::memory_order_relaxed);
+    return *this;
+  }
+  statistic_counter& operator++() noexcept { return *this += 1; }
+  std::uint64_t operator++(int) noexcept { return v_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t value() const noexcept { return v_.load(std::memory_order_relaxed); }
+  operator std::uint64_t() const noexcept { return value(); }  // NOLINT: reads as its count
+
+private:
+  std::atomic<std::uint64_t> v_;
+};
 
 /// TVM's `testing.immutable_module`: when true, each pass's input module is hashed before and after
 /// the pass (`module_traits<M>::structural_hash`), and a pass that changed it fails, named.
@@ -107,6 +148,27 @@ public:
     return !has_names_ && hooks_ == 0 && opt_level_ >= max_opt_level;
   }
 
+  // ---- threads ----------------------------------------------------------------------------------
+
+  /// Function and kernel-function passes run on up to `n` threads, each thread taking the next
+  /// function (MLIR's multithreaded pass manager; `n` = 1, the default, runs them in order on the
+  /// calling thread). The result is the sequential one: each function is transformed on its own,
+  /// the module is rebuilt in function order, diagnostics come in function order, and a failure is
+  /// the one the first failing function (in order) raised. Instruments are called once per pass,
+  /// on the calling thread, before and after all of its functions. A pass's call operator is then
+  /// called from several threads at once, so it must not change shared state unsynchronised; one
+  /// that does declares `static constexpr bool thread_safe = false` and always runs in order.
+  /// Passes run inside a function on a worker thread run in order. A `usage_error` unless
+  /// 1 <= n <= 1024.
+  pass_context& set_num_threads(std::size_t n) {
+    if (n < 1 || n > 1024)
+      throw usage_error("kiln::pass_context::set_num_threads: the thread count must be between 1 and 1024, got " +
+                        std::to_string(n));
+    num_threads_ = n;
+    return *this;
+  }
+  std::size_t num_threads() const noexcept { return num_threads_; }
+
   // ---- config -----------------------------------------------------------------------------------
 
   /// Sets a registered option. A `usage_error` (and no change) when the key is not registered or
@@ -166,7 +228,9 @@ public:
   /// The counter `name` of pass `pass` (LLVM's `-stats`, MLIR's pass statistics), created at zero:
   /// `ctx.statistic("fold_constant", "folded") += n`. Counters add up over every run in this
   /// context until `clear_statistics`.
-  std::uint64_t& statistic(std::string_view pass, std::string_view name) {
+  /// Safe to call, and to add to, from function passes running on several threads.
+  statistic_counter& statistic(std::string_view pass, std::string_view name) {
+    const std::lock_guard lock(mutex_.m);
     auto p = statistics_.find(pass);
     if (p == statistics_.end()) p = statistics_.emplace(std::string(pass), statistic_map{}).first;
     auto c = p->second.find(name);
@@ -174,7 +238,7 @@ public:
     return c->second;
   }
   /// The counters of one pass, by name.
-  using statistic_map = std::map<std::string, std::uint64_t, std::less<>>;
+  using statistic_map = std::map<std::string, statistic_counter, std::less<>>;
   /// Every counter: pass name → counter name → value, ordered.
   const std::map<std::string, statistic_map, std::less<>>& statistics() const noexcept { return statistics_; }
   void clear_statistics() noexcept { statistics_.clear(); }
@@ -185,7 +249,7 @@ public:
     std::size_t width = 1, pass_width = 1;
     for (const auto& [pass, counters] : statistics_)
       for (const auto& [name, n] : counters) {
-        width = std::max(width, std::to_string(n).size());
+        width = std::max(width, std::to_string(n.value()).size());
         pass_width = std::max(pass_width, pass.size());
       }
     std::string out = "===-------------------------------------------------------------------------===\n"
@@ -193,7 +257,7 @@ public:
                       "===-------------------------------------------------------------------------===\n\n";
     for (const auto& [pass, counters] : statistics_)
       for (const auto& [name, n] : counters) {
-        const std::string count = std::to_string(n);
+        const std::string count = std::to_string(n.value());
         out.append(width - count.size() + 1, ' ').append(count).append(" ").append(pass);
         out.append(pass_width - pass.size(), ' ').append(" - ").append(name).append("\n");
       }
@@ -206,10 +270,7 @@ public:
   void error(std::string message, std::string where = {}) { report(severity::error, std::move(message), std::move(where)); }
   void warning(std::string message, std::string where = {}) { report(severity::warning, std::move(message), std::move(where)); }
   void note(std::string message, std::string where = {}) { report(severity::note, std::move(message), std::move(where)); }
-  void report(kiln::severity s, std::string message, std::string where = {}) {
-    diagnostics_.push_back({s, {}, std::move(where), std::move(message)});
-    if (s == severity::error) ++error_count_;
-  }
+  void report(kiln::severity s, std::string message, std::string where = {});
   /// Everything reported in this context, each stamped with the pass that reported it.
   const std::vector<diagnostic>& diagnostics() const noexcept { return diagnostics_; }
   std::size_t error_count() const noexcept { return error_count_; }
@@ -283,6 +344,7 @@ public:
 
 private:
   friend class pass_context_scope;
+  friend class detail::parallel_task_scope;
 
   struct thread_state;
   static thread_state& state() noexcept;
@@ -319,6 +381,8 @@ private:
   int open_scopes_ = 0;
   bool immutable_module_ = false;
   std::map<std::string, statistic_map, std::less<>> statistics_;
+  std::size_t num_threads_ = 1;
+  detail::copyable_mutex mutex_;  // guards statistics_ and diagnostics_ while function passes run on threads
 };
 
 struct pass_context::thread_state {
@@ -328,6 +392,10 @@ struct pass_context::thread_state {
   };
   pass_context default_context;
   std::vector<entry> stack;
+  // Inside a function pass's task on several threads (detail::parallel_task_scope): reports to
+  // `task_context` go to `task_diagnostics`, kept apart per function until they are merged in order.
+  const pass_context* task_context = nullptr;
+  std::vector<diagnostic>* task_diagnostics = nullptr;
 };
 inline pass_context::thread_state& pass_context::state() noexcept {
   thread_local thread_state s;
@@ -338,6 +406,57 @@ inline pass_context& pass_context::current() noexcept {
   return s.stack.empty() ? s.default_context : *s.stack.back().context;
 }
 inline bool pass_context::in_scope() noexcept { return !state().stack.empty(); }
+
+inline void pass_context::report(kiln::severity s, std::string message, std::string where) {
+  thread_state& t = state();
+  if (t.task_context == this) {  // a function's task on a worker thread: kept apart, merged later
+    t.task_diagnostics->push_back({s, {}, std::move(where), std::move(message)});
+    return;
+  }
+  const std::lock_guard lock(mutex_.m);
+  diagnostics_.push_back({s, {}, std::move(where), std::move(message)});
+  if (s == severity::error) ++error_count_;
+}
+
+namespace detail {
+
+/// One function's task of a function pass running on several threads: on the thread that runs it,
+/// `pass_context::current()` is the pipeline's context, and what the task reports to that context
+/// is collected in `sink` (merged in function order when every task is done). Not an instrument
+/// scope: instruments neither enter nor exit.
+class parallel_task_scope {
+public:
+  parallel_task_scope(pass_context& ctx, std::vector<diagnostic>& sink)
+      : state_(pass_context::state()), context_(state_.task_context), diagnostics_(state_.task_diagnostics) {
+    state_.stack.push_back({&ctx, nullptr});
+    state_.task_context = &ctx;
+    state_.task_diagnostics = &sink;
+  }
+  parallel_task_scope(const parallel_task_scope&) = delete;
+  parallel_task_scope& operator=(const parallel_task_scope&) = delete;
+  ~parallel_task_scope() {
+    state_.stack.pop_back();
+    state_.task_context = context_;
+    state_.task_diagnostics = diagnostics_;
+  }
+  /// True on a thread that is running a task now (where function passes run in order).
+  static bool active() noexcept { return pass_context::state().task_context != nullptr; }
+  /// Adds one task's reports to the context, as if the task had reported them directly.
+  static void merge(pass_context& ctx, std::vector<diagnostic>& reports) {
+    const std::lock_guard lock(ctx.mutex_.m);
+    for (diagnostic& d : reports) {
+      if (d.severity == severity::error) ++ctx.error_count_;
+      ctx.diagnostics_.push_back(std::move(d));
+    }
+  }
+
+private:
+  pass_context::thread_state& state_;
+  const pass_context* context_;
+  std::vector<diagnostic>* diagnostics_;
+};
+
+}  // namespace detail
 
 /// Makes `ctx` the current context of this thread until the scope ends (the design's
 /// `with PassContext(...)`), entering its instruments first and exiting them at the end.
@@ -368,7 +487,8 @@ public:
       if (stack[i].scope == this) {
         found = true;
         above = stack.size() - 1 - i;
-        for (std::size_t j = i + 1; j < stack.size(); ++j) stack[j].scope->orphaned_ = true;
+        for (std::size_t j = i + 1; j < stack.size(); ++j)
+          if (stack[j].scope) stack[j].scope->orphaned_ = true;  // null: a function pass's task
         stack.resize(i);
         break;
       }

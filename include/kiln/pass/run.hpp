@@ -13,6 +13,7 @@
 /// \endcode
 #pragma once
 
+#include <kiln/pass/detail/parallel_map.hpp>
 #include <kiln/pass/diagnostics.hpp>
 #include <kiln/pass/instrument.hpp>
 #include <kiln/pass/pass_context.hpp>
@@ -52,10 +53,20 @@ Module apply_pass(Pass& p, const Module& m, pass_context& ctx, Policies&... poli
       else
         return function(p(f));
     };
-    if constexpr (kind == pass_kind::function)
+    // On several threads when the context asks for it (and not already inside such a task).
+    if constexpr (kind == pass_kind::function) {
+      if constexpr (may_run_in_parallel<std::remove_const_t<Pass>>)
+        if (ctx.num_threads() > 1 && !parallel_task_scope::active())
+          return parallel_map<typename traits::function_type>(
+              m, ctx, [](const Module& mod, auto&& fn) { return traits::map_functions(mod, fn); }, each);
       return traits::map_functions(m, each);
-    else
+    } else {
+      if constexpr (may_run_in_parallel<std::remove_const_t<Pass>>)
+        if (ctx.num_threads() > 1 && !parallel_task_scope::active())
+          return parallel_map<typename traits::kernel_function_type>(
+              m, ctx, [](const Module& mod, auto&& fn) { return traits::map_kernel_functions(mod, fn); }, each);
       return traits::map_kernel_functions(m, each);
+    }
   }
 }
 

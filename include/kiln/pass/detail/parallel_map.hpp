@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// A function pass over a module on several threads (`pass_context::set_num_threads`): the
+/// functions are listed through `map_functions`, transformed by worker threads that each take the
+/// next one, and put back through `map_functions` in the same order, so the result is the
+/// sequential result whatever the interleaving.
+#pragma once
+
+#include <kiln/pass/pass_context.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace kiln::detail {
+
+/// Whether a pass may run on several threads: unless it says `thread_safe = false`.
+template <class Pass>
+inline constexpr bool may_run_in_parallel = [] {
+  if constexpr (requires { Pass::thread_safe; })
+    return static_cast<bool>(Pass::thread_safe);
+  else
+    return true;
+}();
+
+/// `map(m, each)` with the calls of `each` spread over up to `ctx.num_threads()` threads (the
+/// calling thread among them). `map` must visit the same functions in the same order on every
+/// call, as `module_traits::map_functions` does for an unchanged module.
+///
+/// Failure: the tasks after a failed one are not started (those already running finish), the
+/// diagnostics of the functions before the first failure are kept, in order, and the first
+/// failing function's exception is rethrown, as a run in order would have done. Statistics added
+/// by tasks that ran after it are not taken back.
+template <class Function, class Module, class Map, class Each>
+Module parallel_map(const Module& m, pass_context& ctx, Map map, Each& each) {
+  struct task {
+    std::string name;
+    Function function;  // a copy: map_functions may hand out temporaries
+    std::optional<Function> result;
+    std::vector<diagnostic> reports;
+    std::exception_ptr error;
+  };
+  std::vector<task> tasks;
+  (void)map(m, [&](std::string_view name, const Function& f) -> Function {
+    tasks.push_back({std::string(name), f, std::nullopt, {}, nullptr});
+    return f;
+  });
+  const std::size_t count = tasks.size();
+  if (count < 2) return map(m, each);
+
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> first_failure{count};
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) {
+      if (i > first_failure.load(std::memory_order_acquire)) return;  // a run in order stops at the failure
+      task& t = tasks[i];
+      try {
+        const parallel_task_scope scope(ctx, t.reports);
+        t.result.emplace(each(std::string_view(t.name), std::as_const(t.function)));
+      } catch (...) {
+        t.error = std::current_exception();
+        std::size_t seen = first_failure.load(std::memory_order_relaxed);
+        while (i < seen && !first_failure.compare_exchange_weak(seen, i, std::memory_order_acq_rel)) {
+        }
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  const std::size_t extra = std::min(ctx.num_threads(), count) - 1;
+  workers.reserve(extra);
+  try {
+    for (std::size_t w = 0; w < extra; ++w) workers.emplace_back(work);
+  } catch (const std::system_error&) {  // no more threads: the ones started and this one do it all
+  }
+  work();
+  for (std::thread& w : workers) w.join();
+
+  const std::size_t failed = first_failure.load();
+  for (std::size_t i = 0; i < std::min(failed + 1, count); ++i) parallel_task_scope::merge(ctx, tasks[i].reports);
+  if (failed < count) std::rethrow_exception(tasks[failed].error);
+
+  std::size_t k = 0;
+  return map(m, [&](std::string_view name, const Function&) -> Function {
+    if (k >= count || tasks[k].name != name)
+      throw usage_error("kiln: module_traits<" + std::string(ir_name_of<Module>()) +
+                        ">::map_functions visited the functions of one module in two different orders; a function pass "
+                        "on several threads needs one order");
+    return std::move(*tasks[k++].result);
+  });
+}
+
+}  // namespace kiln::detail
