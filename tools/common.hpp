@@ -85,8 +85,9 @@ inline kiln::ir::ir_module read_ir(const fs::path& path, const std::vector<std::
 
 /// Pass-context options shared by the tools that run pipelines.
 struct pass_options {
-  bool print_after_all = false, print_after_change = false, time_passes = false, verify_each = false;
+  bool print_after_all = false, print_after_change = false, time_passes = false, verify_each = false, stats = false;
   int opt_level = 2;
+  std::size_t threads = 1;
 
   void add_to(CLI::App& app, bool with_change = true) {
     app.add_flag("--print-after-all", print_after_all, "Print the IR after every pass (to stderr)");
@@ -94,9 +95,12 @@ struct pass_options {
     app.add_flag("--time-passes", time_passes, "Print a table of the time each pass took (to stderr)");
     app.add_flag("--verify-each", verify_each, "Verify the IR, and the properties each pass needs and establishes, around every pass");
     app.add_option("-O,--opt-level", opt_level, "The pass context's opt level")->check(CLI::Range(0, 3));
+    app.add_flag("--stats", stats, "Print the passes' statistics after the run (to stderr), as LLVM's -stats");
+    app.add_option("-j,--threads", threads, "Run function passes on this many threads")->check(CLI::Range(1, 1024));
   }
   kiln::pass_context make_context() const {
     kiln::pass_context ctx(opt_level);
+    ctx.set_num_threads(threads);
     std::vector<kiln::instrument> list;
     if (time_passes) list.emplace_back(kiln::pass_timing{});
     if (print_after_all || print_after_change)
@@ -108,6 +112,7 @@ struct pass_options {
   void report(kiln::pass_context& ctx) const {
     for (auto& i : ctx.instruments())
       if (auto* t = i.target<kiln::pass_timing>()) std::cerr << t->table();
+    if (stats) std::cerr << ctx.statistics_report();
   }
 };
 

@@ -2,6 +2,7 @@
 // The graph-level passes: canonicalize_bindings, dead_code_elimination, eliminate_common_subexpr,
 // fold_constant.
 #include <kiln/transform/canonicalize_bindings.hpp>
+#include <kiln/transform/default_pipeline.hpp>
 #include <kiln/transform/dead_code_elimination.hpp>
 #include <kiln/transform/eliminate_common_subexpr.hpp>
 #include <kiln/transform/fold_constant.hpp>
@@ -137,4 +138,34 @@ class Module:
   REQUIRE(ctx.diagnostics().size() == 1);
   CHECK(contains(ctx.diagnostics()[0].message, "fold_constant: R.take was not folded"));
   CHECK(ctx.diagnostics()[0].where == "function 'main', binding 'a'");
+}
+
+TEST_CASE("the simplification passes count what they did in the context's statistics") {
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        with R.dataflow():
+            c: R.Tensor((3,), "float32") = R.exp(R.const([0.0, 1.0, 2.0], "float32"))
+            a: R.Tensor((2, 3), "float32") = R.add(x, c)
+            b: R.Tensor((2, 3), "float32") = R.add(x, c)
+            d: R.Tensor((2, 3), "float32") = b
+            e: R.Tensor((2, 3), "float32") = R.multiply(a, d)
+            unused: R.Tensor((2, 3), "float32") = R.nn.relu(e)
+            R.output(e)
+        return e
+
+    @R.function
+    def orphan(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        return x
+)");
+  pass_context ctx;
+  (void)kiln::run(t::simplify{}, m, ctx);
+  const auto& s = ctx.statistics();
+  CHECK(s.at("fold_constant").at("bindings folded") == 1);
+  CHECK(s.at("eliminate_common_subexpr").at("expressions shared") == 1);
+  // d = b, and b = a once CSE has shared it: two copies over the two runs of the pass.
+  CHECK(s.at("canonicalize_bindings").at("copies removed") == 2);
+  CHECK(s.at("dead_code_elimination").at("bindings removed") >= 1);
+  CHECK(ctx.statistics_report().find("eliminate_common_subexpr - expressions shared") != std::string::npos);
 }

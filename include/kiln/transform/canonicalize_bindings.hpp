@@ -9,8 +9,12 @@
 /// (`gv = lv` as a dataflow block's output).
 #pragma once
 
+#include <kiln/ir/module.hpp>
 #include <kiln/ir/visitor.hpp>
+#include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
+
+#include <cstdint>
 
 namespace kiln::transform {
 
@@ -18,8 +22,10 @@ struct canonicalize_bindings {
   static constexpr std::string_view name = "canonicalize_bindings";
   static constexpr int opt_level = 0;
 
-  ir::function operator()(const ir::function& f) const {
+  /// Statistic: "copies removed" (bindings `y = x` replaced by `x`).
+  ir::function operator()(const ir::function& f, const ir::ir_module&, pass_context& ctx) const {
     struct mutator final : ir::expr_mutator {
+      std::uint64_t removed = 0;
       ir::binding_block mutate_binding_block(const ir::binding_block& b, bool& changed) override {
         ir::binding_block out{b.dataflow, {}};
         for (auto& bd : b.bindings) {
@@ -30,6 +36,7 @@ struct canonicalize_bindings {
           if (trivial && (nb.variable->is_dataflow() || !src->is_dataflow())) {
             var_remap_[bd.variable.get()] = ir::var(src);
             changed = true;
+            ++removed;
             continue;
           }
           changed |= nb.value != bd.value || nb.variable != bd.variable || nb.cast_type != bd.cast_type;
@@ -38,7 +45,9 @@ struct canonicalize_bindings {
         return out;
       }
     } m;
-    return m.mutate_function(f);
+    ir::function out = m.mutate_function(f);
+    if (m.removed) ctx.statistic(name, "copies removed") += m.removed;
+    return out;
   }
 };
 

@@ -18,6 +18,7 @@
 #include <kiln/pass/property.hpp>
 #include <kiln/transform/detail/rewrite.hpp>
 
+#include <cstdint>
 #include <unordered_set>
 
 namespace kiln::transform {
@@ -26,14 +27,23 @@ struct dead_code_elimination {
   static constexpr std::string_view name = "dead_code_elimination";
   static constexpr int opt_level = 1;
 
-  ir::ir_module operator()(const ir::ir_module& m, pass_context&) const {
+  /// Statistics: "bindings removed" (in branches too) and "functions removed".
+  ir::ir_module operator()(const ir::ir_module& m, pass_context& ctx) const {
     ir::ir_module out = m;
+    std::uint64_t removed = 0;
     for (auto& e : m->functions())
       if (auto f = ir::ref_cast<ir::function_node>(e.func)) {
         ir::function g = remove_dead_bindings(f);
-        if (g != f) out = ir::with_function(out, e.gv->name, g);
+        if (g != f) {
+          removed += count_bindings(f->body) - count_bindings(g->body);
+          out = ir::with_function(out, e.gv->name, g);
+        }
       }
-    return remove_unreachable_functions(out);
+    ir::ir_module reachable = remove_unreachable_functions(out);
+    if (removed) ctx.statistic(name, "bindings removed") += removed;
+    if (reachable->functions().size() < out->functions().size())
+      ctx.statistic(name, "functions removed") += out->functions().size() - reachable->functions().size();
+    return reachable;
   }
 
   static bool has_effects(const ir::expr& e) {
@@ -101,6 +111,18 @@ private:
     }
     if (!changed) return seq;
     return ir::make_seq(std::move(blocks), s.body);
+  }
+
+  /// The bindings of a body, those of its `if` branches included.
+  static std::uint64_t count_bindings(const ir::expr& e) {
+    std::uint64_t n = 0;
+    if (auto* s = ir::dyn_cast<ir::seq_expr_node>(e)) {
+      for (auto& b : s->blocks)
+        for (auto& bd : b.bindings) n += 1 + count_bindings(bd.value);
+    } else if (auto* i = ir::dyn_cast<ir::if_node>(e)) {
+      n += count_bindings(i->then_branch) + count_bindings(i->else_branch);
+    }
+    return n;
   }
 
   static ir::function remove_dead_bindings(const ir::function& f) {

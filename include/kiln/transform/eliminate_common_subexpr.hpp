@@ -13,11 +13,14 @@
 /// after the `if`).
 #pragma once
 
+#include <kiln/ir/module.hpp>
 #include <kiln/ir/structural_equal.hpp>
 #include <kiln/ir/visitor.hpp>
+#include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
 #include <kiln/transform/dead_code_elimination.hpp>
 
+#include <cstdint>
 #include <unordered_map>
 
 namespace kiln::transform {
@@ -26,10 +29,12 @@ struct eliminate_common_subexpr {
   static constexpr std::string_view name = "eliminate_common_subexpr";
   static constexpr int opt_level = 1;
 
-  ir::function operator()(const ir::function& f) const {
+  /// Statistic: "expressions shared" (bindings whose value became an earlier variable).
+  ir::function operator()(const ir::function& f, const ir::ir_module&, pass_context& ctx) const {
     using table = std::unordered_map<ir::expr, ir::var, ir::structural_hash_fn, ir::structural_equal_fn>;
     struct mutator final : ir::expr_mutator {
-      std::vector<table> scopes{table{}};  // visible values: the function, then nested branches
+      std::vector<table> scopes{table{}};
+      std::uint64_t shared = 0;  // visible values: the function, then nested branches
       ir::expr mutate_seq(const ir::seq_expr_node& n, const ir::expr& self) override {
         scopes.push_back({});
         ir::expr r = expr_mutator::mutate_seq(n, self);
@@ -44,6 +49,7 @@ struct eliminate_common_subexpr {
           if (!nb.is_match_cast() && shareable(nb.value)) {
             if (ir::var earlier = lookup(nb.value, block_local)) {
               nb.value = earlier;
+              ++shared;
             } else {
               (nb.variable->is_dataflow() ? block_local : scopes.back())[nb.value] = nb.variable;
             }
@@ -66,7 +72,9 @@ struct eliminate_common_subexpr {
         return !c || ir::isa<ir::op_node>(c->callee);
       }
     } m;
-    return m.mutate_function(f);
+    ir::function out = m.mutate_function(f);
+    if (m.shared) ctx.statistic(name, "expressions shared") += m.shared;
+    return out;
   }
 };
 

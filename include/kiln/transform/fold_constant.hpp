@@ -36,6 +36,7 @@ struct fold_constant {
   static constexpr std::string_view name = "fold_constant";
   static constexpr int opt_level = 1;
 
+  /// Statistic: "bindings folded".
   ir::ir_module operator()(const ir::ir_module& m, pass_context& ctx) const {
     const std::int64_t limit = ctx.config(fold_constant_max_bytes(), std::int64_t{16} << 20);
     reference_evaluator eval(m);
@@ -69,6 +70,7 @@ private:
       if (ir::expr c = try_fold(nb.value, b.variable->name_hint)) {
         nb.value = c;
         known_[b.variable.get()] = c;
+        ++ctx_.statistic("fold_constant", "bindings folded");
       }
       return nb;
     }

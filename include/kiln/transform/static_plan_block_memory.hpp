@@ -33,6 +33,8 @@
 /// Allocations inside `if` branches are left as they are.
 #pragma once
 
+#include <kiln/ir/module.hpp>
+#include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
 #include <kiln/transform/detail/lifetimes.hpp>
 #include <kiln/transform/detail/rewrite.hpp>
@@ -73,9 +75,16 @@ struct static_plan_block_memory {
   /// The largest tensor (in bytes, 2^48) placed in the arena.
   static constexpr std::int64_t max_planned_bytes = std::int64_t(1) << 48;
 
-  ir::function operator()(const ir::function& f) const {
+  /// Statistics: "arena bytes" (the arenas' sizes, summed over functions), "tensor bytes placed"
+  /// (what the tensors in them would take unshared) and "storages of symbolic size".
+  ir::function operator()(const ir::function& f, const ir::ir_module&, pass_context& ctx) const {
     analysis a(f);
-    return a.rewrite();
+    ir::function out = a.rewrite();
+    const memory_plan_stats s = memory_plan_of(out);
+    if (s.planned_bytes) ctx.statistic(name, "arena bytes") += static_cast<std::uint64_t>(s.planned_bytes);
+    if (s.unplanned_bytes) ctx.statistic(name, "tensor bytes placed") += static_cast<std::uint64_t>(s.unplanned_bytes);
+    if (s.storage_tokens) ctx.statistic(name, "storages of symbolic size") += static_cast<std::uint64_t>(s.storage_tokens);
+    return out;
   }
 
 private:
