@@ -5,6 +5,7 @@
 // on 1 thread (the run in order users get by default) and on 2, in one run. The speed-up is the
 // ratio of the real times (counter `functions_per_s`).
 #include <kiln/ir/parser.hpp>
+#include <kiln/ir/pass_traits.hpp>
 #include <kiln/pass/run.hpp>
 #include <kiln/pass/sequential.hpp>
 #include <kiln/transform/canonicalize_bindings.hpp>

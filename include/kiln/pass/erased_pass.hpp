@@ -61,7 +61,7 @@ struct static_pass_model final : erased_pass_model<Module> {
   const pass_info& info() const noexcept override { return pass_info_of<Pass, Module>; }
   Module run(const Module& m, pass_context& ctx, skip_reason gate) override { return run_protocol(wrapped, m, ctx, gate); }
   Module run_direct(const Module& m, pass_context& ctx) override {
-    auto body = [&]() -> Module { return apply_pass(wrapped, m, ctx); };
+    auto body = [&]() -> Module { return apply_pass<false>(wrapped, m, ctx); };
     return run_body<is_sequential_type<Pass>>(pass_info_of<Pass, Module>, body, m, ctx);
   }
   std::string text() const override {

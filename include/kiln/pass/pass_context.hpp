@@ -144,8 +144,9 @@ public:
 
   /// True when a pipeline whose passes are all at `max_opt_level` or below can run every pass
   /// without consulting the context pass by pass: no names, no instruments, level high enough.
+  /// (And on one thread: the direct path does not look at the thread count.)
   bool runs_everything_up_to(int max_opt_level) const noexcept {
-    return !has_names_ && hooks_ == 0 && opt_level_ >= max_opt_level;
+    return !has_names_ && hooks_ == 0 && opt_level_ >= max_opt_level && num_threads_ == 1;
   }
 
   // ---- threads ----------------------------------------------------------------------------------

@@ -29,8 +29,44 @@ namespace kiln {
 
 namespace detail {
 
-/// Runs the pass's transformation on the module, by kind, without any protocol.
-template <class Pass, module_like Module, class... Policies>
+/// What a function or kernel-function pass does to one function: functions marked
+/// SkipOptimization are left as they are.
+template <class Pass, module_like Module>
+auto function_step(Pass& p, const Module& m, pass_context& ctx) {
+  using traits = module_traits<Module>;
+  return [&p, &m, &ctx](std::string_view, const auto& f) -> std::remove_cvref_t<decltype(f)> {
+    using function = std::remove_cvref_t<decltype(f)>;
+    if constexpr (requires { traits::skip_optimization(f); })
+      if (traits::skip_optimization(f)) return f;
+    if constexpr (requires { p(f, m, ctx); })
+      return p(f, m, ctx);
+    else
+      return function(p(f));
+  };
+}
+
+/// A function or kernel-function pass with its functions on the context's threads (`parallel_map`),
+/// or in order when this thread is already running such a task (no nested thread pools). Out of
+/// line and cold, so that the run in order, the default, pays one load and compare for it.
+template <pass_kind Kind, class Pass, module_like Module>
+[[gnu::cold, gnu::noinline]] Module apply_in_parallel(Pass& p, const Module& m, pass_context& ctx) {
+  using traits = module_traits<Module>;
+  auto each = function_step(p, m, ctx);
+  if constexpr (Kind == pass_kind::function) {
+    if (parallel_task_scope::active()) return traits::map_functions(m, each);
+    return parallel_map<typename traits::function_type>(
+        m, ctx, [](const Module& mod, auto&& fn) { return traits::map_functions(mod, fn); }, each);
+  } else {
+    if (parallel_task_scope::active()) return traits::map_kernel_functions(m, each);
+    return parallel_map<typename traits::kernel_function_type>(
+        m, ctx, [](const Module& mod, auto&& fn) { return traits::map_kernel_functions(mod, fn); }, each);
+  }
+}
+
+/// Runs the pass's transformation on the module, by kind, without any protocol. `Threads`: whether
+/// to look at the context's thread count; the pipelines' direct path (taken only when the count is
+/// 1, see `pass_context::runs_everything_up_to`) does not, so that it costs nothing there.
+template <bool Threads = true, class Pass, module_like Module, class... Policies>
 Module apply_pass(Pass& p, const Module& m, pass_context& ctx, Policies&... policies) {
   using traits = module_traits<Module>;
   constexpr pass_kind kind = pass_kind_of<std::remove_const_t<Pass>, Module>();
@@ -42,31 +78,16 @@ Module apply_pass(Pass& p, const Module& m, pass_context& ctx, Policies&... poli
     else
       return p(m);
   } else {
-    // Function and kernel-function passes see each function of their kind in turn; functions marked
-    // SkipOptimization are left as they are. They cannot add or remove functions.
-    auto each = [&](std::string_view, const auto& f) -> std::remove_cvref_t<decltype(f)> {
-      using function = std::remove_cvref_t<decltype(f)>;
-      if constexpr (requires { traits::skip_optimization(f); })
-        if (traits::skip_optimization(f)) return f;
-      if constexpr (requires { p(f, m, ctx); })
-        return p(f, m, ctx);
-      else
-        return function(p(f));
-    };
-    // On several threads when the context asks for it (and not already inside such a task).
-    if constexpr (kind == pass_kind::function) {
-      if constexpr (may_run_in_parallel<std::remove_const_t<Pass>>)
-        if (ctx.num_threads() > 1 && !parallel_task_scope::active())
-          return parallel_map<typename traits::function_type>(
-              m, ctx, [](const Module& mod, auto&& fn) { return traits::map_functions(mod, fn); }, each);
-      return traits::map_functions(m, each);
-    } else {
-      if constexpr (may_run_in_parallel<std::remove_const_t<Pass>>)
-        if (ctx.num_threads() > 1 && !parallel_task_scope::active())
-          return parallel_map<typename traits::kernel_function_type>(
-              m, ctx, [](const Module& mod, auto&& fn) { return traits::map_kernel_functions(mod, fn); }, each);
-      return traits::map_kernel_functions(m, each);
-    }
+    // Function and kernel-function passes see each function of their kind in turn, on several
+    // threads when the context asks for it (and not already inside such a task). They cannot add
+    // or remove functions.
+    if constexpr (Threads && may_run_in_parallel<std::remove_const_t<Pass>>)
+      if (ctx.num_threads() > 1) [[unlikely]]
+        return apply_in_parallel<kind>(p, m, ctx);
+    if constexpr (kind == pass_kind::function)
+      return traits::map_functions(m, function_step(p, m, ctx));
+    else
+      return traits::map_kernel_functions(m, function_step(p, m, ctx));
   }
 }
 

@@ -667,7 +667,7 @@ private:
   template <std::size_t S, class Module>
   Module direct_step(const Module& m, pass_context& ctx) {
     using pass_type = typename plan::template step_type<S>;
-    auto body = [&]() -> Module { return detail::apply_pass(instance<S>(), m, ctx); };
+    auto body = [&]() -> Module { return detail::apply_pass<false>(instance<S>(), m, ctx); };
     return detail::run_body<detail::is_sequential_type<pass_type>>(pass_info_of<pass_type, Module>, body, m, ctx);
   }
 
