@@ -42,12 +42,7 @@ public:
   using required = Required;
   /// False when the callable says so (`static constexpr bool thread_safe = false`): a function pass
   /// then runs in order even when the context has several threads.
-  static constexpr bool thread_safe = [] {
-    if constexpr (requires { F::thread_safe; })
-      return static_cast<bool>(F::thread_safe);
-    else
-      return true;
-  }();
+  static constexpr bool thread_safe = thread_safe_of<F>;
 
   callable_pass()
     requires std::default_initializable<F>

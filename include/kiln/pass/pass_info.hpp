@@ -108,6 +108,17 @@ inline constexpr int opt_level_of = [] {
     return 0;
 }();
 
+/// Whether a pass (or the callable a `make_pass` pass wraps) may have its functions transformed on
+/// several threads at once (`pass_context::set_num_threads`): unless it says
+/// `static constexpr bool thread_safe = false`.
+template <class T>
+inline constexpr bool thread_safe_of = [] {
+  if constexpr (requires { T::thread_safe; })
+    return static_cast<bool>(T::thread_safe);
+  else
+    return true;
+}();
+
 namespace detail {
 
 template <class Pass>

@@ -45,22 +45,18 @@ auto function_step(Pass& p, const Module& m, pass_context& ctx) {
   };
 }
 
-/// A function or kernel-function pass with its functions on the context's threads (`parallel_map`),
-/// or in order when this thread is already running such a task (no nested thread pools). Out of
-/// line and cold, so that the run in order, the default, pays one load and compare for it.
+/// A function or kernel-function pass with its functions on the context's threads (`parallel_map`).
+/// Out of line and cold, so that the run in order, the default, pays one load and compare for it.
 template <pass_kind Kind, class Pass, module_like Module>
 [[gnu::cold, gnu::noinline]] Module apply_in_parallel(Pass& p, const Module& m, pass_context& ctx) {
   using traits = module_traits<Module>;
   auto each = function_step(p, m, ctx);
-  if constexpr (Kind == pass_kind::function) {
-    if (parallel_task_scope::active()) return traits::map_functions(m, each);
+  if constexpr (Kind == pass_kind::function)
     return parallel_map<typename traits::function_type>(
         m, ctx, [](const Module& mod, auto&& fn) { return traits::map_functions(mod, fn); }, each);
-  } else {
-    if (parallel_task_scope::active()) return traits::map_kernel_functions(m, each);
+  else
     return parallel_map<typename traits::kernel_function_type>(
         m, ctx, [](const Module& mod, auto&& fn) { return traits::map_kernel_functions(mod, fn); }, each);
-  }
 }
 
 /// Runs the pass's transformation on the module, by kind, without any protocol. `Threads`: whether
@@ -81,7 +77,7 @@ Module apply_pass(Pass& p, const Module& m, pass_context& ctx, Policies&... poli
     // Function and kernel-function passes see each function of their kind in turn, on several
     // threads when the context asks for it (and not already inside such a task). They cannot add
     // or remove functions.
-    if constexpr (Threads && may_run_in_parallel<std::remove_const_t<Pass>>)
+    if constexpr (Threads && thread_safe_of<std::remove_const_t<Pass>>)
       if (ctx.num_threads() > 1) [[unlikely]]
         return apply_in_parallel<kind>(p, m, ctx);
     if constexpr (kind == pass_kind::function)

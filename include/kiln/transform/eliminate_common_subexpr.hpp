@@ -33,8 +33,8 @@ struct eliminate_common_subexpr {
   ir::function operator()(const ir::function& f, const ir::ir_module&, pass_context& ctx) const {
     using table = std::unordered_map<ir::expr, ir::var, ir::structural_hash_fn, ir::structural_equal_fn>;
     struct mutator final : ir::expr_mutator {
-      std::vector<table> scopes{table{}};
-      std::uint64_t shared = 0;  // visible values: the function, then nested branches
+      std::vector<table> scopes{table{}};  // visible values: the function, then nested branches
+      std::uint64_t shared = 0;
       ir::expr mutate_seq(const ir::seq_expr_node& n, const ir::expr& self) override {
         scopes.push_back({});
         ir::expr r = expr_mutator::mutate_seq(n, self);

@@ -70,7 +70,7 @@ private:
       if (ir::expr c = try_fold(nb.value, b.variable->name_hint)) {
         nb.value = c;
         known_[b.variable.get()] = c;
-        ++ctx_.statistic("fold_constant", "bindings folded");
+        ++ctx_.statistic(name, "bindings folded");
       }
       return nb;
     }

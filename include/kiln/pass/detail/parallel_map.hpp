@@ -22,18 +22,10 @@
 
 namespace kiln::detail {
 
-/// Whether a pass may run on several threads: unless it says `thread_safe = false`.
-template <class Pass>
-inline constexpr bool may_run_in_parallel = [] {
-  if constexpr (requires { Pass::thread_safe; })
-    return static_cast<bool>(Pass::thread_safe);
-  else
-    return true;
-}();
-
 /// `map(m, each)` with the calls of `each` spread over up to `ctx.num_threads()` threads (the
 /// calling thread among them). `map` must visit the same functions in the same order on every
-/// call, as `module_traits::map_functions` does for an unchanged module.
+/// call, as `module_traits::map_functions` does for an unchanged module. On a thread that is
+/// already running such a task, `map(m, each)` in order (no nested thread pools).
 ///
 /// Failure: the tasks after a failed one are not started (those already running finish), the
 /// diagnostics of the functions before the first failure are kept, in order, and the first
@@ -48,6 +40,7 @@ Module parallel_map(const Module& m, pass_context& ctx, Map map, Each& each) {
     std::vector<diagnostic> reports;
     std::exception_ptr error;
   };
+  if (parallel_task_scope::active()) return map(m, each);
   std::vector<task> tasks;
   (void)map(m, [&](std::string_view name, const Function& f) -> Function {
     tasks.push_back({std::string(name), f, std::nullopt, {}, nullptr});
