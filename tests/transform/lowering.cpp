@@ -391,3 +391,42 @@ TEST_CASE("kill_after_last_use releases a storage right after the last use of an
   CHECK(!contains(out, "kill_tensor(e)"));
   CHECK(!contains(out, "kill_tensor(d)"));
 }
+
+TEST_CASE("the lowering passes take liveness from the analysis cache, computed once per function object") {
+  kiln::pass_context ctx;
+  const ir::ir_module planned = kiln::run(upto_plan{}, ir::parse_module(symbolic_module), ctx);
+  const ir::function main = ir::ref_cast<ir::function_node>(planned->lookup("main"));
+  REQUIRE(main);
+  // static_plan_block_memory asked for liveness of the function it then rewrote: that result went.
+  CHECK(ctx.cached_analysis<t::liveness>(main) == nullptr);
+  const kiln::analysis_counts before = ctx.analyses().counts();
+  CHECK(before.computed == 1);
+  CHECK(before.dropped == 1);
+
+  // kill_after_last_use computes liveness of the planned function; the cached result is what the
+  // analysis gives directly.
+  const ir::ir_module killed = kiln::run(t::kill_after_last_use{}, planned, ctx);
+  CHECK(ctx.analyses().counts().computed == 2);
+  // It changed main, so main's result went with it, and nothing stays cached.
+  CHECK(ctx.analyses().size() == 0);
+
+  // The cached result is the analysis's own; asked again, it is found.
+  const ir::function killed_main = ir::ref_cast<ir::function_node>(killed->lookup("main"));
+  const auto life = ctx.analysis<t::liveness>(killed_main);
+  const t::detail::value_lifetimes direct(killed_main);
+  CHECK(life->end == direct.end);
+  CHECK(life->escapes == direct.escapes);
+  CHECK(ctx.analysis<t::liveness>(killed_main) == life);
+  CHECK(ctx.analyses().counts().computed == 3);
+  CHECK(ctx.analyses().counts().hits == 1);
+}
+
+TEST_CASE("the fusion passes start from use_counts in the analysis cache") {
+  kiln::pass_context ctx;
+  const ir::ir_module m = ir::parse_module(softmax_module);
+  (void)kiln::run(kiln::sequential<t::fuse_epilogue, t::fuse_elementwise>{}, m, ctx);
+  CHECK(ctx.analyses().counts().computed >= 1);
+  const std::string report = ctx.statistics_report();  // names padded to the longest pass name
+  CHECK(contains(report, " analysis cache "));
+  CHECK(contains(report, " - results computed\n"));
+}

@@ -47,6 +47,10 @@ struct erased_pass_model {
   /// Runs the pass when the context has no names and no instruments and enables it: only the
   /// failure handling of the protocol applies.
   virtual Module run_direct(const Module& m, pass_context& ctx) = 0;
+  /// After `run_direct` turned `in` into `out`, when analyses are cached: drops those the pass does
+  /// not preserve (nothing for a pipeline: its steps did). Apart from `run_direct`, so that a pass's
+  /// code stays a leaf function when nothing is cached.
+  virtual void invalidate_after_direct(const Module& in, const Module& out, pass_context& ctx) = 0;
   /// The textual form (`name`, or `name(a,b)` for a pipeline).
   virtual std::string text() const = 0;
   /// The resolved steps of a pipeline; a single pass is one step.
@@ -63,6 +67,9 @@ struct static_pass_model final : erased_pass_model<Module> {
   Module run_direct(const Module& m, pass_context& ctx) override {
     auto body = [&]() -> Module { return apply_pass<false>(wrapped, m, ctx); };
     return run_body<is_sequential_type<Pass>>(pass_info_of<Pass, Module>, body, m, ctx);
+  }
+  void invalidate_after_direct(const Module& in, const Module& out, pass_context& ctx) override {
+    if constexpr (!is_sequential_type<Pass>) invalidate_analyses<preserved_analyses_of<Pass>>(ctx, in, out);
   }
   std::string text() const override {
     if constexpr (is_sequential_type<Pass>)
@@ -120,8 +127,12 @@ public:
 
   /// For pipelines: runs the protocol with the enabled decision already made.
   Module run_gated(const Module& m, pass_context& ctx, skip_reason gate) const { return self_->run(m, ctx, gate); }
-  /// For pipelines, when the context enables everything and has no instruments.
+  /// For pipelines, when the context enables everything and has no instruments; then, when
+  /// analyses are cached, the invalidation after it.
   Module run_direct(const Module& m, pass_context& ctx) const { return self_->run_direct(m, ctx); }
+  void invalidate_after_direct(const Module& in, const Module& out, pass_context& ctx) const {
+    self_->invalidate_after_direct(in, out, ctx);
+  }
 
 private:
   std::shared_ptr<detail::erased_pass_model<Module>> self_;

@@ -15,6 +15,7 @@
 /// the three named helpers fix it, so a generic lambda is fine there.
 #pragma once
 
+#include <kiln/pass/analysis.hpp>
 #include <kiln/pass/pass_info.hpp>
 #include <kiln/support/fixed_string.hpp>
 
@@ -43,6 +44,8 @@ public:
   /// False when the callable says so (`static constexpr bool thread_safe = false`): a function pass
   /// then runs in order even when the context has several threads.
   static constexpr bool thread_safe = thread_safe_of<F>;
+  /// The analyses the callable says it preserves (`using preserves = kiln::preserves<...>`).
+  using preserves = preserved_analyses_of<F>;
 
   callable_pass()
     requires std::default_initializable<F>

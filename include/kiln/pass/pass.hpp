@@ -8,6 +8,7 @@
 /// reference IR does so in `kiln/ir/pass_traits.hpp`.
 #pragma once
 
+#include <kiln/pass/analysis.hpp>
 #include <kiln/pass/diagnostics.hpp>
 #include <kiln/pass/erased_pass.hpp>
 #include <kiln/pass/instrument.hpp>

@@ -19,9 +19,10 @@
 /// Threads: a context is used by one pipeline run at a time, but within a run, function passes may
 /// run on several threads (`set_num_threads`; see `run.hpp`). What a pass can touch from there is
 /// safe to use concurrently: `statistic` (atomic counters), the diagnostics (each function's
-/// reports are kept apart and added in function order), config reads and `current()`.
+/// reports are kept apart and added in function order), config reads, `analysis` and `current()`.
 #pragma once
 
+#include <kiln/pass/analysis.hpp>
 #include <kiln/pass/diagnostics.hpp>
 #include <kiln/pass/instrument.hpp>
 #include <kiln/pass/pass_config.hpp>
@@ -224,6 +225,23 @@ public:
   /// True when `testing.immutable_module` is set to true.
   bool checks_immutable_module() const noexcept { return immutable_module_; }
 
+  // ---- analyses ----------------------------------------------------------------------------------
+
+  /// The result of analysis `A` on `unit` (a module, a function, ...), computed once per unit
+  /// object and cached until a pass invalidates it; see `analysis.hpp`.
+  template <class A, class Unit>
+  auto analysis(const Unit& unit) {  // -> std::shared_ptr<const analysis_result_t<A, Unit>>
+    return analyses_.get<A>(unit, *this);
+  }
+  /// The cached result of `A` on `unit`, or null; never computes it.
+  template <class A, class Unit>
+  auto cached_analysis(const Unit& unit) const {
+    return analyses_.find<A>(unit);
+  }
+  /// The cache itself: its size, its counts (computed, hits, carried, dropped), `clear()`.
+  analysis_cache& analyses() noexcept { return analyses_; }
+  const analysis_cache& analyses() const noexcept { return analyses_; }
+
   // ---- statistics --------------------------------------------------------------------------------
 
   /// The counter `name` of pass `pass` (LLVM's `-stats`, MLIR's pass statistics), created at zero:
@@ -242,26 +260,42 @@ public:
   using statistic_map = std::map<std::string, statistic_counter, std::less<>>;
   /// Every counter: pass name → counter name → value, ordered.
   const std::map<std::string, statistic_map, std::less<>>& statistics() const noexcept { return statistics_; }
-  void clear_statistics() noexcept { statistics_.clear(); }
+  /// Clears the counters, the analysis cache's counts included (not its results).
+  void clear_statistics() noexcept {
+    statistics_.clear();
+    analyses_.reset_counts();
+  }
   /// The counters as LLVM prints them: `  12 fold_constant - folded`, right-aligned, one per line,
-  /// under a header; empty when there are none.
+  /// under a header, then what the analysis cache did (`analysis cache - results computed`, found,
+  /// carried, dropped) when it was used; empty when there is nothing to say.
   std::string statistics_report() const {
-    if (statistics_.empty()) return {};
-    std::size_t width = 1, pass_width = 1;
+    struct row {
+      std::string_view pass, name;
+      std::uint64_t count;
+    };
+    std::vector<row> rows;
     for (const auto& [pass, counters] : statistics_)
-      for (const auto& [name, n] : counters) {
-        width = std::max(width, std::to_string(n.value()).size());
-        pass_width = std::max(pass_width, pass.size());
-      }
+      for (const auto& [name, n] : counters) rows.push_back({pass, name, n.value()});
+    // What the analysis cache did, when it did anything.
+    const analysis_counts a = analyses_.counts();
+    const std::pair<std::string_view, std::uint64_t> cache[] = {
+        {"results computed", a.computed}, {"results found", a.hits}, {"results carried", a.carried}, {"results dropped", a.dropped}};
+    for (auto [name, n] : cache)
+      if (n) rows.push_back({"analysis cache", name, n});
+    if (rows.empty()) return {};
+    std::size_t width = 1, pass_width = 1;
+    for (const row& r : rows) {
+      width = std::max(width, std::to_string(r.count).size());
+      pass_width = std::max(pass_width, r.pass.size());
+    }
     std::string out = "===-------------------------------------------------------------------------===\n"
                       "                          ... Statistics Collected ...\n"
                       "===-------------------------------------------------------------------------===\n\n";
-    for (const auto& [pass, counters] : statistics_)
-      for (const auto& [name, n] : counters) {
-        const std::string count = std::to_string(n.value());
-        out.append(width - count.size() + 1, ' ').append(count).append(" ").append(pass);
-        out.append(pass_width - pass.size(), ' ').append(" - ").append(name).append("\n");
-      }
+    for (const row& r : rows) {
+      const std::string count = std::to_string(r.count);
+      out.append(width - count.size() + 1, ' ').append(count).append(" ").append(r.pass);
+      out.append(pass_width - r.pass.size(), ' ').append(" - ").append(r.name).append("\n");
+    }
     return out;
   }
 
@@ -383,6 +417,7 @@ private:
   bool immutable_module_ = false;
   std::map<std::string, statistic_map, std::less<>> statistics_;
   std::size_t num_threads_ = 1;
+  analysis_cache analyses_;
   detail::copyable_mutex mutex_;  // guards statistics_ and diagnostics_ while function passes run on threads
 };
 

@@ -57,6 +57,7 @@ public:
     auto body = [&]() -> Module { return run_steps(m, ctx); };
     return run_body<true>(info_, body, m, ctx);
   }
+  void invalidate_after_direct(const Module&, const Module&, pass_context&) override {}  // the steps did
 
   std::string text() const override {
     std::string s = name_;  // appends throughout: GCC 12 -O3 warns falsely (-Wrestrict) on "x" + string
@@ -173,11 +174,18 @@ private:
     info_.invalidates = invalidates_;
   }
 
+  Module direct_step(std::size_t s, const Module& in, pass_context& ctx) {
+    Module out = steps_[s].p.run_direct(in, ctx);
+    if (!ctx.analyses().empty()) [[unlikely]]
+      steps_[s].p.invalidate_after_direct(in, out, ctx);
+    return out;
+  }
+
   Module run_steps(const Module& m, pass_context& ctx) {
     if (steps_.empty()) return m;
     if (ctx.runs_everything_up_to(max_opt_level_)) [[likely]] {  // as in kiln::sequential
-      Module cur = steps_[0].p.run_direct(m, ctx);
-      for (std::size_t s = 1; s < steps_.size(); ++s) cur = steps_[s].p.run_direct(cur, ctx);
+      Module cur = direct_step(0, m, ctx);
+      for (std::size_t s = 1; s < steps_.size(); ++s) cur = direct_step(s, cur, ctx);
       return cur;
     }
     gate_.resize(steps_.size());

@@ -13,6 +13,7 @@
 /// is registered (kiln's compiler registers it with its passes).
 #pragma once
 
+#include <kiln/pass/analysis.hpp>
 #include <kiln/pass/module_traits.hpp>
 
 #include <iostream>
@@ -26,6 +27,7 @@ class print_ir_pass {
 public:
   static constexpr std::string_view name = "PrintIR";
   static constexpr int opt_level = 0;
+  using preserves = preserves_all;  // it returns the module it was given
 
   /// Prints to standard error, as TVM's (which logs), with no header.
   print_ir_pass() = default;

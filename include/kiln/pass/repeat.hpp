@@ -26,6 +26,8 @@
 #include <kiln/pass/sequential.hpp>
 #include <kiln/support/fixed_string.hpp>
 
+#include <cstdint>
+
 namespace kiln {
 
 template <fixed_string Name, int MaxIterations, class... Passes>
@@ -37,16 +39,29 @@ struct named_repeat_until_fixed {
   static constexpr int max_iterations = MaxIterations;
   /// The pipeline run each iteration.
   using body = sequential<Passes...>;
+  /// Whether analysis `A`'s results stay true through it: through each pass repeated.
+  template <class A>
+  static constexpr bool keeps_analysis = preserves_analysis<body, A>;
 
   template <module_like Module>
   Module operator()(const Module& m, pass_context& ctx) const {
     Module cur = m;
-    for (int i = 0; i < MaxIterations; ++i) {
-      Module next = kiln::run(body{}, cur, ctx);
-      ++ctx.statistic(name, "iterations");
-      if (module_traits<Module>::same(next, cur)) return next;
-      cur = std::move(next);
+    int i = 0;
+    try {
+      while (i < MaxIterations) {
+        Module next = kiln::run(body{}, cur, ctx);
+        ++i;
+        if (module_traits<Module>::same(next, cur)) {
+          ctx.statistic(name, "iterations") += static_cast<std::uint64_t>(i);
+          return next;
+        }
+        cur = std::move(next);
+      }
+    } catch (...) {
+      ctx.statistic(name, "iterations") += static_cast<std::uint64_t>(i);  // those that completed
+      throw;
     }
+    ctx.statistic(name, "iterations") += static_cast<std::uint64_t>(i);
     ++ctx.statistic(name, "hit_limit");
     return cur;
   }

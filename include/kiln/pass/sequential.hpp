@@ -551,6 +551,11 @@ public:
   static constexpr std::string_view name = Info::name;
   static constexpr int opt_level = Info::opt_level;
   static constexpr bool is_sequential = true;
+  /// Whether analysis `A`'s results stay true through every step (`kiln::preserves_analysis`).
+  template <class A>
+  static constexpr bool keeps_analysis = []<std::size_t... S>(std::index_sequence<S...>) {
+    return (preserves_analysis<typename plan::template step_type<S>, A> && ...);
+  }(std::make_index_sequence<plan::size>{});
   /// The IR properties the pipeline needs from its input, establishes and invalidates (from its
   /// steps; see `property.hpp`).
   using needs = typename plan::needs;
@@ -668,7 +673,11 @@ private:
   Module direct_step(const Module& m, pass_context& ctx) {
     using pass_type = typename plan::template step_type<S>;
     auto body = [&]() -> Module { return detail::apply_pass<false>(instance<S>(), m, ctx); };
-    return detail::run_body<detail::is_sequential_type<pass_type>>(pass_info_of<pass_type, Module>, body, m, ctx);
+    Module out = detail::run_body<detail::is_sequential_type<pass_type>>(pass_info_of<pass_type, Module>, body, m, ctx);
+    if constexpr (!detail::is_sequential_type<pass_type>)
+      if (!ctx.analyses().empty()) [[unlikely]]
+        detail::invalidate_analyses<preserved_analyses_of<pass_type>>(ctx, m, out);
+    return out;
   }
 
   template <std::size_t S, class Module, class... Policies>

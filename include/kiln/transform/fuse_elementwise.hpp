@@ -59,7 +59,7 @@ struct fuse_elementwise {
   ir::ir_module operator()(const ir::ir_module& m, pass_context& ctx) const {
     const rewrite_rule rules[] = {rule()};
     rewrite_counts counts;
-    ir::ir_module out = rewrite_bindings(detail::bind_nested_calls(m), rules, &counts);
+    ir::ir_module out = rewrite_bindings(detail::bind_nested_calls(m), rules, &counts, &ctx);
     ctx.statistic(name, "groups") += counts["fuse_elementwise"];
     return out;
   }

@@ -134,7 +134,7 @@ struct fuse_epilogue {
   ir::ir_module operator()(const ir::ir_module& m, pass_context& ctx) const {
     const rewrite_rule rules[] = {epilogue_rule(), transpose_rule()};
     rewrite_counts counts;
-    ir::ir_module out = rewrite_bindings(detail::bind_nested_calls(m), rules, &counts);
+    ir::ir_module out = rewrite_bindings(detail::bind_nested_calls(m), rules, &counts, &ctx);
     ctx.statistic(name, "epilogues") += counts["fuse_epilogue"];
     ctx.statistic(name, "transposes") += counts["matmul_transpose"];
     return out;

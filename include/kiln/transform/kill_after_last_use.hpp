@@ -15,11 +15,14 @@
 /// turns a kill into clearing the value's register.
 #pragma once
 
+#include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
+#include <kiln/transform/analyses.hpp>
 #include <kiln/transform/detail/lifetimes.hpp>
 #include <kiln/transform/properties.hpp>
 
 #include <map>
+#include <memory>
 
 namespace kiln::transform {
 
@@ -28,8 +31,9 @@ struct kill_after_last_use {
   static constexpr int opt_level = 0;
   using needs = property_list<properties::memory_planned>;
 
-  ir::function operator()(const ir::function& f) const {
-    const detail::value_lifetimes life(f);
+  ir::function operator()(const ir::function& f, const ir::ir_module&, pass_context& ctx) const {
+    const std::shared_ptr<const detail::value_lifetimes> lifetimes = ctx.analysis<liveness>(f);
+    const detail::value_lifetimes& life = *lifetimes;
     std::map<std::int64_t, std::vector<ir::binding>> kills_after;  // position -> kills
     for (std::int64_t p = 0; p < life.result_position; ++p) {
       const ir::binding& b = *life.bindings[std::size_t(p)];

@@ -30,6 +30,8 @@
 #include <kiln/ir/module.hpp>
 #include <kiln/ir/pass_traits.hpp>
 #include <kiln/ir/visitor.hpp>
+#include <kiln/pass/pass_context.hpp>
+#include <kiln/transform/analyses.hpp>
 #include <kiln/transform/detail/rewrite.hpp>
 #include <kiln/transform/pattern.hpp>
 
@@ -99,9 +101,9 @@ public:
   binding_rewriter(const ir::ir_module& m, std::span<const rewrite_rule> rules, rewrite_counts* counts = nullptr)
       : module_(m), rules_(rules), counts_(counts) {}
 
-  ir::function rewrite(const std::string& name, const ir::function& f) {
-    uses_.clear();
-    count_uses(f->body, +1);
+  /// `f` with the rules applied; `uses`, when given, is `f`'s `use_counts` (else counted here).
+  ir::function rewrite(const std::string& name, const ir::function& f, const use_counts::result_type* uses = nullptr) {
+    uses_ = uses ? *uses : use_counts{}.run(f);
     ctx_.module_ = &module_;
     ctx_.function_ = name;
     ctx_.uses_ = &uses_;
@@ -211,14 +213,16 @@ private:
 };
 
 /// `rules` applied to every graph-level function of `m` (but those marked `SkipOptimization`);
-/// `counts`, when given, adds up how often each rule applied.
-inline ir::ir_module rewrite_bindings(const ir::ir_module& m, std::span<const rewrite_rule> rules, rewrite_counts* counts = nullptr) {
+/// `counts`, when given, adds up how often each rule applied; `ctx`, when given, supplies each
+/// function's `use_counts` from its analysis cache.
+inline ir::ir_module rewrite_bindings(const ir::ir_module& m, std::span<const rewrite_rule> rules, rewrite_counts* counts = nullptr,
+                                      pass_context* ctx = nullptr) {
   ir::ir_module out = m;
   binding_rewriter rw(m, rules, counts);
   for (auto& e : m->functions()) {
     auto f = ir::ref_cast<ir::function_node>(e.func);
     if (!f || ir::detail::has_skip_optimization(*f)) continue;
-    ir::function g = rw.rewrite(e.gv->name, f);
+    ir::function g = ctx ? rw.rewrite(e.gv->name, f, ctx->analysis<use_counts>(f).get()) : rw.rewrite(e.gv->name, f);
     if (g != f) out = ir::with_function(out, e.gv->name, g);
   }
   return out;

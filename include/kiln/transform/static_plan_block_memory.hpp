@@ -36,6 +36,7 @@
 #include <kiln/ir/module.hpp>
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
+#include <kiln/transform/analyses.hpp>
 #include <kiln/transform/detail/lifetimes.hpp>
 #include <kiln/transform/detail/rewrite.hpp>
 #include <kiln/transform/properties.hpp>
@@ -78,7 +79,7 @@ struct static_plan_block_memory {
   /// Statistics: "arena bytes" (the arenas' sizes, summed over functions), "tensor bytes placed"
   /// (what the tensors in them would take unshared) and "storages of symbolic size".
   ir::function operator()(const ir::function& f, const ir::ir_module&, pass_context& ctx) const {
-    analysis a(f);
+    analysis a(f, *ctx.analysis<liveness>(f));
     ir::function out = a.rewrite();
     const memory_plan_stats s = memory_plan_of(out);
     if (s.planned_bytes) ctx.statistic(name, "arena bytes") += static_cast<std::uint64_t>(s.planned_bytes);
@@ -99,7 +100,7 @@ private:
 
   class analysis {
   public:
-    explicit analysis(const ir::function& f) : f_(f) {
+    analysis(const ir::function& f, const detail::value_lifetimes& life) : f_(f) {
       auto& body = static_cast<const ir::seq_expr_node&>(*f->body);
       for (auto& block : body.blocks)
         for (auto& b : block.bindings) bindings_.push_back(&b);
@@ -115,7 +116,8 @@ private:
                         " bounds " + var + " by " + std::to_string(bound) + ", which no size can meet");
       }
       collect();
-      lifetimes();
+      escapes_ = life.escapes;
+      for (auto& c : cands_) c.end = life.end.at(c.var);
     }
 
     ir::function rewrite() {
@@ -192,12 +194,6 @@ private:
         if (size && *size > max_planned_bytes) size.reset();
         cands_.push_back({b.variable.get(), bytes, size.value_or(-1), p, p});
       }
-    }
-
-    void lifetimes() {
-      const detail::value_lifetimes life(f_);
-      escapes_ = life.escapes;
-      for (auto& c : cands_) c.end = life.end.at(c.var);
     }
 
     static std::int64_t align(std::int64_t n) { return (n + alignment - 1) / alignment * alignment; }
