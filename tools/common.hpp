@@ -98,14 +98,15 @@ struct pass_options {
     app.add_flag("--stats", stats, "Print the passes' statistics after the run (to stderr), as LLVM's -stats");
     app.add_option("-j,--threads", threads, "Run function passes on this many threads")->check(CLI::Range(1, 1024));
   }
-  kiln::pass_context make_context() const {
+  /// `verify_by_other`: the caller verifies each pass itself (the crash reproducer does, when asked).
+  kiln::pass_context make_context(bool verify_by_other = false) const {
     kiln::pass_context ctx(opt_level);
     ctx.set_num_threads(threads);
     std::vector<kiln::instrument> list;
     if (time_passes) list.emplace_back(kiln::pass_timing{});
     if (print_after_all || print_after_change)
       list.emplace_back(kiln::print_ir(std::cerr, print_after_all ? kiln::print_ir::after : kiln::print_ir::after_change));
-    if (verify_each) list.emplace_back(kiln::verify_ir{});
+    if (verify_each && !verify_by_other) list.emplace_back(kiln::verify_ir{});
     ctx.set_instruments(std::move(list));
     return ctx;
   }

@@ -3,8 +3,11 @@
 //
 //   kiln-opt model.kir --pipeline "kiln.simplify,legalize_ops" --print-after-change
 //   cat model.kir | kiln-opt --pipeline kiln.default --time-passes
+//   kiln-opt model.kir -p kiln.default --crash-reproducer repro.kir   # on failure, then:
+//   kiln-opt --replay repro.kir
 #include "common.hpp"
 
+#include <kiln/pass/instruments/crash_reproducer.hpp>
 #include <kiln/transform/default_pipeline.hpp>
 
 #include <fstream>
@@ -15,13 +18,19 @@ int main(int argc, char** argv) {
   CLI::App app{"Runs a pipeline of kiln's passes on a module in kiln's IR text format and prints the result.\n"
                "Passes are named as in pipeline text: kiln.default, kiln.simplify, kiln.lower_to_vm, or any registered pass.",
                "kiln-opt"};
-  std::string input = "-", output = "-", pipeline;
+  std::string input = "-", output = "-", pipeline, reproducer_path, replay;
   pass_options passes;
-  bool list = false;
+  bool list = false, local_reproducer = false;
   app.add_option("FILE", input, "IR text to read ('-' or nothing: standard input)");
   app.add_option("-p,--pipeline", pipeline, "The pipeline, e.g. \"kiln.simplify,legalize_ops\"");
   app.add_option("-o,--output", output, "Where to write the result ('-': standard output)");
   app.add_flag("--list-passes", list, "List the passes pipeline text can name, and exit");
+  app.add_option("--crash-reproducer", reproducer_path,
+                 "When a pass fails, write a file that --replay runs to the same failure (the input and the pipeline)");
+  app.add_flag("--local-reproducer", local_reproducer,
+               "With --crash-reproducer: the failing pass and its input only (the smallest replay)");
+  app.add_option("--replay", replay, "Run a crash reproducer: its module, pipeline, opt level, names and config")
+      ->excludes("--pipeline", "FILE", "--crash-reproducer");
   passes.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
@@ -31,19 +40,41 @@ int main(int argc, char** argv) {
       for (auto& name : kiln::pass_registry<kiln::ir::ir_module>::global().names()) std::cout << name << "\n";
       return 0;
     }
-    if (pipeline.empty()) throw tool_error("--pipeline is required (try --list-passes)");
-    std::string text;
-    if (input == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (local_reproducer && reproducer_path.empty()) throw tool_error("--local-reproducer needs --crash-reproducer FILE");
+    if (replay.empty() && pipeline.empty()) throw tool_error("--pipeline is required (try --list-passes)");
+    auto read_text = [](const std::string& path) {
+      if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      const auto bytes = kiln::detail::read_file(path, "kiln-opt");
+      return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    };
+    kiln::ir::ir_module out;
+    if (!replay.empty()) {
+      const kiln::reproducer r = kiln::reproducer::parse(read_text(replay));
+      out = kiln::replay_reproducer<kiln::ir::ir_module>(r, [](std::string_view t) { return kiln::ir::parse_module(t); });
     } else {
-      const auto bytes = kiln::detail::read_file(input, "kiln-opt");
-      text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      const kiln::ir::ir_module m = kiln::ir::parse_module(read_text(input));
+      const auto p = kiln::parse_pipeline<kiln::ir::ir_module>(pipeline);
+      kiln::pass_context ctx = passes.make_context(/*verify_each_by_reproducer=*/!reproducer_path.empty());
+      if (!reproducer_path.empty()) {
+        auto list = ctx.instruments();
+        list.emplace_back(kiln::crash_reproducer(
+            {.path = reproducer_path, .pipeline = pipeline, .local = local_reproducer, .verify_each = passes.verify_each}, ctx));
+        ctx.set_instruments(std::move(list));
+      }
+      try {
+        out = p(m, ctx);
+      } catch (...) {
+        if (!reproducer_path.empty())
+          if (const auto* r = ctx.instruments().back().target<kiln::crash_reproducer>()) {
+            if (!r->written().empty())
+              std::cerr << "kiln-opt: wrote a crash reproducer to " << r->written() << " (kiln-opt --replay " << r->written() << ")\n";
+            else if (!r->write_error().empty())
+              std::cerr << "kiln-opt: could not write the crash reproducer: " << r->write_error() << "\n";
+          }
+        throw;
+      }
+      passes.report(ctx);
     }
-    const kiln::ir::ir_module m = kiln::ir::parse_module(text);
-    const auto p = kiln::parse_pipeline<kiln::ir::ir_module>(pipeline);
-    kiln::pass_context ctx = passes.make_context();
-    const kiln::ir::ir_module out = p(m, ctx);
-    passes.report(ctx);
     std::string result = kiln::ir::print(out);
     if (!result.empty() && result.back() != '\n') result += '\n';
     if (output == "-") {

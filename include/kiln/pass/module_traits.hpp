@@ -36,6 +36,7 @@
 #include <kiln/support/error.hpp>
 
 #include <concepts>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -103,6 +104,7 @@ struct module_ops {
   void (*print)(std::ostream&, const void*);
   bool (*same)(const void*, const void*);
   std::vector<std::string> (*verify)(const void*);  // null when the IR has no verifier
+  std::shared_ptr<const void> (*copy)(const void*);
 };
 
 template <module_like Module>
@@ -117,12 +119,16 @@ inline constexpr module_ops module_ops_for{
         return +[](const void* m) -> std::vector<std::string> { return module_traits<Module>::verify(*static_cast<const Module*>(m)); };
       else
         return static_cast<std::vector<std::string> (*)(const void*)>(nullptr);
-    }()};
+    }(),
+    [](const void* m) -> std::shared_ptr<const void> { return std::make_shared<const Module>(*static_cast<const Module*>(m)); }};
 
 }  // namespace detail
 
+class module_copy;
+
 /// A non-owning, type-erased reference to a module of any `module_like` type: what run-time
-/// instruments receive. Two pointers; valid only during the hook call it is passed to.
+/// instruments receive. Two pointers; valid only during the hook call it is passed to (`copy()`
+/// keeps the module).
 class module_view {
 public:
   template <class Module>
@@ -160,10 +166,35 @@ public:
                         " IR has no verifier (module_traits<...>::verify is not defined)");
     return ops_->verify(module_);
   }
+  /// A copy of the module that outlives the hook call (for a handle-based IR, a reference count).
+  module_copy copy() const;
 
 private:
+  friend class module_copy;
+  module_view(const void* m, const detail::module_ops* ops) noexcept : module_(m), ops_(ops) {}
+
   const void* module_;
   const detail::module_ops* ops_;
 };
+
+/// A type-erased copy of a module, made by `module_view::copy`; `view()` shows it.
+class module_copy {
+public:
+  module_copy() = default;
+  explicit operator bool() const noexcept { return module_ != nullptr; }
+  /// A view of the copy; valid while this copy lives. A `usage_error` when it is empty.
+  module_view view() const {
+    if (!module_) throw usage_error("kiln::module_copy::view: the copy is empty");
+    return module_view(module_.get(), ops_);
+  }
+
+private:
+  friend class module_view;
+  module_copy(std::shared_ptr<const void> m, const detail::module_ops* ops) : module_(std::move(m)), ops_(ops) {}
+  std::shared_ptr<const void> module_;
+  const detail::module_ops* ops_ = nullptr;
+};
+
+inline module_copy module_view::copy() const { return module_copy(ops_->copy(module_), ops_); }
 
 }  // namespace kiln

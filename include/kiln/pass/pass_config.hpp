@@ -17,6 +17,7 @@
 #include <any>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <concepts>
 #include <limits>
 #include <map>
@@ -115,6 +116,22 @@ std::optional<T> parse_config_text(std::string_view s) {
   }
 }
 
+/// `v` as text that `parse_config_text` reads back exactly.
+template <class T>
+std::string format_config_value(const T& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v;
+  } else if constexpr (std::is_integral_v<T>) {
+    return std::to_string(v);
+  } else {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(v));  // round-trips a double
+    return buf;
+  }
+}
+
 }  // namespace detail
 
 /// What the registry knows about one option.
@@ -127,6 +144,9 @@ struct pass_config_entry {
   std::any (*coerce)(const std::any& in) = nullptr;
   /// Text parsed as the registered type, or an empty any (null for types without a text form).
   std::any (*parse)(std::string_view text) = nullptr;
+  /// A value of the registered type as text that `parse` reads back (null for types without a
+  /// text form): what crash reproducers write.
+  std::string (*format)(const std::any& value) = nullptr;
   /// A value-initialized value of the registered type (null when it has none): what reading an
   /// unset option as another type is checked with.
   std::any (*zero)() = nullptr;
@@ -162,11 +182,13 @@ public:
       return {};
     };
     if constexpr (std::default_initializable<T>) e.zero = []() -> std::any { return T{}; };
-    if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>)
+    if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
       e.parse = [](std::string_view s) -> std::any {
         if (auto v = detail::parse_config_text<T>(s)) return *v;
         return {};
       };
+      e.format = [](const std::any& v) { return detail::format_config_value(std::any_cast<const T&>(v)); };
+    }
     entries_.emplace(e.key, std::move(e));
   }
 

@@ -221,6 +221,16 @@ public:
     return config<T>(option.key(), std::move(fallback));
   }
   bool has_config(std::string_view key) const { return config_.find(key) != config_.end(); }
+  /// Every option set, in key order, as text that `set_config_from_text` reads back; nothing for an
+  /// option whose type has no text form.
+  std::vector<std::pair<std::string, std::optional<std::string>>> config_as_text() const {
+    std::vector<std::pair<std::string, std::optional<std::string>>> out;
+    for (const auto& [key, value] : config_) {
+      const pass_config_entry e = pass_config_registry::global().find(key, "kiln::pass_context::config_as_text");
+      out.emplace_back(key, e.format ? std::optional<std::string>(e.format(value)) : std::nullopt);
+    }
+    return out;
+  }
 
   /// True when `testing.immutable_module` is set to true.
   bool checks_immutable_module() const noexcept { return immutable_module_; }
