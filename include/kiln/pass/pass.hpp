@@ -13,6 +13,7 @@
 #include <kiln/pass/erased_pass.hpp>
 #include <kiln/pass/instrument.hpp>
 #include <kiln/pass/instruments/bisect.hpp>
+#include <kiln/pass/instruments/crash_reproducer.hpp>
 #include <kiln/pass/instruments/pass_timing.hpp>
 #include <kiln/pass/instruments/print_ir.hpp>
 #include <kiln/pass/instruments/verify_ir.hpp>

@@ -183,10 +183,10 @@ public:
   static constexpr std::string_view name = "crash_reproducer";
 
   struct options {
-    std::string path;      ///< where to write the file
-    std::string pipeline;  ///< the pipeline text (full form); empty: the outermost pass's name
-    bool local = false;    ///< the failing pass and its input only
-    bool verify_each = false;  ///< also a failure: a module the verifier rejects after a pass
+    std::string path{};         ///< where to write the file
+    std::string pipeline{};     ///< the pipeline text (full form); empty: the outermost pass's name
+    bool local = false;         ///< the failing pass and its input only
+    bool verify_each = false;   ///< also a failure: a module the verifier rejects after a pass
   };
 
   /// Records `ctx`'s settings (opt level, names, config) for the file.
