@@ -25,15 +25,7 @@ using kiln_test::message_of;
 
 namespace {
 
-/// A function analysis: the length of its body. Counts its runs.
-struct body_length {
-  static constexpr std::string_view name = "body_length";
-  static inline std::atomic<int> runs{0};
-  std::size_t run(const handle::function& f) const {
-    ++runs;
-    return f->body.size();
-  }
-};
+using handle::body_length;
 
 /// A module analysis that asks for another analysis: the total length of every body.
 struct total_length {

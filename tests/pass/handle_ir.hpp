@@ -8,11 +8,14 @@
 #include <kiln/pass/analysis.hpp>
 #include <kiln/pass/module_traits.hpp>
 
+#include <atomic>
+#include <cstddef>
 #include <memory>
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +42,16 @@ struct module {
 };
 
 inline function make_function(std::string body) { return std::make_shared<const function_node>(function_node{std::move(body)}); }
+
+/// A function analysis for the tests: the length of the body. Counts its runs (from any thread).
+struct body_length {
+  static constexpr std::string_view name = "body_length";
+  static inline std::atomic<int> runs{0};
+  std::size_t run(const function& f) const {
+    ++runs;
+    return f->body.size();
+  }
+};
 
 /// Functions f0..f(n-1) with bodies "b0".."b(n-1)".
 inline module make_module(int n) {

@@ -162,31 +162,19 @@ TEST_CASE("kiln's compiler with its function passes on two threads gives the sam
   CHECK(vm::serialize(kiln::compile(m)) == want);
 }
 
-namespace {
-/// A function analysis for the threaded test: the body's length, counting its runs.
-struct threaded_length {
-  static constexpr std::string_view name = "threaded_length";
-  static inline std::atomic<int> runs{0};
-  std::size_t run(const handle::function& f) const {
-    ++runs;
-    return f->body.size();
-  }
-};
-}  // namespace
-
 TEST_CASE("function passes on several threads share the analysis cache: each result computed once, then hit") {
   const handle::module m = handle::make_module(200);
   kiln::pass_context ctx;
   ctx.set_num_threads(4);
   std::atomic<std::size_t> total{0};
   auto ask = kiln::function_pass<"ask">([&](const handle::function& f, const handle::module&, kiln::pass_context& c) {
-    total += *c.analysis<threaded_length>(f);
-    total += *c.analysis<threaded_length>(f);
+    total += *c.analysis<handle::body_length>(f);
+    total += *c.analysis<handle::body_length>(f);
     return f;
   });
-  threaded_length::runs = 0;
+  handle::body_length::runs = 0;
   CHECK(kiln::module_traits<handle::module>::same(kiln::run(ask, m, ctx), m));
-  CHECK(threaded_length::runs == 200);
+  CHECK(handle::body_length::runs == 200);
   const kiln::analysis_counts c = ctx.analyses().counts();
   CHECK(c.computed == 200);
   CHECK(c.hits == 200);
@@ -195,5 +183,5 @@ TEST_CASE("function passes on several threads share the analysis cache: each res
   CHECK(total == expected);
   // A second run hits for every function.
   (void)kiln::run(ask, m, ctx);
-  CHECK(threaded_length::runs == 200);
+  CHECK(handle::body_length::runs == 200);
 }
