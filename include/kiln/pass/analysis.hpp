@@ -268,9 +268,10 @@ public:
   }
 
   /// Invalidation after a pass that turned `in` into `out` and preserves `Preserved` (see the file
-  /// comment). Inline: one load and a compare when nothing is cached.
+  /// comment); nothing when nothing is cached. The pipelines test `empty()` first, out of the
+  /// passes' code, and call this from the cold `detail::invalidate_analyses`.
   template <class Preserved, module_like Module>
-  [[gnu::always_inline]] void after_pass(const Module& in, const Module& out) {
+  void after_pass(const Module& in, const Module& out) {
     if (any_.load(std::memory_order_relaxed)) [[unlikely]]
       invalidate<Preserved>(in, out);
   }
