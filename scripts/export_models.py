@@ -2,15 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """Exports the end-to-end test models from PyTorch to ONNX, with an input and PyTorch's output.
 
-    scripts/export_models.py OUT_DIR [--only NAME ...] [--batch N]
+    scripts/export_models.py OUT_DIR [--only NAME ...] [--batch N] [--image-size S] [--suffix TEXT]
 
-For each model NAME it writes OUT_DIR/NAME.onnx, NAME.input.npy and NAME.output.npy (float32).
+For each model NAME it writes OUT_DIR/NAME.onnx, NAME.input.npy and NAME.output.npy (float32);
+with --suffix, OUT_DIR/NAME<TEXT>.onnx and so on (the benchmarks keep several batch sizes apart).
 Weights are random (seeded): nothing is downloaded. Needs Debian's python3-torch,
 python3-torchvision and python3-onnx (it is run with /usr/bin/python3, whose packages those are).
 
 Models:
   mlp        784-512-512-10 with ReLU
   resnet18   torchvision's ResNet-18 (BatchNorm in eval mode), on a 64x64 image by default
+             (--image-size 224 for the ImageNet size the benchmarks use)
   encoder    nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024), sequence 128
   gpt_block  a GPT-2 style decoder block: pre-LayerNorm, causal self-attention, GELU MLP
 """
@@ -52,7 +54,7 @@ class GptBlock(nn.Module):
         return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
 
 
-def build(name, batch):
+def build(name, batch, image_size):
     torch.manual_seed(0)
     if name == "mlp":
         model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
@@ -61,7 +63,7 @@ def build(name, batch):
         import torchvision
 
         model = torchvision.models.resnet18()
-        x = torch.randn(batch, 3, 64, 64)
+        x = torch.randn(batch, 3, image_size, image_size)
     elif name == "encoder":
         model = nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, dropout=0.0, batch_first=True)
         x = torch.randn(batch, 128, 256)
@@ -78,20 +80,23 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block"])
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--suffix", default="")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     torch.set_num_threads(1)
     for name in args.only:
-        model, x = build(name, args.batch)
+        model, x = build(name, args.batch, args.image_size)
         with torch.no_grad():
             y = model(x)
         # Exported with gradients enabled: without them nn.TransformerEncoderLayer takes its fused
         # fast path (aten::_transformer_encoder_layer_fwd), which has no ONNX export.
-        path = os.path.join(args.out_dir, name + ".onnx")
+        stem = os.path.join(args.out_dir, name + args.suffix)
+        path = stem + ".onnx"
         torch.onnx.export(model, (x,), path, input_names=["input"], output_names=["output"], opset_version=17,
                           do_constant_folding=True)
-        np.save(os.path.join(args.out_dir, name + ".input.npy"), x.numpy().astype(np.float32))
-        np.save(os.path.join(args.out_dir, name + ".output.npy"), y.numpy().astype(np.float32))
+        np.save(stem + ".input.npy", x.numpy().astype(np.float32))
+        np.save(stem + ".output.npy", y.numpy().astype(np.float32))
         print(f"export_models.py: {path} ({os.path.getsize(path) // 1024} KiB)")
     return 0
 

@@ -32,6 +32,8 @@ std::vector<T> reference_matmul(const tensor& a, const tensor& b, bool ta, bool 
   return out;
 }
 
+void check_matmul_fused_batched(const tensor& x, const tensor& w, std::int64_t rows);
+
 template <class T>
 void check_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb, unsigned seed) {
   CAPTURE(m);
@@ -67,6 +69,66 @@ TEST_CASE("matmul across the cache blocks: K beyond one panel, M beyond one bloc
   check_matmul<double>(130, 300, 70, true, false, 103);
   check_matmul<float>(200, 400, 40, false, false, 104);  // a row-major A read in place in every block (N small)
   check_matmul<float>(30, 50, 200, false, false, 105);   // ... and packed (N large)
+}
+
+TEST_CASE("matmul with at most four rows reads B in place: row-major and transposed B, any tail, accumulation") {
+  unsigned seed = 500;
+  for (std::int64_t m : {1, 2, 3, 4, 5})
+    for (std::int64_t k : {1, 7, 16, 33, 300})
+      for (std::int64_t n : {1, 3, 4, 5, 17, 300, 777})
+        for (bool tb : {false, true}) check_matmul<float>(m, k, n, false, tb, seed++);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check_matmul<double>(3, 45, 29, ta, tb, seed++);
+  // gemm's accumulate: C += A * B on both small-M forms, and on a strided C.
+  for (bool tb : {false, true}) {
+    CAPTURE(tb);
+    const tensor a = random_tensor<float>({2, 70}, -1, 1, seed++);
+    const tensor b = random_tensor<float>(tb ? shape_vector{90, 70} : shape_vector{70, 90}, -1, 1, seed++);
+    const tensor c0 = random_tensor<float>({2, 90}, -1, 1, seed++);
+    std::vector<float> want = reference_matmul<float>(a, b, false, tb);
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] += c0.to_vector<float>()[i];
+    tensor c = c0.contiguous();
+    const matrix_view<const float> av{static_cast<const float*>(a.data()), 2, 70, 70, 1};
+    const matrix_view<const float> bv{static_cast<const float*>(b.data()), 70, 90, tb ? 1 : 90, tb ? 70 : 1};
+    gemm<float>(av, bv, {static_cast<float*>(c.data()), 2, 90, 90, 1}, true);
+    check_all_close(c.to_vector<float>(), want, 0, 4e-6 * 71);
+    tensor ct = c0.permute({1, 0}).contiguous();  // C with a column stride of 2
+    gemm<float>(av, bv, {static_cast<float*>(ct.data()), 2, 90, 1, 2}, true);
+    check_all_close(ct.permute({1, 0}).contiguous().to_vector<float>(), want, 0, 4e-6 * 71);
+  }
+}
+
+TEST_CASE("batch axes that step by whole matrices over a shared B are folded into rows, with the same result") {
+  // [B, M, K] @ [K, N]: one product of B*M rows when A and the output are contiguous, one per
+  // matrix otherwise; both must give the reference.
+  auto check = [](const tensor& a, const tensor& b) {
+    const tensor c = matmul(a, b);
+    const std::int64_t batches = a.shape(0);
+    for (std::int64_t i = 0; i < batches; ++i) {
+      const tensor ai = a.slice(0, i, i + 1).view({a.shape(1), a.shape(2)}).contiguous();
+      check_all_close(c.slice(0, i, i + 1).contiguous().to_vector<float>(), reference_matmul<float>(ai, b, false, false), 0, 4e-6 * 257);
+    }
+  };
+  check(random_tensor<float>({128, 1, 256}, -1, 1, 1), random_tensor<float>({256, 96}, -1, 1, 2));  // sequence-first, one row each
+  check(random_tensor<float>({4, 3, 5}, -1, 1, 3), random_tensor<float>({5, 7}, -1, 1, 4));
+  check(random_tensor<float>({3, 4, 5}, -1, 1, 5).permute({1, 0, 2}), random_tensor<float>({5, 7}, -1, 1, 6));  // batch stride 5: not foldable
+  const tensor rows = random_tensor<float>({3, 1, 5}, -1, 1, 7);  // each matrix one row, broadcast: row stride 0
+  check(tensor::from_storage(rows.data_storage(), 0, dtype::float32, {3, 4, 5}, {5, 0, 1}), random_tensor<float>({5, 7}, -1, 1, 8));
+  const tensor b3 = random_tensor<float>({2, 6, 5}, -1, 1, 9);
+  const tensor c3 = matmul(random_tensor<float>({2, 3, 6}, -1, 1, 10), b3);  // B differs per batch: not folded
+  CHECK(c3.shape() == shape_vector{2, 3, 5});
+  // A strided output whose batch stride is not rows x row stride.
+  const tensor a = random_tensor<float>({4, 3, 5}, -1, 1, 11), b = random_tensor<float>({5, 7}, -1, 1, 12);
+  tensor big = tensor::zeros({4, 4, 7}, dtype::float32);
+  const tensor out = big.slice(1, 0, 3);
+  matmul(a, b, out);
+  check_all_close(out.contiguous().to_vector<float>(), matmul(a, b).to_vector<float>(), 0, 0);
+  // The fused form: operands per element, per row, per column, and per matrix of the batch.
+  for (std::int64_t rows : {1, 3}) {
+    CAPTURE(rows);
+    const tensor x = random_tensor<float>({6, rows, 20}, -1, 1, 13), w = random_tensor<float>({20, 9}, -1, 1, 14);
+    check_matmul_fused_batched(x, w, rows);
+  }
 }
 
 TEST_CASE("batched matmul broadcasts batches; 1-D operands are vectors; strided views and outputs") {
@@ -134,6 +196,16 @@ void check_matmul_fused(const tensor& a, const tensor& b, const char* text, std:
   const tensor out = into ? *into : tensor::empty(want.shape(), want.type());
   matmul_fused(a, b, e, operands, out, ta, tb);
   CHECK(out.to_vector<T>() == want.to_vector<T>());
+}
+
+void check_matmul_fused_batched(const tensor& x, const tensor& w, std::int64_t rows) {
+  const std::int64_t b = x.shape(0), n = w.shape(1);
+  unsigned seed = 900;
+  check_matmul_fused<float>(x, w, "(add x0 x1)", {random_tensor<float>({n}, -1, 1, seed++)});
+  check_matmul_fused<float>(x, w, "(add (relu (add x0 x1)) x2)", {random_tensor<float>({n}, -1, 1, seed++), random_tensor<float>({b, rows, n}, -1, 1, seed++)});
+  check_matmul_fused<float>(x, w, "(multiply x0 x1)", {random_tensor<float>({b, rows, 1}, -1, 1, seed++)});
+  check_matmul_fused<float>(x, w, "(multiply x0 x1)", {random_tensor<float>({b, 1, n}, -1, 1, seed++)});
+  check_matmul_fused<float>(x, w, "(add x0 x1)", {random_tensor<float>({b, 1, 1}, -1, 1, seed++)});
 }
 
 }  // namespace

@@ -193,6 +193,111 @@ __attribute__((always_inline)) inline void block_kernel(std::int64_t kc, const T
     micro_kernel<T>(kc, a, lda, b, c, rs, cs, m, n, first);
 }
 
+/// The most rows of A the unpacked small-M paths take (`gemm` below).
+inline constexpr std::int64_t small_m_rows = 4;
+
+/// C[0..R) = A[0..R) * B for a B with contiguous rows (col_stride 1), read in place: for each
+/// column block of NV vectors, R x NV accumulators run down all of K (one broadcast of A and NV
+/// loads of B per k). B is read exactly once, with no packing: a matrix-vector product (batch 1
+/// through a dense layer) is bound by reading B, and packing B would read and write it once more.
+template <class T, std::int64_t R>
+void small_m_rows_b(const matrix_view<const T>& a, const matrix_view<const T>& b, const matrix_view<T>& c, std::int64_t j0, std::int64_t j1,
+                    bool accumulate) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size), NV = sizeof(V) >= 64 ? 4 : 2;
+  const std::int64_t K = a.cols;
+  std::int64_t j = j0;
+  auto finish = [&](std::int64_t i, std::int64_t col, const V& v) {
+    T* dst = c.data + i * c.row_stride + col * c.col_stride;
+    if (c.col_stride == 1) {
+      (accumulate ? V::load_unaligned(dst) + v : v).store_unaligned(dst);
+    } else {
+      alignas(64) T tmp[W];
+      v.store_aligned(tmp);
+      for (std::int64_t q = 0; q < W; ++q) dst[q * c.col_stride] = accumulate ? dst[q * c.col_stride] + tmp[q] : tmp[q];
+    }
+  };
+  for (; j + NV * W <= j1; j += NV * W) {
+    V acc[R][NV];
+    for (std::int64_t i = 0; i < R; ++i)
+      for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = V(T(0));
+    const T* bp = b.data + j;
+    for (std::int64_t k = 0; k < K; ++k, bp += b.row_stride) {
+      V bv[NV];
+      for (std::int64_t v = 0; v < NV; ++v) bv[v] = V::load_unaligned(bp + v * W);
+      for (std::int64_t i = 0; i < R; ++i) {
+        const V av(a.data[i * a.row_stride + k * a.col_stride]);
+        for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(av, bv[v], acc[i][v]);
+      }
+    }
+    for (std::int64_t i = 0; i < R; ++i)
+      for (std::int64_t v = 0; v < NV; ++v) finish(i, j + v * W, acc[i][v]);
+  }
+  for (; j + W <= j1; j += W) {
+    V acc[R];
+    for (std::int64_t i = 0; i < R; ++i) acc[i] = V(T(0));
+    const T* bp = b.data + j;
+    for (std::int64_t k = 0; k < K; ++k, bp += b.row_stride) {
+      const V bv = V::load_unaligned(bp);
+      for (std::int64_t i = 0; i < R; ++i) acc[i] = xsimd::fma(V(a.data[i * a.row_stride + k * a.col_stride]), bv, acc[i]);
+    }
+    for (std::int64_t i = 0; i < R; ++i) finish(i, j, acc[i]);
+  }
+  for (; j < j1; ++j)  // the last columns, fewer than a vector
+    for (std::int64_t i = 0; i < R; ++i) {
+      T s = 0;
+      for (std::int64_t k = 0; k < K; ++k) s += a.data[i * a.row_stride + k * a.col_stride] * b.data[k * b.row_stride + j];
+      T& dst = c.data[i * c.row_stride + j * c.col_stride];
+      dst = accumulate ? dst + s : s;
+    }
+}
+
+/// C[0..R) = A[0..R) * B for a B with contiguous columns (row_stride 1: a transposed weight, as
+/// ONNX's Gemm with transB stores it) and a row-major A: each element of C is a dot product of
+/// two contiguous rows, NC columns at a time, vectorised along K.
+template <class T, std::int64_t R>
+void small_m_cols_b(const matrix_view<const T>& a, const matrix_view<const T>& b, const matrix_view<T>& c, std::int64_t j0, std::int64_t j1,
+                    bool accumulate) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size), NC = 4;
+  const std::int64_t K = a.cols, kv = K / W * W;
+  for (std::int64_t j = j0; j < j1; j += NC) {
+    const std::int64_t nc = std::min(NC, j1 - j);
+    V acc[R][NC];
+    for (std::int64_t i = 0; i < R; ++i)
+      for (std::int64_t q = 0; q < NC; ++q) acc[i][q] = V(T(0));
+    const T* col[NC];
+    for (std::int64_t q = 0; q < NC; ++q) col[q] = b.data + std::min(j + q, j1 - 1) * b.col_stride;  // a short block repeats its last column
+    for (std::int64_t k = 0; k < kv; k += W) {
+      V bv[NC];
+      for (std::int64_t q = 0; q < NC; ++q) bv[q] = V::load_unaligned(col[q] + k);
+      for (std::int64_t i = 0; i < R; ++i) {
+        const V av = V::load_unaligned(a.data + i * a.row_stride + k);
+        for (std::int64_t q = 0; q < NC; ++q) acc[i][q] = xsimd::fma(av, bv[q], acc[i][q]);
+      }
+    }
+    for (std::int64_t i = 0; i < R; ++i)
+      for (std::int64_t q = 0; q < nc; ++q) {
+        T s = xsimd::hadd(acc[i][q]);
+        for (std::int64_t k = kv; k < K; ++k) s += a.data[i * a.row_stride + k] * col[q][k];
+        T& dst = c.data[i * c.row_stride + (j + q) * c.col_stride];
+        dst = accumulate ? dst + s : s;
+      }
+  }
+}
+
+/// The small-M product, R rows dispatched to a compile-time count.
+template <class T, class Kernel>
+void small_m_dispatch(std::int64_t rows, Kernel&& kernel) {
+  static_assert(small_m_rows == 4);
+  switch (rows) {
+    case 1: kernel(std::integral_constant<std::int64_t, 1>{}); break;
+    case 2: kernel(std::integral_constant<std::int64_t, 2>{}); break;
+    case 3: kernel(std::integral_constant<std::int64_t, 3>{}); break;
+    default: kernel(std::integral_constant<std::int64_t, 4>{}); break;
+  }
+}
+
 }  // namespace gemm_detail
 
 /// The epilogue of a GEMM that has none (see `gemm_packed`).
@@ -279,8 +384,30 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
 
 /// C = A * B, or C += A * B when `accumulate`. Shapes: A is M x K, B is K x N, C is M x N (the
 /// caller checks them); C must not overlap A or B. `epilogue` as for `gemm_packed`.
+///
+/// At most `gemm_detail::small_m_rows` (4) rows of A — a matrix-vector product, a dense layer at
+/// batch 1 — and a B with contiguous rows or columns, B is read in place instead of packed (see
+/// `small_m_rows_b` and `small_m_cols_b`): column blocks are shared out among the threads.
 template <class T, class Epilogue = no_epilogue>
 void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool accumulate = false, const Epilogue& epilogue = {}) {
+  const std::int64_t M = c.rows, N = c.cols;
+  const bool rows_b = b.col_stride == 1, cols_b = b.row_stride == 1 && a.col_stride == 1;
+  if (M > 0 && M <= gemm_detail::small_m_rows && N > 0 && a.cols > 0 && (rows_b || cols_b)) {
+    // Column blocks of 256 (1 KB of float per row of C): few tasks for a thread pool, and the
+    // epilogue sees each block while it is in L1.
+    constexpr std::int64_t block = 256;
+    parallel_for((N + block - 1) / block, [&](std::int64_t t) {
+      const std::int64_t j0 = t * block, j1 = std::min(N, j0 + block);
+      gemm_detail::small_m_dispatch<T>(M, [&](auto rows) {
+        if (rows_b)
+          gemm_detail::small_m_rows_b<T, decltype(rows)::value>(a, b, c, j0, j1, accumulate);
+        else
+          gemm_detail::small_m_cols_b<T, decltype(rows)::value>(a, b, c, j0, j1, accumulate);
+      });
+      if constexpr (!std::is_same_v<Epilogue, no_epilogue>) epilogue(c.data + j0 * c.col_stride, c.row_stride, c.col_stride, 0, j0, M, j1 - j0);
+    });
+    return;
+  }
   gemm_packed<T>(
       a, c.cols, [&](std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) { gemm_detail::pack_b(b, p0, kc, j0, nc, out); },
       c, accumulate, epilogue);

@@ -21,6 +21,8 @@
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/ops.hpp>
 
+#include <span>
+
 namespace kiln::kernels {
 
 namespace detail {
@@ -83,27 +85,55 @@ inline matmul_plan plan_matmul(const tensor& a, const tensor& b, bool ta, bool t
   return p;
 }
 
+/// Folds the innermost batch axes into the rows of A and C where both describe the same
+/// elements: B is the same matrix along the axis (stride 0), and A, C and every `extra` operand
+/// (row stride, batch strides: the epilogue's) step along it by whole matrices — or have one row.
+/// A [128, 1, 256] @ [256, 768] (a sequence-first activation times a weight) is then one
+/// 128 x 256 x 768 product rather than 128 products of one row, each packing the weight again.
+inline void fold_batch_into_rows(matmul_plan& p, std::int64_t& c_rs, dims& c_bs, std::span<std::int64_t> extra_rs = {},
+                                 std::span<dims> extra_bs = {}) {
+  while (!p.batch.empty()) {
+    const std::size_t i = p.batch.size() - 1;
+    if (const std::int64_t n = p.batch[i]; n != 1) {
+      if (p.b_batch_stride[i] != 0) return;
+      bool fits = p.m == 1 || (p.a_batch_stride[i] == p.m * p.a_rs && c_bs[i] == p.m * c_rs);
+      for (std::size_t k = 0; k < extra_rs.size(); ++k) fits = fits && (p.m == 1 || extra_bs[k][i] == p.m * extra_rs[k]);
+      if (!fits) return;
+      if (p.m == 1) {  // one row: its stride is free, so make it the batch stride
+        p.a_rs = p.a_batch_stride[i], c_rs = c_bs[i];
+        for (std::size_t k = 0; k < extra_rs.size(); ++k) extra_rs[k] = extra_bs[k][i];
+      }
+      p.m *= n;
+    }
+    p.batch.pop_back(), p.a_batch_stride.pop_back(), p.b_batch_stride.pop_back(), c_bs.pop_back();
+    for (dims& bs : extra_bs) bs.pop_back();
+  }
+}
+
 }  // namespace detail
 
 /// out = a @ b (numpy matmul), with `a` and/or `b` used transposed.
 inline void matmul(const tensor& a, const tensor& b, const tensor& out, bool transpose_a = false, bool transpose_b = false) {
   constexpr std::string_view op = "matmul";
-  const detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
+  detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
   check_output(op, out, a.type(), p.out_shape);
   if (overlaps(out, a) || overlaps(out, b))
     fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
   // The output's matrix strides (a dropped unit dimension has stride 0 and size 1).
-  const std::size_t orank = out.ndim(), nb = p.batch.size();
+  const std::size_t orank = out.ndim();
   const bool a_vec = a.ndim() == 1, b_vec = b.ndim() == 1;
-  const std::int64_t c_rs = a_vec ? 0 : out.strides()[orank - (b_vec ? 1 : 2)];
+  std::int64_t c_rs = a_vec ? 0 : out.strides()[orank - (b_vec ? 1 : 2)];
   const std::int64_t c_cs = b_vec ? 0 : out.strides()[orank - 1];
   if (p.m == 0 || p.n == 0) return;
+  dims c_bs(out.strides().begin(), out.strides().begin() + std::ptrdiff_t(p.batch.size()));
+  detail::fold_batch_into_rows(p, c_rs, c_bs);
+  const std::size_t nb = p.batch.size();
   visit_dtype(op, a.type(), [&]<class T>(type_tag<T>) {
     const T* ab = static_cast<const T*>(a.data());
     const T* bb = static_cast<const T*>(b.data());
     T* cb = static_cast<T*>(out.data());
     for_each_offsets<3>(std::span<const std::int64_t>(p.batch.data(), nb),
-                        {p.a_batch_stride.data(), p.b_batch_stride.data(), out.strides().data()},
+                        {p.a_batch_stride.data(), p.b_batch_stride.data(), c_bs.data()},
                         [&](const std::array<std::int64_t, 3>& off) {
                           const auto [ao, bo, co] = off;
                           if constexpr (std::is_floating_point_v<T>) {
@@ -137,7 +167,7 @@ inline tensor matmul(const tensor& a, const tensor& b, bool transpose_a = false,
 inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out,
                          bool transpose_a = false, bool transpose_b = false) {
   constexpr std::string_view op = "matmul_fused";
-  const detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
+  detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
   check_output(op, out, a.type(), p.out_shape);
   if (overlaps(out, a) || overlaps(out, b))
     fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
@@ -153,28 +183,37 @@ inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epi
     return;
   }
   if (p.m == 0 || p.n == 0) return;
-  const std::size_t orank = out.ndim(), nb = p.batch.size();
+  const std::size_t orank = out.ndim();
+  // Row strides and batch strides of the output and of each epilogue operand, batch axes folded
+  // into rows where they can be.
+  std::int64_t c_rs = out.strides()[orank - 2];
+  dims c_bs(out.strides().begin(), out.strides().begin() + std::ptrdiff_t(p.batch.size()));
+  std::vector<std::int64_t> op_rs;
+  std::vector<dims> op_bs;
+  for (const auto& st : strides) op_rs.push_back(st[orank - 2]), op_bs.emplace_back(st.begin(), st.begin() + std::ptrdiff_t(p.batch.size()));
+  detail::fold_batch_into_rows(p, c_rs, c_bs, op_rs, op_bs);
+  const std::size_t nb = p.batch.size();
   visit_dtype(op, a.type(), [&]<class T>(type_tag<T>) {
     if constexpr (std::is_floating_point_v<T>) {
       std::vector<epilogue_operand<T>> ops;
       for (std::size_t k = 0; k < operands.size(); ++k)
-        ops.push_back({static_cast<const T*>(operands[k].data()), strides[k][orank - 2], strides[k][orank - 1]});
+        ops.push_back({static_cast<const T*>(operands[k].data()), op_rs[k], strides[k][orank - 1]});
       fused_epilogue<T> epi(epilogue, ops);
       const T* ab = static_cast<const T*>(a.data());
       const T* bb = static_cast<const T*>(b.data());
       T* cb = static_cast<T*>(out.data());
       dims idx(nb, 0);
-      for_each_offsets<3>(std::span<const std::int64_t>(p.batch.data(), nb), {p.a_batch_stride.data(), p.b_batch_stride.data(), out.strides().data()},
+      for_each_offsets<3>(std::span<const std::int64_t>(p.batch.data(), nb), {p.a_batch_stride.data(), p.b_batch_stride.data(), c_bs.data()},
                           [&](const std::array<std::int64_t, 3>& off) {
                             fused_epilogue<T> here = epi;  // the operands of this matrix of the batch
                             for (std::size_t k = 0; k < operands.size(); ++k) {
                               std::int64_t d = 0;
-                              for (std::size_t i = 0; i < nb; ++i) d += idx[i] * strides[k][i];
+                              for (std::size_t i = 0; i < nb; ++i) d += idx[i] * op_bs[k][i];
                               here.shift(k, d);
                             }
                             const auto [ao, bo, co] = off;
                             gemm<T>({ab + ao, p.m, p.k, p.a_rs, p.a_cs}, {bb + bo, p.k, p.n, p.b_rs, p.b_cs},
-                                    {cb + co, p.m, p.n, out.strides()[orank - 2], out.strides()[orank - 1]}, false, here);
+                                    {cb + co, p.m, p.n, c_rs, out.strides()[orank - 1]}, false, here);
                             for (std::size_t i = nb; i-- > 0;) {  // the next batch index, last axis fastest
                               if (++idx[i] < p.batch[i]) break;
                               idx[i] = 0;
