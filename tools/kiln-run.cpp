@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
       std::vector<double> ms;
       const auto start = clock::now();
       auto last_note = start;
+      bool noted = false;
       for (int r = 0; r < repeat; ++r) {
         const auto t0 = clock::now();
         machine.invoke_span(function, args);
@@ -154,8 +155,10 @@ int main(int argc, char** argv) {
         if (clock::now() - last_note > std::chrono::seconds(2)) {
           std::cerr << "kiln-run: " << (r + 1) << " of " << repeat << " runs\r" << std::flush;
           last_note = clock::now();
+          noted = true;
         }
       }
+      if (noted) std::cerr << '\n';  // end the progress line, so that the summary starts a line of its own
       std::sort(ms.begin(), ms.end());
       const double median = ms[ms.size() / 2];
       std::printf("%d runs, %zu thread%s: median %.3f ms, min %.3f ms, spread (max - min) / median %.1f%%\n", repeat, threads,

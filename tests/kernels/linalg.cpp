@@ -87,7 +87,7 @@ TEST_CASE("matmul with at most four rows reads B in place: row-major and transpo
     const tensor c0 = random_tensor<float>({2, 90}, -1, 1, seed++);
     std::vector<float> want = reference_matmul<float>(a, b, false, tb);
     for (std::size_t i = 0; i < want.size(); ++i) want[i] += c0.to_vector<float>()[i];
-    tensor c = c0.contiguous();
+    tensor c = c0.clone();
     const matrix_view<const float> av{static_cast<const float*>(a.data()), 2, 70, 70, 1};
     const matrix_view<const float> bv{static_cast<const float*>(b.data()), 70, 90, tb ? 1 : 90, tb ? 70 : 1};
     gemm<float>(av, bv, {static_cast<float*>(c.data()), 2, 90, 90, 1}, true);
@@ -105,7 +105,7 @@ TEST_CASE("batch axes that step by whole matrices over a shared B are folded int
     const tensor c = matmul(a, b);
     const std::int64_t batches = a.shape(0);
     for (std::int64_t i = 0; i < batches; ++i) {
-      const tensor ai = a.slice(0, i, i + 1).view({a.shape(1), a.shape(2)}).contiguous();
+      const tensor ai = a.slice(0, i, i + 1).contiguous().view({a.shape(1), a.shape(2)});
       check_all_close(c.slice(0, i, i + 1).contiguous().to_vector<float>(), reference_matmul<float>(ai, b, false, false), 0, 4e-6 * 257);
     }
   };

@@ -6,6 +6,9 @@
 #include <kiln/support/dtype.hpp>
 #include <kiln/support/error.hpp>
 
+#include <boost/container_hash/hash.hpp>
+
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -29,6 +32,7 @@ public:
     if (bytes.size() != numel() * size_of(dt_))
       throw error("kiln::ir::ndarray: " + std::to_string(bytes.size()) + " bytes given, but shape and dtype " +
                   std::string(name(dt_)) + " need " + std::to_string(numel() * size_of(dt_)));
+    hash_ = hash_bytes(bytes);
     data_ = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
   }
 
@@ -87,9 +91,14 @@ public:
     return static_cast<std::int64_t>(element(i));
   }
 
+  /// A hash of the bytes, computed once when the array is made (structural hashing of a module
+  /// meets each weight many times; a model's weights are megabytes).
+  std::size_t content_hash() const noexcept { return hash_; }
+
   /// Same dtype, shape and bytes.
   friend bool operator==(const ndarray& a, const ndarray& b) noexcept {
-    if (a.dt_ != b.dt_ || a.shape_ != b.shape_) return false;
+    if (a.dt_ != b.dt_ || a.shape_ != b.shape_ || a.hash_ != b.hash_) return false;
+    if (a.data_ == b.data_) return true;
     auto x = a.bytes(), y = b.bytes();
     return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size()) == 0);
   }
@@ -110,6 +119,18 @@ public:
   }
 
 private:
+  /// Eight bytes at a time, then the tail.
+  static std::size_t hash_bytes(const std::vector<std::byte>& bytes) noexcept {
+    std::size_t h = bytes.size(), i = 0;
+    for (; i + 8 <= bytes.size(); i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, bytes.data() + i, 8);
+      boost::hash_combine(h, w);
+    }
+    for (; i < bytes.size(); ++i) boost::hash_combine(h, static_cast<unsigned char>(bytes[i]));
+    return h;
+  }
+
   /// Converts to an integer type, clamping out-of-range values and mapping NaN to 0 (a plain
   /// cast would be undefined behaviour).
   template <class T>
@@ -135,6 +156,7 @@ private:
   dtype dt_ = dtype::void_;
   std::vector<std::int64_t> shape_;
   std::shared_ptr<const std::vector<std::byte>> data_;
+  std::size_t hash_ = 0;  ///< content_hash()
 };
 
 }  // namespace kiln::ir

@@ -213,9 +213,7 @@ public:
         auto& d = cast<constant_node>(n).data;
         mix(h, static_cast<int>(d.dt()));
         for (auto s : d.shape()) mix(h, s);
-        auto bytes = d.bytes();
-        mix(h, boost::hash_range(reinterpret_cast<const unsigned char*>(bytes.data()),
-                                 reinterpret_cast<const unsigned char*>(bytes.data()) + bytes.size()));
+        mix(h, d.content_hash());
         break;
       }
       case node_kind::global_var: mix(h, cast<global_var_node>(n).name); break;

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -31,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -193,8 +195,9 @@ std::string operator_of(const fs::path& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::cerr << "usage: onnx_conformance DATA_DIR [--suite node] [--filter substring] [--verbose] [--min-pass N]\n";
+  const char* usage = "usage: onnx_conformance DATA_DIR [--suite node] [--filter substring] [--verbose] [--min-pass N]\n";
+  if (argc < 2 || std::string_view(argv[1]).starts_with("-")) {
+    std::cerr << usage;
     return 2;
   }
   const fs::path root = argv[1];
@@ -206,13 +209,26 @@ int main(int argc, char** argv) {
     if (a == "--suite" && i + 1 < argc) suite = argv[++i];
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--verbose") verbose = true;
-    else if (a == "--min-pass" && i + 1 < argc) min_pass = std::stol(argv[++i]);
+    else if (a == "--min-pass" && i + 1 < argc) {
+      char* end = nullptr;
+      min_pass = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || min_pass < 0) {
+        std::cerr << "onnx_conformance: --min-pass takes a count, not '" << argv[i] << "'\n";
+        return 2;
+      }
+    }
     else {
       std::cerr << "onnx_conformance: unknown argument '" << a << "'\n";
       return 2;
     }
   }
   std::vector<fs::path> cases;
+  std::error_code ec;
+  if (!fs::is_directory(root / suite, ec)) {
+    std::cerr << "onnx_conformance: " << (root / suite) << " is not a directory (DATA_DIR is ONNX's backend test data, e.g. "
+              << "/usr/include/onnx/backend/test/data from libonnx-testdata)\n";
+    return 2;
+  }
   for (auto& e : fs::directory_iterator(root / suite))
     if (e.is_directory() && fs::exists(e.path() / "model.onnx") && e.path().filename().string().find(filter) != std::string::npos)
       cases.push_back(e.path());
