@@ -196,57 +196,53 @@ __attribute__((always_inline)) inline void block_kernel(std::int64_t kc, const T
 /// The most rows of A the unpacked small-M paths take (`gemm` below).
 inline constexpr std::int64_t small_m_rows = 4;
 
-/// C[0..R) = A[0..R) * B for a B with contiguous rows (col_stride 1), read in place: for each
-/// column block of NV vectors, R x NV accumulators run down all of K (one broadcast of A and NV
-/// loads of B per k). B is read exactly once, with no packing: a matrix-vector product (batch 1
-/// through a dense layer) is bound by reading B, and packing B would read and write it once more.
+/// Columns [j, j + NV W) of C[0..R) = A[0..R) * B for a B with contiguous rows: R x NV vector
+/// accumulators run down all of K (one broadcast of A and NV loads of B per k).
+template <class T, std::int64_t R, std::int64_t NV>
+__attribute__((always_inline)) inline void small_m_rows_block(const matrix_view<const T>& a, const matrix_view<const T>& b, const matrix_view<T>& c,
+                                                              std::int64_t j, bool accumulate) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  V acc[R][NV];
+  for (std::int64_t i = 0; i < R; ++i)
+    for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = V(T(0));
+  const T* bp = b.data + j;
+  for (std::int64_t k = 0; k < a.cols; ++k, bp += b.row_stride) {
+    V bv[NV];
+    for (std::int64_t v = 0; v < NV; ++v) bv[v] = V::load_unaligned(bp + v * W);
+    for (std::int64_t i = 0; i < R; ++i) {
+      const V av(a.data[i * a.row_stride + k * a.col_stride]);
+      for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(av, bv[v], acc[i][v]);
+    }
+  }
+  for (std::int64_t i = 0; i < R; ++i)
+    for (std::int64_t v = 0; v < NV; ++v) {
+      T* dst = c.data + i * c.row_stride + (j + v * W) * c.col_stride;
+      if (c.col_stride == 1) {
+        (accumulate ? V::load_unaligned(dst) + acc[i][v] : acc[i][v]).store_unaligned(dst);
+      } else {
+        alignas(64) T tmp[W];
+        acc[i][v].store_aligned(tmp);
+        for (std::int64_t q = 0; q < W; ++q) dst[q * c.col_stride] = accumulate ? dst[q * c.col_stride] + tmp[q] : tmp[q];
+      }
+    }
+}
+
+/// C[0..R) = A[0..R) * B, columns [j0, j1), for a B with contiguous rows (col_stride 1), read in
+/// place: blocks of NV vectors, then single vectors, then scalars. B is read exactly once, with no
+/// packing: a matrix-vector product (batch 1 through a dense layer) is bound by reading B, and
+/// packing B would read and write it once more.
 template <class T, std::int64_t R>
 void small_m_rows_b(const matrix_view<const T>& a, const matrix_view<const T>& b, const matrix_view<T>& c, std::int64_t j0, std::int64_t j1,
                     bool accumulate) {
-  using V = batch<T>;
-  constexpr std::int64_t W = std::int64_t(V::size), NV = sizeof(V) >= 64 ? 4 : 2;
-  const std::int64_t K = a.cols;
+  constexpr std::int64_t W = std::int64_t(batch<T>::size), NV = sizeof(batch<T>) >= 64 ? 4 : 2;
   std::int64_t j = j0;
-  auto finish = [&](std::int64_t i, std::int64_t col, const V& v) {
-    T* dst = c.data + i * c.row_stride + col * c.col_stride;
-    if (c.col_stride == 1) {
-      (accumulate ? V::load_unaligned(dst) + v : v).store_unaligned(dst);
-    } else {
-      alignas(64) T tmp[W];
-      v.store_aligned(tmp);
-      for (std::int64_t q = 0; q < W; ++q) dst[q * c.col_stride] = accumulate ? dst[q * c.col_stride] + tmp[q] : tmp[q];
-    }
-  };
-  for (; j + NV * W <= j1; j += NV * W) {
-    V acc[R][NV];
-    for (std::int64_t i = 0; i < R; ++i)
-      for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = V(T(0));
-    const T* bp = b.data + j;
-    for (std::int64_t k = 0; k < K; ++k, bp += b.row_stride) {
-      V bv[NV];
-      for (std::int64_t v = 0; v < NV; ++v) bv[v] = V::load_unaligned(bp + v * W);
-      for (std::int64_t i = 0; i < R; ++i) {
-        const V av(a.data[i * a.row_stride + k * a.col_stride]);
-        for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(av, bv[v], acc[i][v]);
-      }
-    }
-    for (std::int64_t i = 0; i < R; ++i)
-      for (std::int64_t v = 0; v < NV; ++v) finish(i, j + v * W, acc[i][v]);
-  }
-  for (; j + W <= j1; j += W) {
-    V acc[R];
-    for (std::int64_t i = 0; i < R; ++i) acc[i] = V(T(0));
-    const T* bp = b.data + j;
-    for (std::int64_t k = 0; k < K; ++k, bp += b.row_stride) {
-      const V bv = V::load_unaligned(bp);
-      for (std::int64_t i = 0; i < R; ++i) acc[i] = xsimd::fma(V(a.data[i * a.row_stride + k * a.col_stride]), bv, acc[i]);
-    }
-    for (std::int64_t i = 0; i < R; ++i) finish(i, j, acc[i]);
-  }
+  for (; j + NV * W <= j1; j += NV * W) small_m_rows_block<T, R, NV>(a, b, c, j, accumulate);
+  for (; j + W <= j1; j += W) small_m_rows_block<T, R, 1>(a, b, c, j, accumulate);
   for (; j < j1; ++j)  // the last columns, fewer than a vector
     for (std::int64_t i = 0; i < R; ++i) {
       T s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += a.data[i * a.row_stride + k * a.col_stride] * b.data[k * b.row_stride + j];
+      for (std::int64_t k = 0; k < a.cols; ++k) s += a.data[i * a.row_stride + k * a.col_stride] * b.data[k * b.row_stride + j];
       T& dst = c.data[i * c.row_stride + j * c.col_stride];
       dst = accumulate ? dst + s : s;
     }
