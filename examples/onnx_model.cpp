@@ -11,7 +11,6 @@
 #include <kiln/frontend/onnx/import.hpp>
 #include <kiln/kiln.hpp>
 
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -60,23 +59,14 @@ int main(int argc, char** argv) {
 
   vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
   const tensor out = machine.invoke("main", input).as_tensor();
-  if (out.shape() != reference.shape()) {
-    std::cout << "  output " << kiln::runtime::shape_to_string(out.shape()) << ", PyTorch's " << kiln::runtime::shape_to_string(reference.shape()) << '\n';
-    return 1;
-  }
-  const std::vector<float> a = out.contiguous().to_vector<float>(), b = reference.contiguous().to_vector<float>();
-  double worst = 0, worst_excess = -INFINITY;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = std::abs(double(a[i]) - double(b[i]));
-    worst = std::max(worst, d);
-    worst_excess = std::max(worst_excess, d - (1e-4 + 1e-4 * std::abs(double(b[i]))));
-  }
-  const bool match = worst_excess <= 0;
+  const kiln::runtime::closeness c = kiln::runtime::compare_close(out, reference, 1e-4, 1e-4);
   std::cout << "== run ==\n  input " << kiln::runtime::shape_to_string(input.shape()) << ", output " << kiln::runtime::shape_to_string(out.shape())
-            << "\n  largest difference from PyTorch's output: " << worst << (match ? " (within" : " (NOT within") << " atol = rtol = 1e-4)\n";
+            << "\n  largest difference from PyTorch's output: " << c.max_abs_diff << (c.ok() ? " (within" : " (NOT within")
+            << " atol = rtol = 1e-4)\n";
+  if (!c.ok()) std::cout << "  " << c.describe() << '\n';
 
   const vm::timing_result t = machine.time_evaluator("main", 10, 5)(std::vector<vm::value>{input});
   std::printf("  time per run: median %.1f us, min %.1f us over %zu repeats of %d runs (one thread)\n", t.median() * 1e6, t.min() * 1e6, t.results.size(),
               t.number);
-  return match ? 0 : 1;
+  return c.ok() ? 0 : 1;
 }

@@ -15,13 +15,13 @@
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
 #include <kiln/kernels/kernels.hpp>
+#include <kiln/runtime/compare.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/vm/vm.hpp>
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -39,15 +39,6 @@ struct model {
   tensor input;
 };
 
-/// Largest |got - want| - (atol + rtol |want|) over the elements; <= 0 when everything matches.
-double excess(const tensor& got, const tensor& want) {
-  if (got.shape() != want.shape()) return INFINITY;
-  const auto g = got.contiguous().to_vector<float>(), w = want.contiguous().to_vector<float>();
-  double worst = -INFINITY;
-  for (std::size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(double(g[i]) - w[i]) - (1e-4 + 1e-4 * std::abs(double(w[i]))));
-  return worst;
-}
-
 model load(const fs::path& onnx) {
   model m;
   m.ex = kiln::compile(kiln::frontend::onnx::import_file(onnx.string()));
@@ -57,10 +48,8 @@ model load(const fs::path& onnx) {
   m.input = kiln::runtime::load_npy(in);
   kiln::vm::virtual_machine machine(m.ex, {}, kiln::kernels::global_registry());
   const kiln::vm::value y = machine.invoke("main", m.input);
-  const double e = excess(y.as_tensor(), kiln::runtime::load_npy(out));
-  if (!(e <= 0))
-    throw std::runtime_error(onnx.filename().string() + ": kiln's output differs from PyTorch's beyond atol = rtol = 1e-4 (worst excess " +
-                             std::to_string(e) + ")");
+  const kiln::runtime::closeness c = kiln::runtime::compare_close(y.as_tensor(), kiln::runtime::load_npy(out), 1e-4, 1e-4);
+  if (!c.ok()) throw std::runtime_error(onnx.filename().string() + ": kiln's output differs from PyTorch's: " + c.describe());
   return m;
 }
 

@@ -13,6 +13,7 @@
 #include <kiln/kernels/register.hpp>
 #include <kiln/pass/pass.hpp>
 #include <kiln/runtime/allocator.hpp>
+#include <kiln/runtime/compare.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/support/dtype.hpp>

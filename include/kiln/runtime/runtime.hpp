@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kiln/runtime/allocator.hpp>
+#include <kiln/runtime/compare.hpp>
 #include <kiln/runtime/device.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/runtime/object.hpp>

@@ -19,6 +19,7 @@
 // kiln::error escapes (a bug in kiln's error handling).
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/runtime/compare.hpp>
 #include <kiln/vm/vm.hpp>
 
 #include <algorithm>
@@ -67,36 +68,6 @@ std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
     out.push_back(p);
   }
   return out;
-}
-
-/// Empty when `got` matches `want` within the tolerances, else what differs.
-std::string compare(const runtime::tensor& got, const runtime::tensor& want, double rtol, double atol) {
-  if (got.type() != want.type())
-    return std::string("dtype ") + std::string(kiln::name(got.type())) + ", expected " + std::string(kiln::name(want.type()));
-  if (got.shape() != want.shape()) return "shape " + runtime::shape_to_string(got.shape()) + ", expected " + runtime::shape_to_string(want.shape());
-  const runtime::tensor g = got.contiguous(), w = want.contiguous();
-  const std::size_t n = std::size_t(g.numel());
-  for (std::size_t i = 0; i < n; ++i) {
-    double a, b;
-    switch (g.type()) {
-      case dtype::float32: a = static_cast<const float*>(g.data())[i], b = static_cast<const float*>(w.data())[i]; break;
-      case dtype::float64: a = static_cast<const double*>(g.data())[i], b = static_cast<const double*>(w.data())[i]; break;
-      case dtype::int64: a = double(static_cast<const std::int64_t*>(g.data())[i]), b = double(static_cast<const std::int64_t*>(w.data())[i]); break;
-      case dtype::int32: a = static_cast<const std::int32_t*>(g.data())[i], b = static_cast<const std::int32_t*>(w.data())[i]; break;
-      case dtype::int8: a = static_cast<const std::int8_t*>(g.data())[i], b = static_cast<const std::int8_t*>(w.data())[i]; break;
-      case dtype::uint8: a = static_cast<const std::uint8_t*>(g.data())[i], b = static_cast<const std::uint8_t*>(w.data())[i]; break;
-      case dtype::float16:
-        a = half_to_float(static_cast<const std::uint16_t*>(g.data())[i]), b = half_to_float(static_cast<const std::uint16_t*>(w.data())[i]);
-        break;
-      case dtype::bool_: a = static_cast<const bool*>(g.data())[i], b = static_cast<const bool*>(w.data())[i]; break;
-      default: return "dtype " + std::string(kiln::name(g.type())) + " is not compared";
-    }
-    if (std::isnan(a) && std::isnan(b)) continue;
-    if (a == b) continue;
-    if (!(std::abs(a - b) <= atol + rtol * std::abs(b)))
-      return "element " + std::to_string(i) + " is " + std::to_string(a) + ", expected " + std::to_string(b);
-  }
-  return {};
 }
 
 struct result {
@@ -175,8 +146,8 @@ result run_case(const fs::path& dir) {
     if (outs.size() != want.size()) return {outcome::fail, std::to_string(outs.size()) + " outputs, expected " + std::to_string(want.size())};
     for (std::size_t i = 0; i < want.size(); ++i) {
       if (!outs[i].is_tensor()) return {outcome::fail, "output " + std::to_string(i) + " is not a tensor"};
-      if (auto d = compare(outs[i].as_tensor(), want[i], 1e-3, 1e-7); !d.empty())
-        return {outcome::fail, set.filename().string() + " output " + std::to_string(i) + ": " + d};
+      if (const auto c = runtime::compare_close(outs[i].as_tensor(), want[i], 1e-3, 1e-7); !c.ok())
+        return {outcome::fail, set.filename().string() + " output " + std::to_string(i) + ": " + c.describe()};
     }
   }
   return {outcome::pass, {}, !bound.empty()};

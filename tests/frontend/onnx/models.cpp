@@ -5,6 +5,7 @@
 // comes from the environment (KILN_ONNX_MODELS); CTest's fixture writes it first.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/runtime/compare.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/vm/vm.hpp>
 
@@ -38,15 +39,8 @@ void check_model(const std::string& name) {
     vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
     const runtime::tensor got = machine.invoke("main", x).as_tensor();
     REQUIRE(got.shape() == want.shape());
-    const auto g = got.to_vector<float>(), w = want.to_vector<float>();
-    double worst = 0;
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      const double diff = std::abs(double(g[i]) - double(w[i]));
-      worst = std::max(worst, diff);
-      if (!(diff <= 1e-4 + 1e-4 * std::abs(double(w[i])))) ++bad;
-    }
-    CHECK_MESSAGE(bad == 0, name << ": " << bad << " of " << w.size() << " elements outside atol = rtol = 1e-4 (largest difference " << worst << ")");
+    const runtime::closeness c = runtime::compare_close(got, want, 1e-4, 1e-4);
+    CHECK_MESSAGE(c.ok(), name << ": " << c.describe());
   }
 }
 
