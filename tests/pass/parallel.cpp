@@ -185,3 +185,46 @@ TEST_CASE("function passes on several threads share the analysis cache: each res
   (void)kiln::run(ask, m, ctx);
   CHECK(handle::body_length::runs == 200);
 }
+
+namespace {
+
+// Functions that count their own destruction: `tag` makes them, `untag` replaces every one.
+std::atomic<int> counted_alive{0};
+struct counted_node : handle::function_node {
+  explicit counted_node(std::string b) : handle::function_node{std::move(b)} { ++counted_alive; }
+  counted_node(const counted_node&) = delete;
+  counted_node& operator=(const counted_node&) = delete;
+  ~counted_node() { --counted_alive; }
+};
+struct tag {
+  static constexpr std::string_view name = "tag";
+  handle::function operator()(const handle::function& f) const { return std::make_shared<const counted_node>(f->body + "t"); }
+};
+struct untag {
+  static constexpr std::string_view name = "untag";
+  handle::function operator()(const handle::function& f) const { return handle::make_function(f->body + "u"); }
+};
+
+}  // namespace
+
+TEST_CASE("in a pipeline on several threads, the modules the passes replaced are released before it returns") {
+  const handle::module m = handle::make_module(500);
+  for (std::size_t threads : {1u, 2u, 4u}) {
+    CAPTURE(threads);
+    kiln::pass_context ctx;
+    ctx.set_num_threads(threads);
+    counted_alive = 0;
+    const handle::module out = kiln::run(kiln::sequential<tag, untag>{}, m, ctx);
+    CHECK(counted_alive.load() == 0);  // tag's 500 functions: made, replaced and released within the run
+    CHECK(out.get("f499")->body == "b499tu");
+    // With an instrument, and in a pipeline made at run time.
+    kiln::pass_context traced;
+    traced.set_num_threads(threads).set_instruments({kiln::instrument(logging_instrument{"i"})});
+    (void)kiln::run(kiln::sequential<tag, untag, tag, untag>{}, m, traced);
+    CHECK(counted_alive.load() == 0);
+    take_trace();
+    const kiln::pass<handle::module> pipeline = kiln::make_pipeline<handle::module>({tag{}, untag{}, tag{}, untag{}});
+    CHECK(pipeline(m, ctx).get("f0")->body == "b0tutu");
+    CHECK(counted_alive.load() == 0);
+  }
+}

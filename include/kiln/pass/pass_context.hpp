@@ -27,6 +27,7 @@
 #include <kiln/pass/instrument.hpp>
 #include <kiln/pass/pass_config.hpp>
 #include <kiln/pass/pass_info.hpp>
+#include <kiln/support/thread_pool.hpp>
 
 #include <algorithm>
 #include <any>
@@ -34,6 +35,7 @@
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -160,16 +162,21 @@ public:
   /// on the calling thread, before and after all of its functions. A pass's call operator is then
   /// called from several threads at once, so it must not change shared state unsynchronised; one
   /// that does declares `static constexpr bool thread_safe = false` and always runs in order.
-  /// Passes run inside a function on a worker thread run in order. A `usage_error` unless
-  /// 1 <= n <= 1024.
+  /// Passes run inside a function on a worker thread run in order. The `n - 1` worker threads
+  /// start here and live as long as the context (and its copies, which share them); between
+  /// passes they spin briefly, then sleep. A `usage_error` unless 1 <= n <= 1024.
   pass_context& set_num_threads(std::size_t n) {
     if (n < 1 || n > 1024)
       throw usage_error("kiln::pass_context::set_num_threads: the thread count must be between 1 and 1024, got " +
                         std::to_string(n));
+    if (n == num_threads_) return *this;
+    pool_ = n > 1 ? std::make_shared<support::thread_pool>(n) : nullptr;
     num_threads_ = n;
     return *this;
   }
   std::size_t num_threads() const noexcept { return num_threads_; }
+  /// The worker threads behind `set_num_threads` (null at one thread).
+  support::thread_pool* thread_pool() const noexcept { return pool_.get(); }
 
   // ---- config -----------------------------------------------------------------------------------
 
@@ -427,6 +434,7 @@ private:
   bool immutable_module_ = false;
   std::map<std::string, statistic_map, std::less<>> statistics_;
   std::size_t num_threads_ = 1;
+  std::shared_ptr<support::thread_pool> pool_;  // shared by copies of this context
   analysis_cache analyses_;
   detail::copyable_mutex mutex_;  // guards statistics_ and diagnostics_ while function passes run on threads
 };

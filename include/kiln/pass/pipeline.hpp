@@ -194,7 +194,7 @@ private:
         [&](std::size_t s) { return !steps_[s].pulled_in; },
         [&](std::size_t s) { return std::span<const int>(steps_[s].dependents); });
     Module cur = steps_[0].p.run_gated(m, ctx, gate_[0]);
-    for (std::size_t s = 1; s < steps_.size(); ++s) cur = steps_[s].p.run_gated(cur, ctx, gate_[s]);
+    for (std::size_t s = 1; s < steps_.size(); ++s) replace_module(cur, steps_[s].p.run_gated(cur, ctx, gate_[s]), ctx);
     return cur;
   }
 

@@ -638,7 +638,7 @@ public:
       if constexpr (plan::has_pulled_in) gate = gates<Module>(ctx);
       return [&]<std::size_t First, std::size_t... S>(std::index_sequence<First, S...>) {
         Module cur = step<First>(m, ctx, gate, policies...);  // no copy of `m` up front
-        ((cur = step<S>(cur, ctx, gate, policies...)), ...);
+        (detail::replace_module(cur, step<S>(cur, ctx, gate, policies...), ctx), ...);
         return cur;
       }(std::make_index_sequence<size>{});
     }

@@ -11,12 +11,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -49,32 +48,24 @@ Module parallel_map(const Module& m, pass_context& ctx, Map map, Each& each) {
   const std::size_t count = tasks.size();
   if (count < 2) return map(m, each);
 
-  std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> first_failure{count};
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) {
-      if (i > first_failure.load(std::memory_order_acquire)) return;  // a run in order stops at the failure
-      task& t = tasks[i];
-      try {
-        const parallel_task_scope scope(ctx, t.reports);
-        t.result.emplace(each(std::string_view(t.name), std::as_const(t.function)));
-      } catch (...) {
-        t.error = std::current_exception();
-        std::size_t seen = first_failure.load(std::memory_order_relaxed);
-        while (i < seen && !first_failure.compare_exchange_weak(seen, i, std::memory_order_acq_rel)) {
-        }
+  auto work = [&](std::int64_t index) {
+    const auto i = static_cast<std::size_t>(index);
+    if (i > first_failure.load(std::memory_order_acquire)) return;  // a run in order stops at the failure
+    task& t = tasks[i];
+    try {
+      const parallel_task_scope scope(ctx, t.reports);
+      t.result.emplace(each(std::string_view(t.name), std::as_const(t.function)));
+    } catch (...) {
+      t.error = std::current_exception();
+      std::size_t seen = first_failure.load(std::memory_order_relaxed);
+      while (i < seen && !first_failure.compare_exchange_weak(seen, i, std::memory_order_acq_rel)) {
       }
     }
   };
-  std::vector<std::thread> workers;
-  const std::size_t extra = std::min(ctx.num_threads(), count) - 1;
-  workers.reserve(extra);
-  try {
-    for (std::size_t w = 0; w < extra; ++w) workers.emplace_back(work);
-  } catch (const std::system_error&) {  // no more threads: the ones started and this one do it all
-  }
-  work();
-  for (std::thread& w : workers) w.join();
+  support::thread_pool* pool = ctx.thread_pool();
+  if (pool == nullptr || !pool->try_run(static_cast<std::int64_t>(count), work))
+    for (std::size_t i = 0; i < count; ++i) work(static_cast<std::int64_t>(i));
 
   const std::size_t failed = first_failure.load();
   for (std::size_t i = 0; i < std::min(failed + 1, count); ++i) parallel_task_scope::merge(ctx, tasks[i].reports);
@@ -88,6 +79,29 @@ Module parallel_map(const Module& m, pass_context& ctx, Map map, Each& each) {
                         "on several threads needs one order");
     return std::move(*tasks[k++].result);
   });
+}
+
+/// Replaces `cur` by `next` in a pipeline on several threads, releasing what `cur` alone held —
+/// typically every function a pass rewrote — on the context's threads instead of on this one
+/// (freeing a large module costs as much as a quick pass over it). Plain assignment at one
+/// thread, inside a task, or when the pass returned the module unchanged.
+template <class Module>
+void replace_module(Module& cur, Module&& next, pass_context& ctx) {
+  using traits = module_traits<Module>;
+  support::thread_pool* pool = ctx.thread_pool();
+  if (pool == nullptr || parallel_task_scope::active() || traits::same(cur, next)) {
+    cur = std::move(next);
+    return;
+  }
+  using function = typename traits::function_type;
+  std::vector<std::optional<function>> functions;
+  (void)traits::map_functions(cur, [&](std::string_view, const function& f) -> function {
+    functions.emplace_back(f);
+    return f;
+  });
+  cur = std::move(next);  // the old functions now live in `functions` (and wherever else they are shared)
+  if (!pool->try_run(static_cast<std::int64_t>(functions.size()), [&](std::int64_t i) { functions[static_cast<std::size_t>(i)].reset(); }))
+    functions.clear();
 }
 
 }  // namespace kiln::detail

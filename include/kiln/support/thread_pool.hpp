@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// A pool of worker threads that runs one job at a time: `try_run(n, f)` calls `f(i)` for every
+/// i in [0, n) on the workers and on the calling thread, which takes part and returns when every
+/// call is done. The kernels' `parallel_for` and the pass manager's function passes on several
+/// threads both sit on it.
+///
+///     support::thread_pool pool(2);                 // the caller and one worker
+///     pool.try_run(tasks, [&](std::int64_t i) { ... });
+///
+/// Indices are handed out through one atomic counter. Between jobs a worker spins for a short
+/// while (`spin_time`) before it sleeps on a condition variable, so jobs that follow each other
+/// closely — a GEMM's blocks, one function pass after another — start without a kernel wake-up;
+/// a caller whose job is done but whose workers are still busy spins the same way before it
+/// sleeps. Neither notifies anybody who is not asleep.
+///
+/// `try_run` returns false, and runs nothing, when the pool has no workers, when it is called from
+/// inside one of its own (or any pool's) tasks, and when another thread's job holds the pool: the
+/// caller then does the work itself, so nested or concurrent use never waits and cannot deadlock.
+/// The first exception a call throws is rethrown once all calls are done; the others are dropped
+/// (callers that need every failure catch inside `f`).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace kiln::support {
+
+class thread_pool {
+public:
+  /// How long an idle worker, or a caller waiting for its workers, polls before it sleeps.
+  static constexpr std::chrono::microseconds spin_time{100};
+
+  /// A pool of `threads` threads, the calling thread included: `threads - 1` workers (fewer when
+  /// the system refuses to start more).
+  explicit thread_pool(std::size_t threads = 1) { start(threads); }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+  ~thread_pool() { stop(); }
+
+  /// Stops the workers and starts `threads - 1` new ones. Not from inside a task, and not while
+  /// another thread runs a job on this pool (it waits for that job to end).
+  void resize(std::size_t threads) {
+    std::lock_guard job(job_mutex_);
+    stop();
+    start(threads);
+  }
+  /// The thread count, the calling thread included.
+  std::size_t size() const noexcept { return workers_.size() + 1; }
+
+  /// True on a thread that is running a task of some pool.
+  static bool inside_task() noexcept { return inside_task_flag(); }
+
+  /// Calls `f(i)` for i in [0, n) on the workers and this thread and returns true when all calls
+  /// are done (rethrowing the first exception one threw); returns false without calling anything
+  /// when the pool cannot take the job (see the file comment).
+  template <class F>
+  bool try_run(std::int64_t n, F&& f) {
+    if (workers_.empty() || n <= 0 || inside_task()) return false;
+    std::unique_lock job(job_mutex_, std::try_to_lock);
+    if (!job.owns_lock()) return false;
+    using fn = std::remove_reference_t<F>;
+    call_ = [](void* p, std::int64_t i) { (*static_cast<fn*>(p))(i); };
+    target_ = const_cast<void*>(static_cast<const void*>(&f));
+    count_ = n;
+    next_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    busy_.store(workers_.size(), std::memory_order_relaxed);
+    {
+      std::lock_guard lock(mutex_);
+      generation_.fetch_add(1, std::memory_order_release);
+      if (sleepers_ > 0) wake_.notify_all();
+    }
+    drain();
+    if (!spin_until([&] { return busy_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [&] { return busy_.load(std::memory_order_acquire) == 0; });
+    }
+    call_ = nullptr;
+    target_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return true;
+  }
+
+private:
+  static bool& inside_task_flag() noexcept {
+    thread_local bool inside = false;
+    return inside;
+  }
+
+  static void pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
+  /// Polls `ready` for up to `spin_time`; whether it became true.
+  template <class Ready>
+  static bool spin_until(Ready ready) {
+    const auto deadline = std::chrono::steady_clock::now() + spin_time;
+    for (;;) {
+      for (int i = 0; i < 64; ++i) {
+        if (ready()) return true;
+        pause();
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return ready();
+    }
+  }
+
+  void start(std::size_t threads) {
+    stopping_ = false;
+    const std::size_t extra = threads > 1 ? threads - 1 : 0;
+    workers_.reserve(extra);
+    try {
+      for (std::size_t w = 0; w < extra; ++w) workers_.emplace_back([this, seen = generation_.load()] { work(seen); });
+    } catch (const std::system_error&) {  // no more threads: the ones started and the caller do it all
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      generation_.fetch_add(1, std::memory_order_release);
+      wake_.notify_all();
+    }
+    for (std::thread& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  /// Takes indices until none are left.
+  void drain() {
+    inside_task_flag() = true;
+    for (std::int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count_;) {
+      try {
+        call_(target_, i);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    inside_task_flag() = false;
+  }
+
+  void work(std::uint64_t seen) {
+    for (;;) {
+      if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+        std::unique_lock lock(mutex_);
+        ++sleepers_;
+        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        --sleepers_;
+      }
+      seen = generation_.load(std::memory_order_acquire);
+      {
+        std::lock_guard lock(mutex_);  // stopping_ is written under the mutex
+        if (stopping_) return;
+      }
+      drain();
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // The caller may be between its check of busy_ and its wait: taking the mutex orders this
+        // notification after either.
+        { std::lock_guard lock(mutex_); }
+        done_.notify_one();
+      }
+    }
+  }
+
+  std::mutex job_mutex_;  ///< one job at a time
+  std::mutex mutex_;      ///< guards sleepers_, stopping_, error_ and the condition variables
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  std::atomic<std::uint64_t> generation_{0};  ///< bumped for each job (and to stop)
+  std::atomic<std::size_t> busy_{0};          ///< workers not yet done with the current job
+  std::atomic<std::int64_t> next_{0};
+  std::int64_t count_ = 0;
+  void (*call_)(void*, std::int64_t) = nullptr;
+  void* target_ = nullptr;
+  std::size_t sleepers_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace kiln::support
