@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // parallel_for and the kernels that use it: the same results on one thread and on several.
+#include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/linalg.hpp>
+#include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/parallel.hpp>
 
 #include "../common/message_of.hpp"
@@ -64,4 +66,54 @@ TEST_CASE("matmul gives bit-identical results on one thread and on two") {
   t.join();
   CHECK(r1.to_vector<float>() == one.to_vector<float>());
   CHECK(r2.to_vector<float>() == one.to_vector<float>());
+}
+
+TEST_CASE("the GEMM cut into rectangles per thread gives bit-identical products, epilogues and convolutions") {
+  // Shapes that cut by columns (M <= N), by rows (M > N), into fewer parts than threads (few
+  // panels), and below the size worth handing out; each at 1, 2 and 3 threads.
+  const std::int64_t shapes[][3] = {{150, 400, 333}, {500, 64, 40}, {13, 300, 35}, {700, 50, 20}, {64, 784, 512}, {30, 30, 30}};
+  unsigned seed = 40;
+  for (const auto& s : shapes) {
+    const std::int64_t m = s[0], k = s[1], n = s[2];
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(n);
+    const tensor a = kiln_test::random_tensor<float>({m, k}, -1, 1, seed++), b = kiln_test::random_tensor<float>({k, n}, -1, 1, seed++);
+    const tensor bias = kiln_test::random_tensor<float>({n}, -1, 1, seed++), res = kiln_test::random_tensor<float>({m, n}, -1, 1, seed++);
+    const fused_expr e = fused_expr::parse("(add (relu (add x0 x1)) x2)");
+    auto fused = [&] {
+      const tensor out = tensor::empty({m, n}, dtype::float32);
+      matmul_fused(a, b, e, {bias, res}, out);
+      return out.to_vector<float>();
+    };
+    const std::vector<float> one = matmul(a, b).to_vector<float>(), one_t = matmul(a, b.permute({1, 0}).contiguous(), false, true).to_vector<float>();
+    const std::vector<float> one_fused = fused();
+    for (std::size_t threads : {2u, 3u}) {
+      CAPTURE(threads);
+      const pool_threads scope(threads);
+      CHECK(matmul(a, b).to_vector<float>() == one);
+      CHECK(matmul(a, b.permute({1, 0}).contiguous(), false, true).to_vector<float>() == one_t);
+      CHECK(fused() == one_fused);
+    }
+  }
+  // Convolutions: im2col packed by each thread for its own columns; 1x1 through the plain GEMM.
+  const tensor x = kiln_test::random_tensor<float>({2, 16, 20, 20}, -1, 1, 7);
+  for (const std::int64_t kernel : {3, 1}) {
+    CAPTURE(kernel);
+    const tensor w = kiln_test::random_tensor<float>({24, 16, kernel, kernel}, -1, 1, 8);
+    const tensor bias = kiln_test::random_tensor<float>({24}, -1, 1, 9);
+    conv2d_params p;
+    if (kernel == 3) p.padding = {1, 1, 1, 1};
+    const std::vector<float> one = conv2d(x, w, bias, p).to_vector<float>();
+    const tensor residual = conv2d(x, w, bias, p);
+    auto fused = [&] {
+      const tensor out = tensor::empty(residual.shape(), dtype::float32);
+      conv2d_fused(x, w, bias, p, fused_expr::parse("(relu (add x0 x1))"), {residual}, out);
+      return out.to_vector<float>();
+    };
+    const std::vector<float> one_fused = fused();
+    const pool_threads scope(2);
+    CHECK(conv2d(x, w, bias, p).to_vector<float>() == one);
+    CHECK(fused() == one_fused);
+  }
 }

@@ -22,8 +22,8 @@
 /// kernels do. Packing A is a transposition, one scalar load and store per element, and each
 /// packed panel serves only N / NR column panels: at 64³ packing took a quarter of the time.
 ///
-/// With `set_num_threads(n)`, the column panels of each packed block of A are shared out among
-/// the threads (B and A are packed once, by the calling thread).
+/// With `set_num_threads(n)`, C is cut into one rectangle per thread (whole panels of columns, or
+/// of rows when C is taller than wide), and each thread packs what its rectangle needs.
 ///
 /// The micro-kernel shape follows the vector width W: MR x 2W with MR = 12 when batches are 64
 /// bytes (AVX-512: 24 accumulators of the 32 registers) and MR = 6 otherwise (AVX2, SSE: 12 of
@@ -302,23 +302,90 @@ struct no_epilogue {
   void operator()(T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t) const {}
 };
 
+namespace gemm_detail {
+
+/// Below this many multiply-adds (M * N * K) a GEMM runs on the calling thread: handing it out
+/// would cost more than it saves (about 5 us of work at one core's rate).
+inline constexpr std::int64_t min_parallel_work = std::int64_t(1) << 17;
+
+/// The blocked loops of `gemm_packed` over rows [i0, i1) and columns [j0, j1) of C, on this
+/// thread, with this thread's packing buffers.
+template <class T, class PackB, class Epilogue>
+void gemm_rectangle(const matrix_view<const T>& a, PackB& pack_b, const matrix_view<T>& c, std::int64_t i0, std::int64_t i1,
+                    std::int64_t j0, std::int64_t j1, bool accumulate, const Epilogue& epilogue) {
+  constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
+  using S = shape<T>;
+  constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC, MC = S::MC, NC = S::NC;
+  const std::int64_t K = a.cols;
+  // Packed panels, reused across calls on this thread.
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed_a, packed_b;
+  packed_a.resize(std::size_t(MC * KC));
+  packed_b.resize(std::size_t(KC * ((std::min(NC, j1 - j0) + NR - 1) / NR * NR)));
+  for (std::int64_t jc = j0; jc < j1; jc += NC) {
+    const std::int64_t nc = std::min(NC, j1 - jc);
+    for (std::int64_t pc = 0; pc < K; pc += KC) {
+      const std::int64_t kc = std::min(KC, K - pc);
+      const bool first = pc == 0 && !accumulate;
+      [[maybe_unused]] const bool last = pc + kc == K;
+      pack_b(pc, kc, jc, nc, packed_b.data());
+      for (std::int64_t ic = i0; ic < i1; ic += MC) {
+        const std::int64_t mc = std::min(MC, i1 - ic);
+        // A row-major A is read in place when few column panels share each of its panels, so
+        // that packing would be paid for by few uses (but for its last panel when that is
+        // partial: packing pads it with zero rows). Otherwise, and for any other layout, A is
+        // packed: its MR rows are then read from one contiguous panel rather than MR streams
+        // that may map to the same cache sets (a row stride of a multiple of 4 KB).
+        const bool in_place = a.col_stride == 1 && nc <= 4 * NR;
+        const std::int64_t whole = in_place ? mc / MR * MR : 0;  // rows read in place
+        pack_a(a, ic + whole, mc - whole, pc, kc, packed_a.data());
+        for (std::int64_t jr = 0; jr < nc; jr += NR) {
+          const T* bp = packed_b.data() + jr * kc;
+          for (std::int64_t ir = 0; ir < mc; ir += MR) {
+            const bool here = ir < whole;
+            const T* ap = here ? a.data + (ic + ir) * a.row_stride + pc : packed_a.data() + ((ir - whole) / MR) * kc * MR;
+            T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
+            block_kernel<T>(kc, ap, here ? a.row_stride : 0, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir),
+                            std::min(NR, nc - jr), first);
+          }
+        }
+        if constexpr (has_epilogue) {
+          // The finished mc x nc block is in L2 (the micro-kernels just wrote it): the epilogue
+          // runs over its rows, MR at a time, long rows so that each of its steps is one call
+          // over many vectors.
+          if (last)
+            for (std::int64_t i = ic; i < ic + mc; i += MR)
+              epilogue(c.data + i * c.row_stride + jc * c.col_stride, c.row_stride, c.col_stride, i, jc, std::min(MR, ic + mc - i), nc);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace gemm_detail
+
 /// C = A * B, or C += A * B when `accumulate`, where B (K x N) exists only through `pack_b`:
 /// `pack_b(p0, kc, j0, nc, out)` writes rows [p0, p0+kc) x columns [j0, j0+nc) of B into `out`
 /// in the layout of `gemm_detail::pack_b` (NR-column panels, k-major, zero-padded to whole
 /// panels). This is how a convolution multiplies by its im2col matrix without building it
-/// (`nn.hpp`). A is M x K; C is M x N and must not overlap A or what B is read from.
+/// (`nn.hpp`). A is M x K; C is M x N and must not overlap A or what B is read from. `pack_b` may
+/// be called from several threads at once, for different columns.
 ///
 /// `epilogue(c, rs, cs, i, j, m, n)` is called on each finished m x n block of C, at (i, j), right
-/// after the micro-kernels wrote it (still in L2: a block is at most MC x NC, MR rows per call,
-/// spread over the threads): it may rewrite the block in place (`fused_epilogue` applies a bias,
-/// an activation, a residual). Its rows are long, so that an interpreted epilogue makes few
-/// calls per element.
+/// after the micro-kernels wrote it (still in L2: a block is at most MR x NC): it may rewrite the
+/// block in place (`fused_epilogue` applies a bias, an activation, a residual). Its rows are long,
+/// so that an interpreted epilogue makes few calls per element.
+///
+/// Threads (`set_num_threads`): C is cut once into one rectangle per thread — column ranges when
+/// C has no more rows than columns, row ranges otherwise, in whole panels — and each thread runs
+/// the blocked loops on its own rectangle, packing its own columns of B (and its own copy of A's
+/// panels, or of B's when rows are cut): one hand-out per product, packing on every thread, no
+/// barrier between blocks. Every element of C is the same sum in the same order whatever the
+/// thread count, so results are bit-identical.
 template <class T, class PackB, class Epilogue = no_epilogue>
 void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, matrix_view<T> c, bool accumulate = false,
                  const Epilogue& epilogue = {}) {
   constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
   using S = gemm_detail::shape<T>;
-  constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC, MC = S::MC, NC = S::NC;
   const std::int64_t M = c.rows, N = n_cols, K = a.cols;
   if (M == 0 || N == 0) return;
   if (K == 0) {
@@ -328,54 +395,23 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
     if constexpr (has_epilogue) epilogue(c.data, c.row_stride, c.col_stride, 0, 0, M, N);
     return;
   }
-  // Packed panels, reused across calls on this thread.
-  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed_a, packed_b;
-  packed_a.resize(std::size_t(MC * KC));
-  packed_b.resize(std::size_t(KC * ((std::min(NC, N) + NR - 1) / NR * NR)));
-  for (std::int64_t jc = 0; jc < N; jc += NC) {
-    const std::int64_t nc = std::min(NC, N - jc);
-    for (std::int64_t pc = 0; pc < K; pc += KC) {
-      const std::int64_t kc = std::min(KC, K - pc);
-      const bool first = pc == 0 && !accumulate;
-      [[maybe_unused]] const bool last = pc + kc == K;
-      pack_b(pc, kc, jc, nc, packed_b.data());
-      for (std::int64_t ic = 0; ic < M; ic += MC) {
-        const std::int64_t mc = std::min(MC, M - ic);
-        // A row-major A is read in place when few column panels share each of its panels, so
-        // that packing would be paid for by few uses (but for its last panel when that is
-        // partial: packing pads it with zero rows). Otherwise, and for any other layout, A is
-        // packed: its MR rows are then read from one contiguous panel rather than MR streams
-        // that may map to the same cache sets (a row stride of a multiple of 4 KB).
-        const bool in_place = a.col_stride == 1 && nc <= 4 * NR;
-        const std::int64_t whole = in_place ? mc / MR * MR : 0;  // rows read in place
-        gemm_detail::pack_a(a, ic + whole, mc - whole, pc, kc, packed_a.data());
-        // The column panels of this block are independent: one task each (see parallel.hpp).
-        const T* pa = packed_a.data();
-        const T* pb = packed_b.data();
-        parallel_for((nc + NR - 1) / NR, [&](std::int64_t panel) {
-          const std::int64_t jr = panel * NR;
-          const T* bp = pb + panel * kc * NR;
-          for (std::int64_t ir = 0; ir < mc; ir += MR) {
-            const bool here = ir < whole;
-            const T* ap = here ? a.data + (ic + ir) * a.row_stride + pc : pa + ((ir - whole) / MR) * kc * MR;
-            T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
-            gemm_detail::block_kernel<T>(kc, ap, here ? a.row_stride : 0, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir),
-                                         std::min(NR, nc - jr), first);
-          }
-        });
-        if constexpr (has_epilogue) {
-          // The finished mc x nc block is in L2 (the micro-kernels just wrote it): the epilogue
-          // runs over its rows, MR at a time, long rows so that each of its steps is one call
-          // over many vectors.
-          if (last)
-            parallel_for((mc + MR - 1) / MR, [&](std::int64_t r) {
-              const std::int64_t i = ic + r * MR;
-              epilogue(c.data + i * c.row_stride + jc * c.col_stride, c.row_stride, c.col_stride, i, jc, std::min(MR, M - i), nc);
-            });
-        }
-      }
-    }
+  const auto threads = static_cast<std::int64_t>(num_threads());
+  const std::int64_t row_panels = (M + S::MR - 1) / S::MR, col_panels = (N + S::NR - 1) / S::NR;
+  const bool by_columns = M <= N ? col_panels > 1 : row_panels < 2;
+  const std::int64_t panels = by_columns ? col_panels : row_panels;
+  const std::int64_t parts = std::min(threads, panels);
+  if (parts < 2 || M * N * K < gemm_detail::min_parallel_work) {
+    gemm_detail::gemm_rectangle<T>(a, pack_b, c, 0, M, 0, N, accumulate, epilogue);
+    return;
   }
+  parallel_for(parts, [&](std::int64_t part) {
+    // Panels [part * panels / parts, (part + 1) * panels / parts): sizes differ by one at most.
+    const std::int64_t first = part * panels / parts, end = (part + 1) * panels / parts;
+    if (by_columns)
+      gemm_detail::gemm_rectangle<T>(a, pack_b, c, 0, M, first * S::NR, std::min(N, end * S::NR), accumulate, epilogue);
+    else
+      gemm_detail::gemm_rectangle<T>(a, pack_b, c, first * S::MR, std::min(M, end * S::MR), 0, N, accumulate, epilogue);
+  });
 }
 
 /// C = A * B, or C += A * B when `accumulate`. Shapes: A is M x K, B is K x N, C is M x N (the
