@@ -250,6 +250,28 @@ TEST_CASE("layer_norm over the trailing axes, with and without gamma and beta") 
   CHECK(message_of<kernel_error>([&] { layer_norm(x, g, b, {-2, -1}, -1.0); }).find("epsilon must be at least 0") != std::string::npos);
 }
 
+TEST_CASE("layer_norm keeps its precision on long rows far from zero, and in rows of every length") {
+  // Rows of 1 to 70,000 elements around 1000 with spread 1: a float sum of the row would lose
+  // the mean's low digits; the chunked sum adds in double.
+  for (const std::int64_t block : {1, 7, 16, 33, 255, 256, 1000, 70000}) {
+    CAPTURE(block);
+    const tensor noise = random_tensor<float>({3, block}, -1, 1, 21);
+    tensor x = tensor::empty({3, block}, dtype::float32);
+    for (std::int64_t i = 0; i < 3 * block; ++i) x.data<float>()[i] = 1000.f + noise.data<float>()[i];
+    std::vector<float> want;
+    for (std::int64_t r = 0; r < 3; ++r) {
+      double m = 0, v = 0;
+      for (std::int64_t j = 0; j < block; ++j) m += x.data<float>()[r * block + j];
+      m /= double(block);
+      for (std::int64_t j = 0; j < block; ++j) v += (x.data<float>()[r * block + j] - m) * (x.data<float>()[r * block + j] - m);
+      v /= double(block);
+      for (std::int64_t j = 0; j < block; ++j) want.push_back(float((x.data<float>()[r * block + j] - m) / std::sqrt(v + 1e-5)));
+    }
+    // The input itself is rounded to float near 1000 (steps of 6e-5 against a spread of 1).
+    check_all_close(layer_norm(x, tensor(), tensor(), {-1}, 1e-5, false, false).to_vector<float>(), want, 2e-4, 2e-4);
+  }
+}
+
 TEST_CASE("bad reduction arguments are clear errors") {
   const tensor x = tensor::zeros({2, 3}, dtype::float32);
   CHECK(message_of<kernel_error>([&] { sum(x, {2}); }) == "kiln::kernels::sum: axis 2 is out of range for a 2-d tensor");
