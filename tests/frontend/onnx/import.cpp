@@ -12,6 +12,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <vector>
 
 using namespace kiln;
 namespace kx = kiln::frontend::onnx;
@@ -253,4 +256,54 @@ TEST_CASE("Conv and pooling attributes and ranks are checked before use (found b
   CHECK(fails(conv({"1", "1", "3", "3"}, {0, 1})) == "kiln::frontend::onnx: node 'c' (Conv): attribute 'strides' must be between 1 and 2^31 - 1, has 0");
   CHECK(fails(conv({"1", "1", "3", "3"}, {1, -2})).find("attribute 'strides' must be between 1 and 2^31 - 1, has -2") != std::string::npos);
   CHECK_NOTHROW(kx::import_model(conv({"1", "1", "3", "3"}, {1, 1})));
+}
+
+TEST_CASE("Trilu keeps a triangle with a constant mask; ArgMax with select_last_index finds the last extreme") {
+  const runtime::tensor x = floats({2, 3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  for (const bool upper : {true, false}) {
+    CAPTURE(upper);
+    model_builder b(14);
+    b.input("x", {"2", "3", "4"});
+    b.ints_initializer("k", {1});
+    model_builder::attr(b.node("Trilu", {"x", "k"}, {"y"}), "upper", std::int64_t(upper));
+    b.output("y", {"2", "3", "4"});
+    const runtime::tensor y = run(kx::import_model(b.m), {vm::value(x)}).as_tensor();
+    // upper, k = 1: j - i >= 1; lower, k = 1: j - i <= 1.
+    const std::vector<float> want = upper ? std::vector<float>{0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12}
+                                          : std::vector<float>{1, 2, 0, 0, 5, 6, 7, 0, 9, 10, 11, 12};
+    const std::vector<float> got = y.to_vector<float>();
+    CHECK(std::vector<float>(got.begin(), got.begin() + 12) == want);
+    CHECK(std::vector<float>(got.begin() + 12, got.end()) == want);
+  }
+  {
+    model_builder b(14);
+    b.input("x", {"4"});
+    b.node("Trilu", {"x"}, {"y"}, "t");
+    b.output("y", {"4"});
+    CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
+          "kiln::frontend::onnx: node 't' (Trilu): the input must have rank 2 or more, not 1");
+  }
+  {
+    model_builder b(14);
+    b.input("x", {"3", "4"});
+    b.ints_initializer("k", {1, 2});
+    b.node("Trilu", {"x", "k"}, {"y"}, "t");
+    b.output("y", {"3", "4"});
+    CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) == "kiln::frontend::onnx: node 't' (Trilu): k must be one integer, got 2");
+  }
+  // ArgMax / ArgMin over axis 1 of [[1, 3, 3, 0], [2, 2, 0, 0]]: first and last extremes.
+  const runtime::tensor a = floats({2, 4}, {1, 3, 3, 0, 2, 2, 0, 0});
+  for (const auto& [op, last, want] : {std::tuple{"ArgMax", 0, std::vector<std::int64_t>{1, 0}}, {"ArgMax", 1, {2, 1}},
+                                       {"ArgMin", 0, {3, 2}}, {"ArgMin", 1, {3, 3}}}) {
+    CAPTURE(op);
+    CAPTURE(last);
+    model_builder b(13);
+    b.input("x", {"2", "4"});
+    auto& n = b.node(op, {"x"}, {"y"});
+    model_builder::attr(n, "axis", std::int64_t(1));
+    model_builder::attr(n, "keepdims", std::int64_t(0));
+    model_builder::attr(n, "select_last_index", std::int64_t(last));
+    b.output("y", {"2"}, ::onnx::TensorProto::INT64);
+    CHECK(run(kx::import_model(b.m), {vm::value(a)}).as_tensor().to_vector<std::int64_t>() == want);
+  }
 }

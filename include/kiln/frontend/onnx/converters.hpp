@@ -541,8 +541,18 @@ inline const converter_table& converter_table::builtin() {
     for (auto [o, k] : {std::pair{"ArgMax", "argmax"}, {"ArgMin", "argmin"}}) {
       const char* kiln = k;
       t.add(o, 1, [kiln](node_context& c) {
-        if (c.attr_int("select_last_index", 0) != 0) c.fail("select_last_index 1 is not supported");
-        return one(c.call(kiln, {c.input(0)}, {{"axis", c.axis(c.attr_int("axis", 0), c.rank(0))}, {"keepdims", c.attr_int("keepdims", 1) != 0}}));
+        const std::int64_t axis = c.axis(c.attr_int("axis", 0), c.rank(0));
+        const ir::attr_map attrs{{"axis", axis}, {"keepdims", c.attr_int("keepdims", 1) != 0}};
+        if (c.attr_int("select_last_index", 0) == 0) return one(c.call(kiln, {c.input(0)}, attrs));
+        // The last extreme is the first one along the reversed axis: (n - 1) - argmax(reverse(x)).
+        const auto n = ir::as_int(c.shape(0)[std::size_t(axis)]);
+        if (!n) c.fail("select_last_index 1 needs a static length along the axis");
+        const ir::expr reversed = c.call("strided_slice", {c.input(0)},
+                                         {{"axes", ir::int_array{axis}},
+                                          {"begin", ir::int_array{-1}},
+                                          {"end", ir::int_array{std::numeric_limits<std::int64_t>::min()}},
+                                          {"strides", ir::int_array{-1}}});
+        return one(c.call("subtract", {c.scalar(double(*n - 1), dtype::int64), c.call(kiln, {reversed}, attrs)}));
       });
     }
 
@@ -642,6 +652,28 @@ inline const converter_table& converter_table::builtin() {
       for (auto v : c.constant_ints(1, "shape")) target.push_back(ir::make_int(v));
       auto out = broadcast_shapes(c, c.shape(0), target);
       return one(c.call("broadcast_to", {c.input(0), ir::make_shape_expr(out)}));
+    });
+    t.add("Trilu", 14, [](node_context& c) {  // where(mask, x, 0), the mask a constant over the last two axes
+      const auto d = c.shape(0);
+      if (d.size() < 2) c.fail("the input must have rank 2 or more, not " + std::to_string(d.size()));
+      const auto rows = ir::as_int(d[d.size() - 2]), cols = ir::as_int(d[d.size() - 1]);
+      if (!rows || !cols) c.fail("the last two dimensions must be static");
+      std::int64_t k = 0;
+      if (c.has_input(1)) {
+        const auto kv = c.constant_ints(1, "k");
+        if (kv.size() != 1) c.fail("k must be one integer, got " + std::to_string(kv.size()));
+        k = kv[0];
+      }
+      const bool upper = c.attr_int("upper", 1) != 0;
+      std::vector<std::byte> mask(std::size_t(*rows * *cols));
+      for (std::int64_t i = 0; i < *rows; ++i)
+        for (std::int64_t j = 0; j < *cols; ++j) {
+          // Written so that no k, however large, overflows: j - i is within the dimensions.
+          const std::int64_t diagonal = j - i;
+          mask[std::size_t(i * *cols + j)] = std::byte(upper ? diagonal >= k : diagonal <= k);
+        }
+      const ir::expr m = c.constant(ir::ndarray(dtype::bool_, {*rows, *cols}, std::move(mask)));
+      return one(c.call("where", {m, c.input(0), c.scalar(0, c.input_dtype(0))}));
     });
     t.add("Tile", 6, [](node_context& c) {  // x reshaped to (1, d0, 1, d1, ...), broadcast to (r0, d0, r1, d1, ...), merged
       const auto reps = c.constant_ints(1, "repeats");
