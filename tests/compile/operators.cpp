@@ -33,6 +33,10 @@ const std::vector<op_case>& cases() {
     c.push_back({"logical_not", R"(a: R.Tensor((3, 5), "bool"))", "R.logical_not(a)", b35});
     for (const char* n : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "negative", "abs"})
       c.push_back({n, R"(x: R.Tensor((3, 5), "float32"))", std::string("R.") + n + "(R.abs(x))", f35});
+    // The trigonometric and rounding operators, each inside its domain (arguments are in [-1, 1)).
+    for (const char* n : {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "floor", "ceil", "round"})
+      c.push_back({n, R"(x: R.Tensor((3, 5), "float32"))", std::string("R.") + n + "(x)", f35});
+    c.push_back({"acosh", R"(x: R.Tensor((3, 5), "float32"))", "R.acosh(R.exp(R.abs(x)))", f35});
     c.push_back({"nn.relu", R"(x: R.Tensor((3, 5), "float32"))", "R.nn.relu(x)", f35});
     c.push_back({"nn.gelu", R"(x: R.Tensor((3, 5), "float32"))", R"(R.nn.gelu(x, approximate="tanh"))", f35});
     c.push_back({"nn.gelu", R"(x: R.Tensor((3, 5), "float32"))", "R.nn.gelu(x)", f35});

@@ -156,6 +156,60 @@ TEST_CASE("transcendental and activation functions against std::, at the extreme
   CHECK(std::isnan(relu(e).to_vector<float>()[6]));
 }
 
+TEST_CASE("trigonometric, hyperbolic and rounding functions against std::, in float and double, at the extremes") {
+  using fn = tensor (*)(const tensor&);
+  struct math_case {
+    const char* name;
+    fn kernel;
+    double (*reference)(double);
+    double lo, hi;  // the domain sampled
+  };
+  const math_case cases[] = {
+      {"sin", &kernels::sin, [](double v) { return std::sin(v); }, -10, 10},       {"cos", &kernels::cos, [](double v) { return std::cos(v); }, -10, 10},
+      {"tan", &kernels::tan, [](double v) { return std::tan(v); }, -1.5, 1.5},     {"asin", &kernels::asin, [](double v) { return std::asin(v); }, -1, 1},
+      {"acos", &kernels::acos, [](double v) { return std::acos(v); }, -1, 1},      {"atan", &kernels::atan, [](double v) { return std::atan(v); }, -50, 50},
+      {"sinh", &kernels::sinh, [](double v) { return std::sinh(v); }, -10, 10},    {"cosh", &kernels::cosh, [](double v) { return std::cosh(v); }, -10, 10},
+      {"asinh", &kernels::asinh, [](double v) { return std::asinh(v); }, -50, 50}, {"acosh", &kernels::acosh, [](double v) { return std::acosh(v); }, 1, 50},
+      {"atanh", &kernels::atanh, [](double v) { return std::atanh(v); }, -0.99, 0.99}};
+  for (const math_case& c : cases) {
+    CAPTURE(c.name);
+    for (std::int64_t n : {std::int64_t(1), std::int64_t(15), std::int64_t(257)}) {
+      CAPTURE(n);
+      const tensor x = random_tensor<float>({n}, c.lo, c.hi, unsigned(n) + 3);
+      check_all_close(c.kernel(x).to_vector<float>(), reference_unary<float, float>(x, [&](float v) { return float(c.reference(v)); }), 4e-6, 1e-6);
+      const tensor xd = random_tensor<double>({n}, c.lo, c.hi, unsigned(n) + 4);
+      check_all_close(c.kernel(xd).to_vector<double>(), reference_unary<double, double>(xd, c.reference), 1e-15, 0);
+    }
+    // NaN in, NaN out; the infinities as <cmath> has them (NaN outside the domain), in both types.
+    for (const double v : {double(nan_), double(inf), -double(inf)}) {
+      CAPTURE(v);
+      const double want = c.reference(v);
+      const float got_f = c.kernel(tensor::from_values<float>({1}, {float(v)})).to_vector<float>()[0];
+      const double got_d = c.kernel(tensor::from_values<double>({1}, {v})).to_vector<double>()[0];
+      if (std::isnan(want)) {
+        CHECK(std::isnan(got_f));
+        CHECK(std::isnan(got_d));
+      } else {
+        CHECK(got_f == float(want));
+        CHECK(got_d == want);
+      }
+    }
+  }
+  // Rounding: exact; round takes halves to even, as ONNX's Round and numpy do.
+  const std::vector<double> v = {-2.5, -1.5, -0.5, -0.4, 0.0, 0.5, 0.6, 1.5, 2.5, 3.7, -3.7, 1e300, double(inf), -double(inf)};
+  const tensor xd = tensor::from_values<double>({std::int64_t(v.size())}, v);
+  const tensor xf = cast(xd, dtype::float32);
+  const std::vector<double> want_round = {-2, -2, -0.0, -0.0, 0, 0, 1, 2, 2, 4, -4, 1e300, double(inf), -double(inf)};
+  CHECK(kernels::round(xd).to_vector<double>() == want_round);
+  CHECK(kernels::floor(xd).to_vector<double>() == reference_unary<double, double>(xd, [](double a) { return std::floor(a); }));
+  CHECK(kernels::ceil(xd).to_vector<double>() == reference_unary<double, double>(xd, [](double a) { return std::ceil(a); }));
+  CHECK(kernels::round(xf).to_vector<float>() == reference_unary<float, float>(xf, [](float a) { return std::nearbyint(a); }));
+  CHECK(kernels::floor(xf).to_vector<float>() == reference_unary<float, float>(xf, [](float a) { return std::floor(a); }));
+  CHECK(kernels::ceil(xf).to_vector<float>() == reference_unary<float, float>(xf, [](float a) { return std::ceil(a); }));
+  CHECK(std::isnan(kernels::round(tensor::from_values<float>({1}, {float(nan_)})).to_vector<float>()[0]));
+  CHECK(message_of<kernel_error>([] { (void)kernels::sin(tensor::zeros({2}, dtype::int32)); }).find("kiln::kernels::sin") == 0);
+}
+
 TEST_CASE("float64 exp, erf, tanh and the activations built on them: exact at infinity, NaN kept, no UB") {
   // xsimd's float64 exp converts its scaled argument to int64 in plain C++: undefined behaviour
   // for these inputs (Clang's UBSan reports it) unless the kernels keep them away from it.

@@ -342,6 +342,54 @@ KILN_KERNELS_FLOAT_UNARY(gelu_tanh,
                          V(E(0.5)) * x * (V(E(1)) + safe::tanh(V(E(0.79788456080286535588)) * (x + V(E(0.044715)) * x * x * x))))
 #undef KILN_KERNELS_FLOAT_UNARY
 
+/// Trigonometric and hyperbolic functions, vectorized for float by xsimd. For double they go
+/// element by element through <cmath>: xsimd's double range reduction converts to integers in plain
+/// C++, which is undefined for the infinities and huge magnitudes the functions must accept.
+#define KILN_KERNELS_MATH_UNARY(op_name)                                   \
+  struct op_name {                                                         \
+    static constexpr std::string_view name = #op_name;                     \
+    static bool accepts(dtype t) { return is_floating(t); }                \
+    template <class T>                                                     \
+    static constexpr bool vectorized = std::is_same_v<T, float>;           \
+    template <class V>                                                     \
+    V operator()(const V& x) const {                                       \
+      using xsimd::op_name, std::op_name;                                  \
+      return op_name(x);                                                   \
+    }                                                                      \
+  };
+KILN_KERNELS_MATH_UNARY(sin)
+KILN_KERNELS_MATH_UNARY(cos)
+KILN_KERNELS_MATH_UNARY(tan)
+KILN_KERNELS_MATH_UNARY(asin)
+KILN_KERNELS_MATH_UNARY(acos)
+KILN_KERNELS_MATH_UNARY(atan)
+KILN_KERNELS_MATH_UNARY(sinh)
+KILN_KERNELS_MATH_UNARY(cosh)
+KILN_KERNELS_MATH_UNARY(asinh)
+KILN_KERNELS_MATH_UNARY(acosh)
+KILN_KERNELS_MATH_UNARY(atanh)
+#undef KILN_KERNELS_MATH_UNARY
+
+/// Rounding to an integral value in the same floating type: exact, vectorized for float and
+/// double. `round` rounds halves to even (ONNX's Round, numpy's round), as the default rounding
+/// mode does.
+#define KILN_KERNELS_ROUNDING(op_name, fn)                                 \
+  struct op_name {                                                         \
+    static constexpr std::string_view name = #op_name;                     \
+    static bool accepts(dtype t) { return is_floating(t); }                \
+    template <class T>                                                     \
+    static constexpr bool vectorized = std::is_floating_point_v<T>;        \
+    template <class V>                                                     \
+    V operator()(const V& x) const {                                       \
+      using xsimd::fn, std::fn;                                            \
+      return fn(x);                                                        \
+    }                                                                      \
+  };
+KILN_KERNELS_ROUNDING(floor, floor)
+KILN_KERNELS_ROUNDING(ceil, ceil)
+KILN_KERNELS_ROUNDING(round, nearbyint)
+#undef KILN_KERNELS_ROUNDING
+
 /// min(max(x, lo), hi) with NaN kept; `lo` and `hi` converted to the element type.
 /// (Integer batches avoid xsimd::select: xsimd 8.1's integer select for AVX-512BW does not
 /// compile with GCC without optimisation, where GCC's intrinsics are casting macros.)

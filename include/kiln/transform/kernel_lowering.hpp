@@ -151,7 +151,8 @@ inline void add_builtin_lowerings(kernel_lowering& t) {
   };
   for (const char* n : {"add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum", "equal", "not_equal",
                         "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where", "exp", "log", "sqrt",
-                        "rsqrt", "tanh", "sigmoid", "erf", "negative", "abs", "logical_not"})
+                        "rsqrt", "tanh", "sigmoid", "erf", "negative", "abs", "logical_not", "sin", "cos", "tan", "asin",
+                        "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "floor", "ceil", "round"})
     t.add(n, same_name(std::string("kernels.") + n));
   t.add("nn.relu", same_name("kernels.relu"));
   t.add("nn.gelu", [](const call_node& c) {

@@ -13,7 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <tuple>
+#include <string>
 #include <vector>
 
 using namespace kiln;
@@ -293,8 +293,16 @@ TEST_CASE("Trilu keeps a triangle with a constant mask; ArgMax with select_last_
   }
   // ArgMax / ArgMin over axis 1 of [[1, 3, 3, 0], [2, 2, 0, 0]]: first and last extremes.
   const runtime::tensor a = floats({2, 4}, {1, 3, 3, 0, 2, 2, 0, 0});
-  for (const auto& [op, last, want] : {std::tuple{"ArgMax", 0, std::vector<std::int64_t>{1, 0}}, {"ArgMax", 1, {2, 1}},
-                                       {"ArgMin", 0, {3, 2}}, {"ArgMin", 1, {3, 3}}}) {
+  struct arg_case {
+    std::string op;
+    std::int64_t last;
+    std::vector<std::int64_t> want;
+  };
+  for (const arg_case& a_case : {arg_case{"ArgMax", 0, {1, 0}}, arg_case{"ArgMax", 1, {2, 1}}, arg_case{"ArgMin", 0, {3, 2}},
+                                 arg_case{"ArgMin", 1, {3, 3}}}) {
+    const std::string& op = a_case.op;
+    const std::int64_t last = a_case.last;
+    const std::vector<std::int64_t>& want = a_case.want;
     CAPTURE(op);
     CAPTURE(last);
     model_builder b(13);

@@ -311,6 +311,22 @@ inline const converter_table& converter_table::builtin() {
     for (auto [o, k] : {std::pair{"Abs", "abs"}, {"Neg", "negative"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Tanh", "tanh"},
                         {"Sigmoid", "sigmoid"}, {"Relu", "nn.relu"}, {"Erf", "erf"}, {"Not", "logical_not"}})
       unary(t, o, k);
+    for (auto [o, k] : {std::pair{"Sin", "sin"}, {"Cos", "cos"}, {"Tan", "tan"}, {"Asin", "asin"}, {"Acos", "acos"}, {"Atan", "atan"},
+                        {"Sinh", "sinh"}, {"Cosh", "cosh"}, {"Asinh", "asinh"}, {"Acosh", "acosh"}, {"Atanh", "atanh"}})
+      t.add(o, 7, [kiln = k](node_context& c) { return one(c.call(kiln, {c.input(0)})); });
+    for (auto [o, k] : {std::pair{"Floor", "floor"}, {"Ceil", "ceil"}})
+      unary(t, o, k);
+    t.add("Round", 11, [](node_context& c) { return one(c.call("round", {c.input(0)})); });
+    t.add("IsInf", 10, [](node_context& c) {  // comparisons with the infinities; NaN is neither
+      const dtype dt = c.input_dtype(0);
+      const double inf = std::numeric_limits<double>::infinity();
+      const bool positive = c.attr_int("detect_positive", 1) != 0, negative = c.attr_int("detect_negative", 1) != 0;
+      if (positive && negative) return one(c.call("equal", {c.call("abs", {c.input(0)}), c.scalar(inf, dt)}));
+      if (positive) return one(c.call("equal", {c.input(0), c.scalar(inf, dt)}));
+      if (negative) return one(c.call("equal", {c.input(0), c.scalar(-inf, dt)}));
+      // Neither: false everywhere (x == x and x != x), in the input's shape.
+      return one(c.call("logical_and", {c.call("equal", {c.input(0), c.input(0)}), c.call("not_equal", {c.input(0), c.input(0)})}));
+    });
     t.add("Xor", 7, [](node_context& c) { return one(c.call("not_equal", {c.input(0), c.input(1)})); });
     t.add("IsNaN", 9, [](node_context& c) { return one(c.call("not_equal", {c.input(0), c.input(0)})); });
     t.add("CastLike", 15, [](node_context& c) {

@@ -30,7 +30,8 @@ inline void register_elementwise_ops(op_registry& r) {
       return ctx.arg_type(0);
     };
   };
-  for (const char* n : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf"})
+  for (const char* n : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+                        "cosh", "asinh", "acosh", "atanh", "floor", "ceil", "round"})
     r.add({n, {"x"}, {}, unary(true), op_pattern::elemwise, std::string("elementwise ") + n});
   for (const char* n : {"negative", "abs"}) r.add({n, {"x"}, {}, unary(false), op_pattern::elemwise, std::string("elementwise ") + n});
   r.add({"nn.relu", {"x"}, {}, unary(false), op_pattern::elemwise, "max(x, 0)"});
