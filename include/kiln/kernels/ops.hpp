@@ -312,21 +312,29 @@ auto tanh(T x) {  // as std::tanh: double for integers (the integer instantiatio
 
 }  // namespace safe
 
-/// Unary operators on floating point only, vectorized for float and double.
-#define KILN_KERNELS_FLOAT_UNARY(op_name, body)                            \
-  struct op_name {                                                         \
-    static constexpr std::string_view name = #op_name;                     \
-    static bool accepts(dtype t) { return is_floating(t); }                \
-    template <class T>                                                     \
-    static constexpr bool vectorized = std::is_floating_point_v<T>;        \
-    template <class V>                                                     \
-    V operator()(const V& x) const {                                       \
-      using xsimd::log, xsimd::sqrt, std::log, std::sqrt; /* exp, erf, tanh: safe:: */ \
-      using E = element_t<V>;                                              \
-      (void)sizeof(E);                                                     \
-      return body;                                                         \
-    }                                                                      \
+/// Unary operators on floating point only: `body` computes from `x` (a batch or, where the operator
+/// is not `vectorized` for the element type, a scalar) with <cmath>'s and xsimd's functions in scope.
+#define KILN_KERNELS_UNARY_OP(op_name, vectorized_if, body)                                            \
+  struct op_name {                                                                                     \
+    static constexpr std::string_view name = #op_name;                                                 \
+    static bool accepts(dtype t) { return is_floating(t); }                                            \
+    template <class T>                                                                                 \
+    static constexpr bool vectorized = vectorized_if;                                                  \
+    template <class V>                                                                                 \
+    V operator()(const V& x) const {                                                                   \
+      /* exp, erf, tanh: safe:: */                                                                     \
+      using xsimd::log, xsimd::sqrt, xsimd::floor, xsimd::ceil, xsimd::nearbyint, xsimd::sin, xsimd::cos, \
+          xsimd::tan, xsimd::asin, xsimd::acos, xsimd::atan, xsimd::sinh, xsimd::cosh, xsimd::asinh,    \
+          xsimd::acosh, xsimd::atanh;                                                                  \
+      using std::log, std::sqrt, std::floor, std::ceil, std::nearbyint, std::sin, std::cos, std::tan,  \
+          std::asin, std::acos, std::atan, std::sinh, std::cosh, std::asinh, std::acosh, std::atanh;   \
+      using E = element_t<V>;                                                                          \
+      (void)sizeof(E);                                                                                 \
+      return body;                                                                                     \
+    }                                                                                                  \
   };
+/// Vectorized for float and double.
+#define KILN_KERNELS_FLOAT_UNARY(op_name, body) KILN_KERNELS_UNARY_OP(op_name, std::is_floating_point_v<T>, body)
 KILN_KERNELS_FLOAT_UNARY(exp, safe::exp(x))
 KILN_KERNELS_FLOAT_UNARY(log, log(x))
 KILN_KERNELS_FLOAT_UNARY(sqrt, sqrt(x))
@@ -340,23 +348,17 @@ KILN_KERNELS_FLOAT_UNARY(gelu, V(E(0.5)) * x * (V(E(1)) + safe::erf(x * V(E(0.70
 // The tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 KILN_KERNELS_FLOAT_UNARY(gelu_tanh,
                          V(E(0.5)) * x * (V(E(1)) + safe::tanh(V(E(0.79788456080286535588)) * (x + V(E(0.044715)) * x * x * x))))
+// Rounding to an integral value, exact; round takes halves to even (ONNX's Round, numpy's round),
+// as the default rounding mode does.
+KILN_KERNELS_FLOAT_UNARY(floor, floor(x))
+KILN_KERNELS_FLOAT_UNARY(ceil, ceil(x))
+KILN_KERNELS_FLOAT_UNARY(round, nearbyint(x))
 #undef KILN_KERNELS_FLOAT_UNARY
 
 /// Trigonometric and hyperbolic functions, vectorized for float by xsimd. For double they go
 /// element by element through <cmath>: xsimd's double range reduction converts to integers in plain
 /// C++, which is undefined for the infinities and huge magnitudes the functions must accept.
-#define KILN_KERNELS_MATH_UNARY(op_name)                                   \
-  struct op_name {                                                         \
-    static constexpr std::string_view name = #op_name;                     \
-    static bool accepts(dtype t) { return is_floating(t); }                \
-    template <class T>                                                     \
-    static constexpr bool vectorized = std::is_same_v<T, float>;           \
-    template <class V>                                                     \
-    V operator()(const V& x) const {                                       \
-      using xsimd::op_name, std::op_name;                                  \
-      return op_name(x);                                                   \
-    }                                                                      \
-  };
+#define KILN_KERNELS_MATH_UNARY(op_name) KILN_KERNELS_UNARY_OP(op_name, (std::is_same_v<T, float>), op_name(x))
 KILN_KERNELS_MATH_UNARY(sin)
 KILN_KERNELS_MATH_UNARY(cos)
 KILN_KERNELS_MATH_UNARY(tan)
@@ -369,26 +371,8 @@ KILN_KERNELS_MATH_UNARY(asinh)
 KILN_KERNELS_MATH_UNARY(acosh)
 KILN_KERNELS_MATH_UNARY(atanh)
 #undef KILN_KERNELS_MATH_UNARY
+#undef KILN_KERNELS_UNARY_OP
 
-/// Rounding to an integral value in the same floating type: exact, vectorized for float and
-/// double. `round` rounds halves to even (ONNX's Round, numpy's round), as the default rounding
-/// mode does.
-#define KILN_KERNELS_ROUNDING(op_name, fn)                                 \
-  struct op_name {                                                         \
-    static constexpr std::string_view name = #op_name;                     \
-    static bool accepts(dtype t) { return is_floating(t); }                \
-    template <class T>                                                     \
-    static constexpr bool vectorized = std::is_floating_point_v<T>;        \
-    template <class V>                                                     \
-    V operator()(const V& x) const {                                       \
-      using xsimd::fn, std::fn;                                            \
-      return fn(x);                                                        \
-    }                                                                      \
-  };
-KILN_KERNELS_ROUNDING(floor, floor)
-KILN_KERNELS_ROUNDING(ceil, ceil)
-KILN_KERNELS_ROUNDING(round, nearbyint)
-#undef KILN_KERNELS_ROUNDING
 
 /// min(max(x, lo), hi) with NaN kept; `lo` and `hi` converted to the element type.
 /// (Integer batches avoid xsimd::select: xsimd 8.1's integer select for AVX-512BW does not
