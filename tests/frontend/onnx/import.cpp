@@ -315,3 +315,25 @@ TEST_CASE("Trilu keeps a triangle with a constant mask; ArgMax with select_last_
     CHECK(run(kx::import_model(b.m), {vm::value(a)}).as_tensor().to_vector<std::int64_t>() == want);
   }
 }
+
+TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod is refused by name") {
+  const runtime::tensor x = runtime::tensor::from_values<std::int32_t>({4}, {7, -7, 7, -7});
+  const runtime::tensor y = runtime::tensor::from_values<std::int32_t>({4}, {3, 3, -3, -3});
+  for (const std::int64_t fmod : {0, 1}) {
+    CAPTURE(fmod);
+    model_builder b(13);
+    b.input("x", {"4"}, ::onnx::TensorProto::INT32);
+    b.input("y", {"4"}, ::onnx::TensorProto::INT32);
+    model_builder::attr(b.node("Mod", {"x", "y"}, {"z"}), "fmod", fmod);
+    b.output("z", {"4"}, ::onnx::TensorProto::INT32);
+    const std::vector<std::int32_t> want = fmod ? std::vector<std::int32_t>{1, -1, 1, -1} : std::vector<std::int32_t>{1, 2, -2, -1};
+    CHECK(run(kx::import_model(b.m), {vm::value(x), vm::value(y)}).as_tensor().to_vector<std::int32_t>() == want);
+  }
+  model_builder b(13);
+  b.input("x", {"4"});
+  b.input("y", {"4"});
+  model_builder::attr(b.node("Mod", {"x", "y"}, {"z"}, "m"), "fmod", std::int64_t(1));
+  b.output("z", {"4"});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
+        "kiln::frontend::onnx: node 'm' (Mod): Mod on floating-point tensors is not supported yet");
+}

@@ -327,6 +327,18 @@ inline const converter_table& converter_table::builtin() {
       // Neither: false everywhere (x == x and x != x), in the input's shape.
       return one(c.call("logical_and", {c.call("equal", {c.input(0), c.input(0)}), c.call("not_equal", {c.input(0), c.input(0)})}));
     });
+    t.add("Mod", 10, [](node_context& c) {
+      const bool fmod = c.attr_int("fmod", 0) != 0;
+      if (is_float(c.input_dtype(0))) {
+        if (!fmod) c.fail("fmod must be 1 for floating-point inputs");
+        c.fail("Mod on floating-point tensors is not supported yet");
+      }
+      // Integers, exactly: x - q * y with q the quotient truncated (fmod 1: C's %, the dividend's
+      // sign) or floored (fmod 0: Python's %, the divisor's sign). Division by zero is the
+      // kernels' error.
+      const ir::expr q = c.call(fmod ? "divide" : "floor_divide", {c.input(0), c.input(1)});
+      return one(c.call("subtract", {c.input(0), c.call("multiply", {q, c.input(1)})}));
+    });
     t.add("Xor", 7, [](node_context& c) { return one(c.call("not_equal", {c.input(0), c.input(1)})); });
     t.add("IsNaN", 9, [](node_context& c) { return one(c.call("not_equal", {c.input(0), c.input(0)})); });
     t.add("CastLike", 15, [](node_context& c) {
