@@ -337,3 +337,14 @@ TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating
   CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
         "kiln::frontend::onnx: node 'm' (Mod): Mod on floating-point tensors is not supported yet");
 }
+
+TEST_CASE("an unnamed node is named in messages by its index in the graph") {
+  model_builder b(13);
+  b.input("x", {"4"});
+  b.input("y", {"4"});
+  b.node("Add", {"x", "y"}, {"s"}, "add");
+  b.node("Mod", {"s", "y"}, {"z"}).clear_name();
+  b.output("z", {"4"});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
+        "kiln::frontend::onnx: node '#1' (Mod): fmod must be 1 for floating-point inputs");
+}

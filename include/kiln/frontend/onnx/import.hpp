@@ -219,7 +219,7 @@ private:
     std::vector<ir::expr> inputs;
     for (int i = 0; i < n.input_size(); ++i)
       inputs.push_back(n.input(i).empty() ? ir::expr() : value(n.input(i), where + " input " + std::to_string(i)));
-    node_context ctx(n, opset_, inputs, bb_, eval_);
+    node_context ctx(n, opset_, inputs, bb_, eval_, where);
     std::vector<ir::expr> outs;
     try {
       outs = table_.find(n.op_type(), opset_)->fn(ctx);

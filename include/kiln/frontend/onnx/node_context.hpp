@@ -33,9 +33,12 @@ inline constexpr std::size_t max_folded_bytes = std::size_t(64) << 20;
 
 class node_context {
 public:
+  /// `where` names the node in messages (the importer gives "node 'name' (Op)", or "node '#3'
+  /// (Op)" for an unnamed node, its index in the graph); by default the node's name.
   node_context(const ::onnx::NodeProto& node, int opset, const std::vector<ir::expr>& inputs, ir::block_builder& bb,
-               transform::reference_evaluator& eval)
-      : node_(node), opset_(opset), inputs_(inputs), bb_(bb), eval_(eval) {
+               transform::reference_evaluator& eval, std::string where = {})
+      : node_(node), opset_(opset), inputs_(inputs), bb_(bb), eval_(eval),
+        where_(where.empty() ? "node '" + node.name() + "' (" + node.op_type() + ")" : std::move(where)) {
     for (auto& a : node.attribute()) attrs_[a.name()] = &a;
   }
 
@@ -44,7 +47,7 @@ public:
   /// The same node seen with other inputs (for converters that rewrite an input and then reuse
   /// another converter); the inputs must outlive the returned context.
   node_context with_inputs(const std::vector<ir::expr>& inputs) const {
-    node_context c(node_, opset_, inputs, bb_, eval_);
+    node_context c(node_, opset_, inputs, bb_, eval_, where_);
     return c;
   }
   const std::string& op_type() const noexcept { return node_.op_type(); }
@@ -165,7 +168,7 @@ public:
 
   /// An `import_error` naming the node.
   [[noreturn]] void fail(const std::string& msg) const {
-    throw import_error("kiln::frontend::onnx: node '" + node_.name() + "' (" + node_.op_type() + "): " + msg);
+    throw import_error("kiln::frontend::onnx: " + where_ + ": " + msg);
   }
 
   /// Normalizes axis `a` (which may be negative) for a tensor of rank `r`.
@@ -212,6 +215,7 @@ private:
   const std::vector<ir::expr>& inputs_;
   ir::block_builder& bb_;
   transform::reference_evaluator& eval_;
+  std::string where_;
   std::map<std::string, const ::onnx::AttributeProto*> attrs_;
 };
 
