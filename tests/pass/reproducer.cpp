@@ -13,11 +13,14 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <stdexcept>
+#include <unistd.h>
 
 using kiln_test::message_of;
 
@@ -66,8 +69,14 @@ std::string read(const std::string& path) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
+/// A file name no other test process uses at the same time (CTest runs test cases in parallel
+/// processes; an unseeded std::rand() gave them all the same name).
 struct temp_file {
-  std::string path = (std::filesystem::temp_directory_path() / ("kiln-repro-" + std::to_string(std::rand()) + ".txt")).string();
+  static std::string unique_name() {
+    static std::atomic<int> counter{0};
+    return "kiln-repro-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(std::random_device{}()) + ".txt";
+  }
+  std::string path = (std::filesystem::temp_directory_path() / unique_name()).string();
   ~temp_file() { std::remove(path.c_str()); }
 };
 
