@@ -149,6 +149,45 @@ TEST_CASE("the thread count is checked") {
   CHECK(ctx.num_threads() == 1);
 }
 
+TEST_CASE("a function pass on several threads cannot change the thread count under itself") {
+  const toy::module m = toy::make_module(40);
+  kiln::pass_context ctx;
+  ctx.set_num_threads(2);
+  std::atomic<int> refused{0};
+  auto resizer = kiln::function_pass<"resizer">([&](const toy::function& f, const toy::module&, kiln::pass_context& c) {
+    const std::string message = message_of<kiln::usage_error>([&] { c.set_num_threads(1); });
+    if (message == "kiln::pass_context::set_num_threads: cannot be called from inside a task running on a thread pool "
+                   "(a function pass on several threads, or a parallel_for task)")
+      ++refused;
+    return f;
+  });
+  const toy::module out = kiln::run(resizer, m, ctx);
+  CHECK(refused == 40);
+  CHECK(ctx.num_threads() == 2);  // unchanged, and the pool still works
+  CHECK(kiln::run(bump, out, ctx).value("f7") == 8);
+
+  // Uncaught, the refusal fails the pass like any other exception, and nothing changed.
+  auto careless = kiln::function_pass<"careless">([](const toy::function& f, const toy::module&, kiln::pass_context& c) {
+    c.set_num_threads(3);
+    return f;
+  });
+  try {
+    (void)kiln::run(careless, m, ctx);
+    FAIL("expected a pass_error");
+  } catch (const kiln::pass_error& e) {
+    CHECK(std::string(e.what()).find("cannot be called from inside a task") != std::string::npos);
+  }
+  CHECK(ctx.num_threads() == 2);
+  // At one thread the pass runs on the caller, not in a task: the same call is allowed there.
+  kiln::pass_context single;
+  auto grow = kiln::function_pass<"grow">([](const toy::function& f, const toy::module&, kiln::pass_context& c) {
+    c.set_num_threads(2);
+    return f;
+  });
+  (void)kiln::run(grow, toy::make_module(3), single);
+  CHECK(single.num_threads() == 2);
+}
+
 TEST_CASE("kiln's compiler with its function passes on two threads gives the same executable") {
   // A module of several functions: the encoder layer, the CNN and the MLP side by side.
   ir::ir_module m = make_transformer_layer();

@@ -122,6 +122,21 @@ TEST_CASE("a thread pool can be resized, and stops its workers when destroyed") 
   CHECK_FALSE(pool.try_run(10, [](std::int64_t) {}));
   pool.resize(3);
   run_once_each(pool, 10);
+  // Not from inside a task (of this pool or another): the task would wait on its own job.
+  std::atomic<int> refused{0};
+  thread_pool other(2);
+  CHECK(pool.try_run(6, [&](std::int64_t) {
+    for (thread_pool* p : {&pool, &other}) {
+      try {
+        p->resize(2);
+      } catch (const std::logic_error& e) {
+        if (std::string(e.what()) == "kiln::support::thread_pool::resize: cannot be called from inside a task") ++refused;
+      }
+    }
+  }));
+  CHECK(refused == 12);
+  CHECK(pool.size() == 3);
+  run_once_each(pool, 10);
   { thread_pool brief(4); }  // destroyed at once: its workers, spinning or asleep, stop
   {
     thread_pool brief(2);

@@ -164,11 +164,16 @@ public:
   /// that does declares `static constexpr bool thread_safe = false` and always runs in order.
   /// Passes run inside a function on a worker thread run in order. The `n - 1` worker threads
   /// start here and live as long as the context (and its copies, which share them); between
-  /// passes they spin briefly, then sleep. A `usage_error` unless 1 <= n <= 1024.
+  /// passes they spin briefly, then sleep. A `usage_error` unless 1 <= n <= 1024, and from inside
+  /// a task on a pool's threads (a function pass running on several threads, a kernel's
+  /// parallel_for): replacing the pool there would stop the threads the caller is running on.
   pass_context& set_num_threads(std::size_t n) {
     if (n < 1 || n > 1024)
       throw usage_error("kiln::pass_context::set_num_threads: the thread count must be between 1 and 1024, got " +
                         std::to_string(n));
+    if (support::thread_pool::inside_task())
+      throw usage_error("kiln::pass_context::set_num_threads: cannot be called from inside a task running on a thread "
+                        "pool (a function pass on several threads, or a parallel_for task)");
     if (n == num_threads_) return *this;
     pool_ = n > 1 ? std::make_shared<support::thread_pool>(n) : nullptr;
     num_threads_ = n;

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
 #include <system_error>
 #include <thread>
 #include <type_traits>
@@ -52,9 +53,11 @@ public:
   thread_pool& operator=(const thread_pool&) = delete;
   ~thread_pool() { stop(); }
 
-  /// Stops the workers and starts `threads - 1` new ones. Not from inside a task, and not while
-  /// another thread runs a job on this pool (it waits for that job to end).
+  /// Stops the workers and starts `threads - 1` new ones; waits for another thread's job on this
+  /// pool to end first. A `std::logic_error` from inside a task of any pool: a task would wait for
+  /// the job it belongs to, or join its own thread.
   void resize(std::size_t threads) {
+    if (inside_task()) throw std::logic_error("kiln::support::thread_pool::resize: cannot be called from inside a task");
     std::lock_guard job(job_mutex_);
     stop();
     start(threads);
