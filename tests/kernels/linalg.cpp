@@ -5,6 +5,7 @@
 // products rounds, and the packed kernel sums in another order), 1e-13 * (K + 1) for float64;
 // integer results are exact.
 #include <kiln/kernels/linalg.hpp>
+#include <kiln/kernels/transform.hpp>
 
 #include "../common/message_of.hpp"
 #include "reference.hpp"
@@ -282,4 +283,167 @@ TEST_CASE("matmul_fused: bad epilogues and operands are clear errors") {
   const tensor ia = tensor::zeros({2, 2}, dtype::int32);
   CHECK(message_of([&] { matmul_fused(ia, ia, fused_expr::parse("(relu x0)"), {}, tensor::empty({2, 2}, dtype::int32)); }) ==
         "kiln::kernels::matmul_fused: a fused epilogue needs a float32 or float64 result, got int32[2, 2]");
+}
+
+// ---- weights packed ahead of time ------------------------------------------------------------------
+
+namespace {
+
+/// matmul_prepacked(a, prepack_weight(b, tb)) against matmul(a, b): bit for bit with more than
+/// four rows (the same panels, the same blocked loops), within rounding otherwise.
+template <class T>
+void check_prepacked(const tensor& a, const tensor& b, bool ta, bool tb) {
+  const tensor want = matmul(a, b, ta, tb);
+  const tensor packed = prepack_weight(b, tb);
+  const std::int64_t k = tb ? b.shape(1) : b.shape(0), n = tb ? b.shape(0) : b.shape(1);
+  const packed_weight_layout layout = native_weight_layout(b.type(), k, n);
+  CHECK(packed.numel() == packed_b_size(k, n, layout.panels));
+  const tensor got = tensor::empty(want.shape(), want.type());
+  matmul_prepacked(a, packed, layout, got, ta);
+  const std::int64_t rows = n > 0 ? want.numel() / n : 0;  // of A, batches included
+  if (rows > gemm_detail::small_m_rows)
+    CHECK(got.to_vector<T>() == want.to_vector<T>());
+  else
+    check_all_close(got.to_vector<T>(), want.to_vector<T>(), 0, (std::is_same_v<T, float> ? 4e-6 : 1e-13) * double(k + 1));
+}
+
+template <class T>
+void check_prepacked(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb, unsigned seed) {
+  CAPTURE(m);
+  CAPTURE(k);
+  CAPTURE(n);
+  CAPTURE(ta);
+  CAPTURE(tb);
+  const tensor a = random_tensor<T>(ta ? shape_vector{k, m} : shape_vector{m, k}, -1, 1, seed);
+  const tensor b = random_tensor<T>(tb ? shape_vector{n, k} : shape_vector{k, n}, -1, 1, seed + 1);
+  check_prepacked<T>(a, b, ta, tb);
+}
+
+/// `b` (K x N) packed by hand, element by element, in layout `l`.
+tensor pack_by_hand(const tensor& b, packed_b_layout l) {
+  const std::int64_t k = b.shape(0), n = b.shape(1);
+  std::vector<float> data(std::size_t(packed_b_size(k, n, l)), 0.0f);
+  for (std::int64_t p = 0; p < k; ++p)
+    for (std::int64_t j = 0; j < n; ++j) data[std::size_t(packed_b_index(k, n, l, p, j))] = broadcast_at<float>(b, {p, j});
+  return tensor::from_values<float>({std::int64_t(data.size())}, data);
+}
+
+}  // namespace
+
+TEST_CASE("a prepacked weight gives matmul's product: every tail shape, the cache blocks, both transposes, float and double") {
+  unsigned seed = 2000;
+  for (std::int64_t m : {1, 2, 3, 4, 5, 12, 13, 31})
+    for (std::int64_t n : {1, 15, 16, 32, 33, 64, 70, 300})
+      for (std::int64_t k : {1, 9, 64, 385}) check_prepacked<float>(m, k, n, false, false, seed += 2);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check_prepacked<float>(37, 29, 41, ta, tb, seed += 2);
+      check_prepacked<float>(3, 29, 41, ta, tb, seed += 2);
+      check_prepacked<double>(23, 19, 17, ta, tb, seed += 2);
+      check_prepacked<double>(2, 400, 17, ta, tb, seed += 2);
+    }
+  check_prepacked<float>(5, 900, 7, false, false, seed += 2);     // three K blocks
+  check_prepacked<float>(250, 20, 9, false, true, seed += 2);     // M over several A blocks
+  check_prepacked<float>(30, 50, 2100, false, false, seed += 2);  // N over one NC block
+  check_prepacked<float>(1, 1000, 2100, false, false, seed += 2); // a matrix-vector product over several K blocks
+  check_prepacked<float>(6, 0, 5, false, false, seed += 2);       // K = 0: zeros
+  check_prepacked<float>(0, 5, 5, false, false, seed += 2);
+}
+
+TEST_CASE("a prepacked weight in batched, vector and strided products, and in matmul_fused_prepacked") {
+  unsigned seed = 3000;
+  const tensor w = random_tensor<float>({40, 70}, -1, 1, seed++);
+  check_prepacked<float>(random_tensor<float>({3, 5, 40}, -1, 1, seed++), w, false, false);  // folded into 15 rows
+  check_prepacked<float>(random_tensor<float>({2, 3, 1, 40}, -1, 1, seed++), w, false, false);
+  check_prepacked<float>(random_tensor<float>({3, 40, 5}, -1, 1, seed++), w, true, false);   // per matrix
+  check_prepacked<float>(random_tensor<float>({40}, -1, 1, seed++), w, false, false);        // a vector
+  check_prepacked<float>(random_tensor<float>({60, 40}, -1, 1, seed++).slice(0, 0, 60, 3), w, false, false);  // strided rows
+  // A strided output.
+  const tensor a = random_tensor<float>({9, 40}, -1, 1, seed++);
+  const tensor big = tensor::zeros({9, 140}, dtype::float32), strided = big.slice(1, 0, 140, 2);
+  matmul_prepacked(a, prepack_weight(w), native_weight_layout(dtype::float32, 40, 70), strided);
+  CHECK(strided.contiguous().to_vector<float>() == matmul(a, w).to_vector<float>());
+
+  // Fused: the epilogue of matmul_fused, over the prepacked product.
+  for (std::int64_t m : {1, 3, 9, 130}) {
+    CAPTURE(m);
+    const tensor x = random_tensor<float>({m, 40}, -1, 1, seed++);
+    const tensor bias = random_tensor<float>({70}, -1, 1, seed++), res = random_tensor<float>({m, 70}, -1, 1, seed++);
+    const fused_expr e = fused_expr::parse("(add (gelu (add x0 x1)) x2)");
+    const tensor want = tensor::empty({m, 70}, dtype::float32), got = tensor::empty({m, 70}, dtype::float32);
+    matmul_fused(x, w, e, {bias, res}, want);
+    matmul_fused_prepacked(x, prepack_weight(w), native_weight_layout(dtype::float32, 40, 70), e, {bias, res}, got);
+    if (m > gemm_detail::small_m_rows)
+      CHECK(got.to_vector<float>() == want.to_vector<float>());
+    else
+      check_all_close(got.to_vector<float>(), want.to_vector<float>(), 0, 4e-6 * 41);
+  }
+  // A weight stored transposed (ONNX Gemm's transB), fused, float64.
+  const tensor wt = random_tensor<double>({70, 40}, -1, 1, seed++), xd = random_tensor<double>({20, 40}, -1, 1, seed++);
+  const tensor bias = random_tensor<double>({70}, -1, 1, seed++);
+  const fused_expr relu = fused_expr::parse("(relu (add x0 x1))");
+  const tensor want = tensor::empty({20, 70}, dtype::float64), got = tensor::empty({20, 70}, dtype::float64);
+  matmul_fused(xd, wt, relu, {bias}, want, false, true);
+  matmul_fused_prepacked(xd, prepack_weight(wt, true), native_weight_layout(dtype::float64, 40, 70), relu, {bias}, got);
+  CHECK(got.to_vector<double>() == want.to_vector<double>());
+}
+
+TEST_CASE("a weight packed in another layout, or misaligned, is unpacked first, with the same product") {
+  const tensor a = random_tensor<float>({20, 37}, -1, 1, 1), b = random_tensor<float>({37, 45}, -1, 1, 2);
+  const tensor want = matmul(a, b);
+  // The layout index agrees with what prepack_weight writes, and unpack_b inverts it.
+  const packed_weight_layout native = native_weight_layout(dtype::float32, 37, 45);
+  CHECK(pack_by_hand(b, native.panels).to_vector<float>() == prepack_weight(b).to_vector<float>());
+  for (packed_b_layout foreign : {packed_b_layout{8, 5}, packed_b_layout{1, 1}, packed_b_layout{64, 1000}, packed_b_layout{3, 37}}) {
+    CAPTURE(foreign.nr);
+    CAPTURE(foreign.kc);
+    const tensor packed = pack_by_hand(b, foreign);
+    tensor back = tensor::empty({37, 45}, dtype::float32);
+    unpack_b<float>(static_cast<const float*>(packed.data()), foreign, {static_cast<float*>(back.data()), 37, 45, 45, 1});
+    CHECK(back.to_vector<float>() == b.to_vector<float>());
+    const tensor got = tensor::empty({20, 45}, dtype::float32);
+    matmul_prepacked(a, packed, {37, 45, foreign}, got);
+    CHECK(got.to_vector<float>() == want.to_vector<float>());
+  }
+  // The native layout one element past a 64-byte boundary.
+  const tensor packed = prepack_weight(b);
+  tensor shifted_storage = tensor::empty({packed.numel() + 1}, dtype::float32);
+  const tensor shifted = shifted_storage.slice(0, 1, packed.numel() + 1);
+  copy(packed, shifted);
+  const tensor got = tensor::empty({20, 45}, dtype::float32);
+  matmul_prepacked(a, shifted, native, got);
+  CHECK(got.to_vector<float>() == want.to_vector<float>());
+}
+
+TEST_CASE("bad prepacked weights and layouts are clear errors") {
+  const tensor w = random_tensor<float>({6, 10}, -1, 1, 1), a = random_tensor<float>({4, 6}, -1, 1, 2);
+  const tensor packed = prepack_weight(w);
+  const packed_weight_layout l = native_weight_layout(dtype::float32, 6, 10);
+  const tensor out = tensor::empty({4, 10}, dtype::float32);
+  const std::string nr = std::to_string(l.panels.nr);
+  const std::string padded = std::to_string((40 + l.panels.nr - 1) / l.panels.nr * l.panels.nr);
+  CHECK(message_of<kernel_error>([&] { matmul_prepacked(a, packed, {6, 40, l.panels}, out); }) ==
+        "kiln::kernels::matmul_prepacked: the packed weight must be a contiguous vector of 6 x " + padded + " elements for a 6 x 40 weight in panels of " +
+            nr + " columns, got float32[" + std::to_string(packed.numel()) + "]");
+  CHECK(message_of<kernel_error>([&] { matmul_prepacked(a, packed, {6, 10, {0, 384}}, out); }) ==
+        "kiln::kernels::matmul_prepacked: bad packed layout: K 6, N 10, panels of 0 columns in blocks of 384 rows");
+  CHECK(message_of<kernel_error>([&] { matmul_prepacked(a, packed, {-6, 10, l.panels}, out); }).find("bad packed layout: K -6") != std::string::npos);
+  CHECK(message_of<kernel_error>([&] { matmul_prepacked(random_tensor<float>({4, 5}, -1, 1, 3), packed, l, out); }) ==
+        "kiln::kernels::matmul: the inner dimensions differ: float32[4, 5] x float32[6, 10] (5 and 6)");
+  CHECK(message_of<kernel_error>([&] { matmul_prepacked(tensor::zeros({4, 6}, dtype::float64), packed, l, out); }) ==
+        "kiln::kernels::matmul: operands float64[4, 6] and float32[6, 10] have different dtypes; cast one first");
+  CHECK(message_of<kernel_error>([&] { matmul_prepacked(a, tensor::zeros({packed.numel()}, dtype::int32), l, out); }) ==
+        "kiln::kernels::matmul_prepacked: the packed weight must be float32 or float64, got int32[" + std::to_string(packed.numel()) + "]");
+  CHECK(message_of<kernel_error>([&] { matmul_prepacked(a, packed.view({2, -1}), l, out); }).find("must be a contiguous vector") != std::string::npos);
+  const tensor inside = packed.slice(0, 0, 40).view({4, 10});
+  CHECK(message_of<kernel_error>([&] { matmul_prepacked(a, packed, l, inside); }) ==
+        "kiln::kernels::matmul_prepacked: the output float32[4, 10] overlaps an input; write into a separate tensor");
+  CHECK(message_of<kernel_error>([&] { matmul_fused_prepacked(a, packed, {6, 10, {l.panels.nr, 0}}, fused_expr::parse("(relu x0)"), {}, out); })
+            .find("kiln::kernels::matmul_fused_prepacked: bad packed layout") == 0);
+  CHECK(message_of<kernel_error>([&] { prepack_weight(tensor::zeros({2, 3, 4}, dtype::float32)); }) ==
+        "kiln::kernels::prepack_weight: the weight must be a matrix, got float32[2, 3, 4]");
+  CHECK(message_of<kernel_error>([&] { prepack_weight(tensor::zeros({2, 3}, dtype::int32)); }) ==
+        "kiln::kernels::prepack_weight: packs float32 and float64 weights, not int32");
+  CHECK(message_of<kernel_error>([&] { packed_layout("matmul_prepacked", std::vector<std::int64_t>{1, 2, 3}); }) ==
+        "kiln::kernels::matmul_prepacked: the packed layout must have 4 values (K, N, nr, kc), got 3");
 }

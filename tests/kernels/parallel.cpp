@@ -88,13 +88,42 @@ TEST_CASE("the GEMM cut into rectangles per thread gives bit-identical products,
     };
     const std::vector<float> one = matmul(a, b).to_vector<float>(), one_t = matmul(a, b.permute({1, 0}).contiguous(), false, true).to_vector<float>();
     const std::vector<float> one_fused = fused();
+    // The same product from a prepacked weight: the panels read in place, equal bit for bit.
+    const tensor packed = prepack_weight(b);
+    const packed_weight_layout layout = native_weight_layout(dtype::float32, k, n);
+    auto prepacked = [&] {
+      const tensor out = tensor::empty({m, n}, dtype::float32);
+      matmul_prepacked(a, packed, layout, out);
+      return out.to_vector<float>();
+    };
+    auto fused_prepacked = [&] {
+      const tensor out = tensor::empty({m, n}, dtype::float32);
+      matmul_fused_prepacked(a, packed, layout, e, {bias, res}, out);
+      return out.to_vector<float>();
+    };
+    CHECK(prepacked() == one);
+    CHECK(fused_prepacked() == one_fused);
     for (std::size_t threads : {2u, 3u}) {
       CAPTURE(threads);
       const pool_threads scope(threads);
       CHECK(matmul(a, b).to_vector<float>() == one);
       CHECK(matmul(a, b.permute({1, 0}).contiguous(), false, true).to_vector<float>() == one_t);
       CHECK(fused() == one_fused);
+      CHECK(prepacked() == one);
+      CHECK(fused_prepacked() == one_fused);
     }
+  }
+  // A prepacked weight at one to four rows: column blocks shared out, the same sums.
+  for (const std::int64_t m : {1, 3}) {
+    CAPTURE(m);
+    const tensor a = kiln_test::random_tensor<float>({m, 512}, -1, 1, seed++), b = kiln_test::random_tensor<float>({512, 1000}, -1, 1, seed++);
+    const tensor packed = prepack_weight(b);
+    const packed_weight_layout layout = native_weight_layout(dtype::float32, 512, 1000);
+    const tensor one = tensor::empty({m, 1000}, dtype::float32), two = tensor::empty({m, 1000}, dtype::float32);
+    matmul_prepacked(a, packed, layout, one);
+    const pool_threads scope(2);
+    matmul_prepacked(a, packed, layout, two);
+    CHECK(one.to_vector<float>() == two.to_vector<float>());
   }
   // Convolutions: im2col packed by each thread for its own columns; 1x1 through the plain GEMM.
   const tensor x = kiln_test::random_tensor<float>({2, 16, 20, 20}, -1, 1, 7);

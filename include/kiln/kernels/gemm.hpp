@@ -308,10 +308,35 @@ namespace gemm_detail {
 /// would cost more than it saves (about 5 us of work at one core's rate).
 inline constexpr std::int64_t min_parallel_work = std::int64_t(1) << 17;
 
+/// Where the blocked loops find B's panels: `panels(p0, kc, j0, nc, buffer)` returns rows
+/// [p0, p0+kc) x columns [j0, j0+nc) of B in the layout of `pack_b` — packed into `buffer` by a
+/// packing callback (`packing`), or found in place in a B packed ahead of time (`prepacked`).
+template <class PackB>
+struct packing {
+  static constexpr bool needs_buffer = true;
+  PackB& pack;
+  template <class T>
+  const T* operator()(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* buffer) const {
+    pack(p0, kc, j0, nc, buffer);
+    return buffer;
+  }
+};
+template <class T>
+struct prepacked {
+  static constexpr bool needs_buffer = false;
+  const T* data;          ///< the whole of B, as `prepack_b` wrote it
+  std::int64_t padded_n;  ///< N rounded up to whole panels
+  const T* operator()(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t, T*) const {
+    // Block p0 follows p0 whole rows of every panel; column j0 (a panel's first) follows j0 / NR
+    // panels of this block's kc rows.
+    return data + p0 * padded_n + j0 * kc;
+  }
+};
+
 /// The blocked loops of `gemm_packed` over rows [i0, i1) and columns [j0, j1) of C, on this
-/// thread, with this thread's packing buffers.
-template <class T, class PackB, class Epilogue>
-void gemm_rectangle(const matrix_view<const T>& a, PackB& pack_b, const matrix_view<T>& c, std::int64_t i0, std::int64_t i1,
+/// thread, with this thread's packing buffers. `b_panels` is a `packing` or a `prepacked`.
+template <class T, class BPanels, class Epilogue>
+void gemm_rectangle(const matrix_view<const T>& a, const BPanels& b_panels, const matrix_view<T>& c, std::int64_t i0, std::int64_t i1,
                     std::int64_t j0, std::int64_t j1, bool accumulate, const Epilogue& epilogue) {
   constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
   using S = shape<T>;
@@ -320,14 +345,14 @@ void gemm_rectangle(const matrix_view<const T>& a, PackB& pack_b, const matrix_v
   // Packed panels, reused across calls on this thread.
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed_a, packed_b;
   packed_a.resize(std::size_t(MC * KC));
-  packed_b.resize(std::size_t(KC * ((std::min(NC, j1 - j0) + NR - 1) / NR * NR)));
+  if constexpr (BPanels::needs_buffer) packed_b.resize(std::size_t(KC * ((std::min(NC, j1 - j0) + NR - 1) / NR * NR)));
   for (std::int64_t jc = j0; jc < j1; jc += NC) {
     const std::int64_t nc = std::min(NC, j1 - jc);
     for (std::int64_t pc = 0; pc < K; pc += KC) {
       const std::int64_t kc = std::min(KC, K - pc);
       const bool first = pc == 0 && !accumulate;
       [[maybe_unused]] const bool last = pc + kc == K;
-      pack_b(pc, kc, jc, nc, packed_b.data());
+      const T* b_block = b_panels(pc, kc, jc, nc, packed_b.data());
       for (std::int64_t ic = i0; ic < i1; ic += MC) {
         const std::int64_t mc = std::min(MC, i1 - ic);
         // A row-major A is read in place when few column panels share each of its panels, so
@@ -339,7 +364,7 @@ void gemm_rectangle(const matrix_view<const T>& a, PackB& pack_b, const matrix_v
         const std::int64_t whole = in_place ? mc / MR * MR : 0;  // rows read in place
         pack_a(a, ic + whole, mc - whole, pc, kc, packed_a.data());
         for (std::int64_t jr = 0; jr < nc; jr += NR) {
-          const T* bp = packed_b.data() + jr * kc;
+          const T* bp = b_block + jr * kc;
           for (std::int64_t ir = 0; ir < mc; ir += MR) {
             const bool here = ir < whole;
             const T* ap = here ? a.data + (ic + ir) * a.row_stride + pc : packed_a.data() + ((ir - whole) / MR) * kc * MR;
@@ -359,6 +384,40 @@ void gemm_rectangle(const matrix_view<const T>& a, PackB& pack_b, const matrix_v
       }
     }
   }
+}
+
+/// `gemm_packed`, with B's panels from `b_panels` (a `packing` or a `prepacked`).
+template <class T, class BPanels, class Epilogue>
+void gemm_blocked(matrix_view<const T> a, std::int64_t n_cols, const BPanels& b_panels, matrix_view<T> c, bool accumulate,
+                  const Epilogue& epilogue) {
+  constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
+  using S = gemm_detail::shape<T>;
+  const std::int64_t M = c.rows, N = n_cols, K = a.cols;
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) c(i, j) = T(0);
+    if constexpr (has_epilogue) epilogue(c.data, c.row_stride, c.col_stride, 0, 0, M, N);
+    return;
+  }
+  const auto threads = static_cast<std::int64_t>(num_threads());
+  const std::int64_t row_panels = (M + S::MR - 1) / S::MR, col_panels = (N + S::NR - 1) / S::NR;
+  const bool by_columns = M <= N ? col_panels > 1 : row_panels < 2;
+  const std::int64_t panels = by_columns ? col_panels : row_panels;
+  const std::int64_t parts = std::min(threads, panels);
+  if (parts < 2 || M * N * K < gemm_detail::min_parallel_work) {
+    gemm_detail::gemm_rectangle<T>(a, b_panels, c, 0, M, 0, N, accumulate, epilogue);
+    return;
+  }
+  parallel_for(parts, [&](std::int64_t part) {
+    // Panels [part * panels / parts, (part + 1) * panels / parts): sizes differ by one at most.
+    const std::int64_t first = part * panels / parts, end = (part + 1) * panels / parts;
+    if (by_columns)
+      gemm_detail::gemm_rectangle<T>(a, b_panels, c, 0, M, first * S::NR, std::min(N, end * S::NR), accumulate, epilogue);
+    else
+      gemm_detail::gemm_rectangle<T>(a, b_panels, c, first * S::MR, std::min(M, end * S::MR), 0, N, accumulate, epilogue);
+  });
 }
 
 }  // namespace gemm_detail
@@ -384,34 +443,7 @@ void gemm_rectangle(const matrix_view<const T>& a, PackB& pack_b, const matrix_v
 template <class T, class PackB, class Epilogue = no_epilogue>
 void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, matrix_view<T> c, bool accumulate = false,
                  const Epilogue& epilogue = {}) {
-  constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
-  using S = gemm_detail::shape<T>;
-  const std::int64_t M = c.rows, N = n_cols, K = a.cols;
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (!accumulate)
-      for (std::int64_t i = 0; i < M; ++i)
-        for (std::int64_t j = 0; j < N; ++j) c(i, j) = T(0);
-    if constexpr (has_epilogue) epilogue(c.data, c.row_stride, c.col_stride, 0, 0, M, N);
-    return;
-  }
-  const auto threads = static_cast<std::int64_t>(num_threads());
-  const std::int64_t row_panels = (M + S::MR - 1) / S::MR, col_panels = (N + S::NR - 1) / S::NR;
-  const bool by_columns = M <= N ? col_panels > 1 : row_panels < 2;
-  const std::int64_t panels = by_columns ? col_panels : row_panels;
-  const std::int64_t parts = std::min(threads, panels);
-  if (parts < 2 || M * N * K < gemm_detail::min_parallel_work) {
-    gemm_detail::gemm_rectangle<T>(a, pack_b, c, 0, M, 0, N, accumulate, epilogue);
-    return;
-  }
-  parallel_for(parts, [&](std::int64_t part) {
-    // Panels [part * panels / parts, (part + 1) * panels / parts): sizes differ by one at most.
-    const std::int64_t first = part * panels / parts, end = (part + 1) * panels / parts;
-    if (by_columns)
-      gemm_detail::gemm_rectangle<T>(a, pack_b, c, 0, M, first * S::NR, std::min(N, end * S::NR), accumulate, epilogue);
-    else
-      gemm_detail::gemm_rectangle<T>(a, pack_b, c, first * S::MR, std::min(M, end * S::MR), 0, N, accumulate, epilogue);
-  });
+  gemm_detail::gemm_blocked<T>(a, n_cols, gemm_detail::packing<std::remove_reference_t<PackB>>{pack_b}, c, accumulate, epilogue);
 }
 
 /// C = A * B, or C += A * B when `accumulate`. Shapes: A is M x K, B is K x N, C is M x N (the
@@ -443,6 +475,136 @@ void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool
   gemm_packed<T>(
       a, c.cols, [&](std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) { gemm_detail::pack_b(b, p0, kc, j0, nc, out); },
       c, accumulate, epilogue);
+}
+
+// ---- B packed ahead of time ------------------------------------------------------------------------
+
+/// The layout of a B (K x N) packed ahead of time, as a constant weight is at compile time: K is
+/// cut into blocks of `kc` rows (the last may be shorter), each block into panels of `nr`
+/// columns (the last zero-padded), and each panel stored k-major — the panels `pack_b` writes,
+/// all of them, one block after another. Element (p, j) of B is at `packed_b_index`. The GEMM
+/// reads its panels in place (`gemm_prepacked`); a layout that is not this build's
+/// (`native_packed_b_layout`: another vector width) is readable too, through `unpack_b`.
+struct packed_b_layout {
+  std::int64_t nr = 0, kc = 0;
+  friend bool operator==(const packed_b_layout&, const packed_b_layout&) = default;
+};
+
+/// The layout this build's GEMM reads in place, for element type T.
+template <class T>
+constexpr packed_b_layout native_packed_b_layout() noexcept {
+  return {gemm_detail::shape<T>::NR, gemm_detail::shape<T>::KC};
+}
+
+/// The number of elements a K x N B takes in layout `l` (N rounded up to whole panels).
+inline std::int64_t packed_b_size(std::int64_t k, std::int64_t n, packed_b_layout l) noexcept { return k * ((n + l.nr - 1) / l.nr * l.nr); }
+
+/// Where element (p, j) of a K x N B is in layout `l`.
+inline std::int64_t packed_b_index(std::int64_t k, std::int64_t n, packed_b_layout l, std::int64_t p, std::int64_t j) noexcept {
+  const std::int64_t p0 = p / l.kc * l.kc, kc = std::min(l.kc, k - p0), padded_n = (n + l.nr - 1) / l.nr * l.nr;
+  return p0 * padded_n + (j / l.nr) * l.nr * kc + (p - p0) * l.nr + j % l.nr;
+}
+
+/// Packs B (any strides) into `out` (`packed_b_size(B.rows, B.cols, native_packed_b_layout<T>())`
+/// elements, 64-byte aligned) in this build's layout.
+template <class T>
+void prepack_b(const matrix_view<const T>& b, T* out) {
+  constexpr packed_b_layout l = native_packed_b_layout<T>();
+  const std::int64_t padded_n = (b.cols + l.nr - 1) / l.nr * l.nr;
+  for (std::int64_t p0 = 0; p0 < b.rows; p0 += l.kc)
+    gemm_detail::pack_b(b, p0, std::min(l.kc, b.rows - p0), 0, b.cols, out + p0 * padded_n);
+}
+
+/// Writes the K x N matrix packed in layout `l` at `packed` into `b` (any layout, any strides).
+template <class T>
+void unpack_b(const T* packed, packed_b_layout l, const matrix_view<T>& b) {
+  for (std::int64_t p = 0; p < b.rows; ++p)
+    for (std::int64_t j = 0; j < b.cols; ++j) b(p, j) = packed[packed_b_index(b.rows, b.cols, l, p, j)];
+}
+
+namespace gemm_detail {
+
+/// Columns [j, j + n) of C[0..R) = A[0..R) * B (n <= P NR), B prepacked: R x 2P vector
+/// accumulators run down all of K, through the P panels of each block. Each element is the sum
+/// `small_m_rows_b` forms (one FMA per k, in order), so results do not depend on B's packing.
+template <class T, std::int64_t R, std::int64_t P>
+__attribute__((always_inline)) inline void small_m_packed_block(const matrix_view<const T>& a, const T* packed, std::int64_t padded_n,
+                                                                const matrix_view<T>& c, std::int64_t j, std::int64_t n, bool accumulate) {
+  using S = shape<T>;
+  using V = typename S::V;
+  constexpr std::int64_t W = S::W, NR = S::NR, KC = S::KC, NV = 2 * P;
+  V acc[R][NV];
+  for (std::int64_t i = 0; i < R; ++i)
+    for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = V(T(0));
+  const std::int64_t K = a.cols;
+  for (std::int64_t p0 = 0; p0 < K; p0 += KC) {
+    const std::int64_t kc = std::min(KC, K - p0);
+    const T* bp = packed + p0 * padded_n + j * kc;  // panel p of the block at bp + p * NR * kc
+    const T* ap = a.data + p0 * a.col_stride;
+    for (std::int64_t k = 0; k < kc; ++k, bp += NR, ap += a.col_stride) {
+      V bv[NV];
+      for (std::int64_t v = 0; v < NV; ++v) bv[v] = V::load_aligned(bp + (v / 2) * NR * kc + (v % 2) * W);
+      for (std::int64_t i = 0; i < R; ++i) {
+        const V av(ap[i * a.row_stride]);
+        for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(av, bv[v], acc[i][v]);
+      }
+    }
+  }
+  if (n == P * NR && c.col_stride == 1) {
+    for (std::int64_t i = 0; i < R; ++i)
+      for (std::int64_t v = 0; v < NV; ++v) {
+        T* dst = c.data + i * c.row_stride + j + v * W;
+        (accumulate ? V::load_unaligned(dst) + acc[i][v] : acc[i][v]).store_unaligned(dst);
+      }
+    return;
+  }
+  alignas(64) T buf[NV * W];  // the last columns, or C with a column stride
+  for (std::int64_t i = 0; i < R; ++i) {
+    for (std::int64_t v = 0; v < NV; ++v) acc[i][v].store_aligned(buf + v * W);
+    for (std::int64_t q = 0; q < n; ++q) {
+      T& dst = c.data[i * c.row_stride + (j + q) * c.col_stride];
+      dst = accumulate ? dst + buf[q] : buf[q];
+    }
+  }
+}
+
+/// Columns [j0, j1) of C[0..R) = A[0..R) * B, B prepacked (j0 a multiple of NR): the panels two
+/// at a time when vectors are 64 bytes (as `small_m_rows_b` takes four vectors), then one.
+template <class T, std::int64_t R>
+void small_m_packed(const matrix_view<const T>& a, const T* packed, std::int64_t padded_n, const matrix_view<T>& c, std::int64_t j0, std::int64_t j1,
+                    bool accumulate) {
+  constexpr std::int64_t NR = shape<T>::NR, P = sizeof(batch<T>) >= 64 ? 2 : 1;
+  std::int64_t j = j0;
+  for (; j + P * NR <= j1; j += P * NR) small_m_packed_block<T, R, P>(a, packed, padded_n, c, j, P * NR, accumulate);
+  for (; j < j1; j += NR) small_m_packed_block<T, R, 1>(a, packed, padded_n, c, j, std::min(NR, j1 - j), accumulate);
+}
+
+}  // namespace gemm_detail
+
+/// C = A * B, or C += A * B when `accumulate`, with B (K x N, K = A.cols, N = C.cols) prepacked
+/// at `packed` in this build's layout (`prepack_b`; 64-byte aligned). No packing of B at all:
+/// the blocked loops read its panels in place (as `gemm_packed`, threads and all), and at most
+/// `gemm_detail::small_m_rows` rows of A stream them once. C must not overlap A or B; `epilogue`
+/// as for `gemm_packed`. With more than 4 rows every element is the sum `gemm` forms from the
+/// unpacked B, bit for bit; with at most 4, the sum `gemm` forms from a row-major B (one FMA per
+/// k, in order), but for the last columns when fewer than a vector.
+template <class T, class Epilogue = no_epilogue>
+void gemm_prepacked(matrix_view<const T> a, const T* packed, matrix_view<T> c, bool accumulate = false, const Epilogue& epilogue = {}) {
+  constexpr std::int64_t NR = gemm_detail::shape<T>::NR;
+  const std::int64_t M = c.rows, N = c.cols, padded_n = (N + NR - 1) / NR * NR;
+  if (M > 0 && M <= gemm_detail::small_m_rows && N > 0 && a.cols > 0) {
+    constexpr std::int64_t block = 256;  // as `gemm`'s small-M path; a multiple of NR
+    static_assert(block % NR == 0);
+    parallel_for((N + block - 1) / block, [&](std::int64_t t) {
+      const std::int64_t j0 = t * block, j1 = std::min(N, j0 + block);
+      gemm_detail::small_m_dispatch<T>(M, [&](auto rows) {
+        gemm_detail::small_m_packed<T, decltype(rows)::value>(a, packed, padded_n, c, j0, j1, accumulate);
+      });
+      if constexpr (!std::is_same_v<Epilogue, no_epilogue>) epilogue(c.data + j0 * c.col_stride, c.row_stride, c.col_stride, 0, j0, M, j1 - j0);
+    });
+    return;
+  }
+  gemm_detail::gemm_blocked<T>(a, N, gemm_detail::prepacked<T>{packed, padded_n}, c, accumulate, epilogue);
 }
 
 }  // namespace kiln::kernels

@@ -112,9 +112,21 @@ inline void fold_batch_into_rows(matmul_plan& p, std::int64_t& c_rs, dims& c_bs,
 
 }  // namespace detail
 
-/// out = a @ b (numpy matmul), with `a` and/or `b` used transposed.
-inline void matmul(const tensor& a, const tensor& b, const tensor& out, bool transpose_a = false, bool transpose_b = false) {
-  constexpr std::string_view op = "matmul";
+namespace detail {
+
+/// The product of one matrix of the batch: B strided (read in place or packed per call), or
+/// prepacked (`prepacked`: B's data is the packed weight, which has no batch axes).
+template <class T, class Epilogue = no_epilogue>
+void gemm_operands(const matmul_plan& p, matrix_view<const T> a, const T* b, bool prepacked, matrix_view<T> c, const Epilogue& epilogue = {}) {
+  if (prepacked)
+    gemm_prepacked<T>(a, b, c, false, epilogue);
+  else
+    gemm<T>(a, {b, p.k, p.n, p.b_rs, p.b_cs}, c, false, epilogue);
+}
+
+/// `matmul`, with `b` a prepacked weight's [K, N] view when `prepacked` (float dtypes only).
+inline void matmul_into(std::string_view op, const tensor& a, const tensor& b, const tensor& out, bool transpose_a, bool transpose_b,
+                        bool prepacked) {
   detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
   check_output(op, out, a.type(), p.out_shape);
   if (overlaps(out, a) || overlaps(out, b))
@@ -137,7 +149,7 @@ inline void matmul(const tensor& a, const tensor& b, const tensor& out, bool tra
                         [&](const std::array<std::int64_t, 3>& off) {
                           const auto [ao, bo, co] = off;
                           if constexpr (std::is_floating_point_v<T>) {
-                            gemm<T>({ab + ao, p.m, p.k, p.a_rs, p.a_cs}, {bb + bo, p.k, p.n, p.b_rs, p.b_cs}, {cb + co, p.m, p.n, c_rs, c_cs});
+                            gemm_operands<T>(p, {ab + ao, p.m, p.k, p.a_rs, p.a_cs}, bb + bo, prepacked, {cb + co, p.m, p.n, c_rs, c_cs});
                           } else {
                             for (std::int64_t i = 0; i < p.m; ++i)
                               for (std::int64_t j = 0; j < p.n; ++j) {
@@ -150,6 +162,13 @@ inline void matmul(const tensor& a, const tensor& b, const tensor& out, bool tra
                         });
   });
 }
+
+}  // namespace detail
+
+/// out = a @ b (numpy matmul), with `a` and/or `b` used transposed.
+inline void matmul(const tensor& a, const tensor& b, const tensor& out, bool transpose_a = false, bool transpose_b = false) {
+  detail::matmul_into("matmul", a, b, out, transpose_a, transpose_b, false);
+}
 inline tensor matmul(const tensor& a, const tensor& b, bool transpose_a = false, bool transpose_b = false) {
   const detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
   tensor out = new_output(p.out_shape, a.type());
@@ -157,16 +176,11 @@ inline tensor matmul(const tensor& a, const tensor& b, bool transpose_a = false,
   return out;
 }
 
-/// out = epilogue(a @ b, operands...): `epilogue` is a fused expression whose x0 is the product
-/// and x1... are `operands` (each broadcasting to the result's shape, as in numpy); it is applied
-/// to each block of the output right after the GEMM computes it, while the block is in L1, so the
-/// fused form reads and writes the output once. float32 and float64.
-///
-/// When the output is a vector (a 1-D operand) or overlaps an operand, the product is computed
-/// first and the expression applied afterwards, with the same result.
-inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out,
-                         bool transpose_a = false, bool transpose_b = false) {
-  constexpr std::string_view op = "matmul_fused";
+namespace detail {
+
+/// `matmul_fused`, with `b` a prepacked weight's [K, N] view when `prepacked`.
+inline void matmul_fused_into(std::string_view op, const tensor& a, const tensor& b, const fused_expr& epilogue, std::span<const tensor> operands,
+                              const tensor& out, bool transpose_a, bool transpose_b, bool prepacked) {
   detail::matmul_plan p = detail::plan_matmul(a, b, transpose_a, transpose_b);
   check_output(op, out, a.type(), p.out_shape);
   if (overlaps(out, a) || overlaps(out, b))
@@ -176,7 +190,7 @@ inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epi
   for (const tensor& t : operands) separate |= overlaps(out, t);
   if (separate) {  // product first, then the expression over it
     const tensor product = new_output(p.out_shape, a.type());
-    matmul(a, b, product, transpose_a, transpose_b);
+    matmul_into(op, a, b, product, transpose_a, transpose_b, prepacked);
     std::vector<tensor> inputs{product};
     inputs.insert(inputs.end(), operands.begin(), operands.end());
     epilogue.run(inputs, out);
@@ -212,8 +226,8 @@ inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epi
                               here.shift(k, d);
                             }
                             const auto [ao, bo, co] = off;
-                            gemm<T>({ab + ao, p.m, p.k, p.a_rs, p.a_cs}, {bb + bo, p.k, p.n, p.b_rs, p.b_cs},
-                                    {cb + co, p.m, p.n, c_rs, out.strides()[orank - 1]}, false, here);
+                            gemm_operands<T>(p, {ab + ao, p.m, p.k, p.a_rs, p.a_cs}, bb + bo, prepacked,
+                                             {cb + co, p.m, p.n, c_rs, out.strides()[orank - 1]}, here);
                             for (std::size_t i = nb; i-- > 0;) {  // the next batch index, last axis fastest
                               if (++idx[i] < p.batch[i]) break;
                               idx[i] = 0;
@@ -222,9 +236,137 @@ inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epi
     }
   });
 }
+
+}  // namespace detail
+
+/// out = epilogue(a @ b, operands...): `epilogue` is a fused expression whose x0 is the product
+/// and x1... are `operands` (each broadcasting to the result's shape, as in numpy); it is applied
+/// to each block of the output right after the GEMM computes it, while the block is in L1, so the
+/// fused form reads and writes the output once. float32 and float64.
+///
+/// When the output is a vector (a 1-D operand) or overlaps an operand, the product is computed
+/// first and the expression applied afterwards, with the same result.
+inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out,
+                         bool transpose_a = false, bool transpose_b = false) {
+  detail::matmul_fused_into("matmul_fused", a, b, epilogue, operands, out, transpose_a, transpose_b, false);
+}
 inline void matmul_fused(const tensor& a, const tensor& b, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out,
                          bool transpose_a = false, bool transpose_b = false) {
   matmul_fused(a, b, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out, transpose_a, transpose_b);
+}
+
+// ---- weights packed ahead of time ------------------------------------------------------------------
+
+/// What a weight packed by `prepack_weight` holds: the K x N matrix B and the panel layout it is
+/// stored in (`packed_b_layout` in `gemm.hpp`). The compiler records it beside the packed
+/// constant, so that an executable built where vectors have another width still runs.
+struct packed_weight_layout {
+  std::int64_t k = 0, n = 0;
+  packed_b_layout panels;
+  friend bool operator==(const packed_weight_layout&, const packed_weight_layout&) = default;
+};
+
+/// A layout from its four numbers [K, N, nr, kc], as the compiler passes it to the kernels
+/// (`kernels.matmul_prepacked`); checked where it is used.
+inline packed_weight_layout packed_layout(std::string_view op, std::span<const std::int64_t> v) {
+  if (v.size() != 4) fail(op, kiln::detail::concat("the packed layout must have 4 values (K, N, nr, kc), got ", v.size()));
+  return {v[0], v[1], {v[2], v[3]}};
+}
+
+/// The layout `prepack_weight` writes in this build for a K x N weight of dtype `t` (float32 or
+/// float64).
+inline packed_weight_layout native_weight_layout(dtype t, std::int64_t k, std::int64_t n) {
+  return visit_dtype("prepack_weight", t, [&]<class T>(type_tag<T>) -> packed_weight_layout {
+    if constexpr (std::is_floating_point_v<T>)
+      return {k, n, native_packed_b_layout<T>()};
+    else
+      fail("prepack_weight", kiln::detail::concat("packs float32 and float64 weights, not ", name(t)));
+  });
+}
+
+/// `b` (2-D, float32 or float64; used transposed when `transpose_b`) packed for
+/// `matmul_prepacked` in this build's layout (`native_weight_layout`): a 1-D tensor. Packing a
+/// constant weight once, at compile time, saves the GEMM packing it on every call.
+inline tensor prepack_weight(const tensor& b, bool transpose_b = false) {
+  constexpr std::string_view op = "prepack_weight";
+  if (!b.defined()) fail(op, "the weight is undefined");
+  if (b.ndim() != 2) fail(op, kiln::detail::concat("the weight must be a matrix, got ", describe_operand(b)));
+  const std::int64_t k = b.shape(transpose_b ? 1 : 0), n = b.shape(transpose_b ? 0 : 1);
+  const packed_weight_layout l = native_weight_layout(b.type(), k, n);
+  tensor out = new_output({packed_b_size(k, n, l.panels)}, b.type());
+  visit_dtype(op, b.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const std::int64_t rs = b.strides()[transpose_b ? 1 : 0], cs = b.strides()[transpose_b ? 0 : 1];
+      prepack_b<T>({static_cast<const T*>(b.data()), k, n, rs, cs}, static_cast<T*>(out.data()));
+    }
+  });
+  return out;
+}
+
+namespace detail {
+
+/// Checks a packed weight against its layout and returns B's [K, N] view over its storage (valid
+/// memory: K N <= the packed size), which `plan_matmul` checks the product's shapes with.
+inline tensor packed_weight_view(std::string_view op, const tensor& packed, const packed_weight_layout& l) {
+  if (!packed.defined()) fail(op, "the packed weight is undefined");
+  if (l.k < 0 || l.n < 0 || l.panels.nr < 1 || l.panels.kc < 1 || l.panels.nr > 4096 || l.panels.kc > (std::int64_t(1) << 30))
+    fail(op, kiln::detail::concat("bad packed layout: K ", l.k, ", N ", l.n, ", panels of ", l.panels.nr, " columns in blocks of ", l.panels.kc,
+                                  " rows"));
+  if (packed.type() != dtype::float32 && packed.type() != dtype::float64)
+    fail(op, kiln::detail::concat("the packed weight must be float32 or float64, got ", describe_operand(packed)));
+  std::int64_t padded = (l.n + l.panels.nr - 1) / l.panels.nr * l.panels.nr, size = 0;
+  if (__builtin_mul_overflow(l.k, padded, &size) || packed.ndim() != 1 || packed.numel() != size || (size > 1 && packed.strides()[0] != 1))
+    fail(op, kiln::detail::concat("the packed weight must be a contiguous vector of ", l.k, " x ", padded, " elements for a ", l.k, " x ", l.n,
+                                  " weight in panels of ", l.panels.nr, " columns, got ", describe_operand(packed)));
+  return tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.k, l.n});
+}
+
+/// Whether this build's GEMM reads `packed` in place: its layout, and 64-byte aligned.
+inline bool packed_in_place(const tensor& packed, const packed_weight_layout& l) {
+  const bool native = packed.type() == dtype::float32 ? l.panels == native_packed_b_layout<float>() : l.panels == native_packed_b_layout<double>();
+  return native && reinterpret_cast<std::uintptr_t>(packed.data()) % 64 == 0;
+}
+
+/// The K x N weight a packed one holds, unpacked (for a layout this build does not read in place).
+inline tensor unpack_weight(const tensor& packed, const packed_weight_layout& l) {
+  tensor b = new_output({l.k, l.n}, packed.type());
+  visit_dtype("unpack_weight", packed.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) unpack_b<T>(static_cast<const T*>(packed.data()), l.panels, {static_cast<T*>(b.data()), l.k, l.n, l.n, 1});
+  });
+  return b;
+}
+
+}  // namespace detail
+
+/// out = a @ B (numpy matmul, `a` used transposed when `transpose_a`) for the K x N weight B that
+/// `packed` holds in `layout` (`prepack_weight`). In this build's layout the GEMM reads the
+/// panels in place; in another (an executable compiled for another vector width) B is unpacked
+/// first, with the same result.
+inline void matmul_prepacked(const tensor& a, const tensor& packed, const packed_weight_layout& layout, const tensor& out,
+                             bool transpose_a = false) {
+  constexpr std::string_view op = "matmul_prepacked";
+  const tensor b = detail::packed_weight_view(op, packed, layout);
+  if (out.defined() && overlaps(out, packed))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  if (!detail::packed_in_place(packed, layout)) return matmul(a, detail::unpack_weight(packed, layout), out, transpose_a, false);
+  detail::matmul_into(op, a, b, out, transpose_a, false, true);
+}
+
+/// out = epilogue(a @ B, operands...) (as `matmul_fused`) for the weight B that `packed` holds in
+/// `layout` (as `matmul_prepacked`).
+inline void matmul_fused_prepacked(const tensor& a, const tensor& packed, const packed_weight_layout& layout, const fused_expr& epilogue,
+                                   std::span<const tensor> operands, const tensor& out, bool transpose_a = false) {
+  constexpr std::string_view op = "matmul_fused_prepacked";
+  const tensor b = detail::packed_weight_view(op, packed, layout);
+  if (out.defined() && overlaps(out, packed))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  if (!detail::packed_in_place(packed, layout))
+    return matmul_fused(a, detail::unpack_weight(packed, layout), epilogue, operands, out, transpose_a, false);
+  detail::matmul_fused_into(op, a, b, epilogue, operands, out, transpose_a, false, true);
+}
+inline void matmul_fused_prepacked(const tensor& a, const tensor& packed, const packed_weight_layout& layout, const fused_expr& epilogue,
+                                   std::initializer_list<tensor> operands, const tensor& out, bool transpose_a = false) {
+  matmul_fused_prepacked(a, packed, layout, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out, transpose_a);
 }
 
 }  // namespace kiln::kernels

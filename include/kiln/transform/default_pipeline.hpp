@@ -9,7 +9,8 @@
 /// \endcode
 ///
 /// Graph-level passes come first; fusion passes slot in before `legalize_ops`, which is where the
-/// IR stops being operators and starts being kernel calls. From there each step establishes what
+/// IR stops being operators and starts being kernel calls; kernel-level rewrites (constant
+/// weights packed for the GEMM) follow it. From there each step establishes what
 /// the next needs (see `properties.hpp`): a user pipeline that reorders them does not compile.
 #pragma once
 
@@ -28,6 +29,7 @@
 #include <kiln/transform/fuse_epilogue.hpp>
 #include <kiln/transform/kill_after_last_use.hpp>
 #include <kiln/transform/legalize_ops.hpp>
+#include <kiln/transform/prepack_weights.hpp>
 #include <kiln/transform/static_plan_block_memory.hpp>
 #include <kiln/transform/to_non_dataflow.hpp>
 #include <kiln/transform/vm_builtin_lower.hpp>
@@ -50,8 +52,9 @@ using fuse = named_sequential<"kiln.fuse", 1, fuse_epilogue, fuse_elementwise>;
 using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, call_tir_rewrite, static_plan_block_memory,
                                      kill_after_last_use, vm_builtin_lower, vm_shape_lower>;
 
-/// The whole pipeline `kiln::compile` runs by default.
-using default_pipeline = named_sequential<"kiln.default", 0, simplify, fuse, legalize_ops, lower_to_vm>;
+/// The whole pipeline `kiln::compile` runs by default. `prepack_weights` (opt level 1) packs
+/// constant matmul weights for the GEMM once the operators are kernel calls.
+using default_pipeline = named_sequential<"kiln.default", 0, simplify, fuse, legalize_ops, prepack_weights, lower_to_vm>;
 
 /// Registers every compiler pass, the pipelines, and `PrintIR` (print_ir_pass), by name in `registry` (idempotent).
 KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global());

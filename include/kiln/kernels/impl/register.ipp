@@ -85,6 +85,9 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
   });
 
   r.add("kernels.matmul", [](tensor a, tensor b, bool ta, bool tb, tensor out) { matmul(a, b, out, ta, tb); });
+  r.add("kernels.matmul_prepacked", [](tensor a, tensor packed, bool ta, const shape_vector& layout, tensor out) {
+    matmul_prepacked(a, packed, packed_layout("matmul_prepacked", layout), out, ta);
+  });
 
   r.add("kernels.conv2d", [](tensor x, tensor w, const vm::value& bias, const shape_vector& strides, const shape_vector& padding,
                              const shape_vector& dilation, std::int64_t groups, tensor out) {
@@ -159,6 +162,13 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
     const fused_expr e = cache->get(text);
     matmul_fused(a, b, e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back(), ta, tb);
   });
+  r.add("kernels.matmul_fused_prepacked",
+        [cache, operands_and_out](tensor a, tensor packed, bool ta, const shape_vector& layout, const std::string& text, call_args rest) {
+          constexpr std::string_view op = "matmul_fused_prepacked";
+          std::vector<tensor> ts = operands_and_out(op, rest, 5);
+          const fused_expr e = cache->get(text);
+          matmul_fused_prepacked(a, packed, packed_layout(op, layout), e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back(), ta);
+        });
   r.add("kernels.conv2d_fused", [cache, operands_and_out](tensor x, tensor w, const vm::value& bias, const shape_vector& strides,
                                                           const shape_vector& padding, const shape_vector& dilation, std::int64_t groups,
                                                           const std::string& text, call_args rest) {

@@ -18,6 +18,7 @@ KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry) {
       .add<fuse_elementwise>()
       .add<fuse>()
       .add<legalize_ops>()
+      .add<prepack_weights>()
       .add<to_non_dataflow>()
       .add<call_tir_rewrite>()
       .add<static_plan_block_memory>()

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: Apache-2.0
+// prepack_weights: constant matmul weights packed at compile time. The IR it makes, what it leaves
+// alone, and that the compiled program computes what it computes without the pass — also from an
+// executable serialized and loaded back, and from a weight packed in another build's layout.
+#include <kiln/compile.hpp>
+#include <kiln/ir/ir.hpp>
+#include <kiln/pass/run.hpp>
+#include <kiln/pass/sequential.hpp>
+#include <kiln/kernels/linalg.hpp>
+#include <kiln/transform/default_pipeline.hpp>
+#include <kiln/vm/serialize.hpp>
+
+#include "helpers.hpp"
+
+#include <iomanip>
+#include <optional>
+#include <sstream>
+
+using namespace kiln_test;
+namespace t = kiln::transform;
+namespace kernels = kiln::kernels;
+
+namespace {
+
+/// A K x N float32 weight as IR text: R.const([[...], ...], "float32"), values i * 0.01 - j * 0.02.
+std::string weight_text(std::int64_t k, std::int64_t n, std::string_view dt = "float32") {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2) << "R.const([";
+  for (std::int64_t i = 0; i < k; ++i) {
+    s << (i ? ", [" : "[");
+    for (std::int64_t j = 0; j < n; ++j) s << (j ? ", " : "") << double((i * 7 + j * 3) % 11) * 0.01 - 0.05;
+    s << "]";
+  }
+  s << "], \"" << dt << "\")";
+  return s.str();
+}
+
+/// `main` of `m` compiled at opt level 2 (with the default pipeline or `pipeline`), with
+/// `prepack_weights` disabled when `disable`, run on `args`; the statistic of packed weights in
+/// `*packed`, the executable as text in `*text`.
+vm::value run(const ir::ir_module& m, const std::vector<vm::value>& args, bool disable, std::int64_t* packed = nullptr,
+              std::string* text = nullptr, std::optional<std::string> pipeline = std::nullopt) {
+  kiln::pass_context ctx(2);
+  if (disable) ctx.disable("prepack_weights");
+  kiln::pass_context_scope scope(ctx);
+  vm::executable ex = kiln::compile(m, {.pipeline = pipeline});
+  if (packed) *packed = ctx.statistic("prepack_weights", "weights packed");
+  if (text) *text = ex.as_text();
+  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  return machine.invoke_span("main", args);
+}
+
+/// The IR `pass` makes of `input`, as text; checks that it is well formed and round-trips.
+template <class Pass>
+std::string after(Pass pass, std::string_view input) {
+  const ir::ir_module out = kiln::run(pass, ir::parse_module(input));
+  for (const ir::diagnostic& d : ir::verify(out)) FAIL_CHECK("not well formed after the pass: " << d.to_string());
+  const std::string text = ir::print(out);
+  CHECK(ir::print(ir::parse_module(text)) == text);
+  return text;
+}
+
+/// The layout numbers the pass records for a K x N float32 weight in this build.
+std::string layout_text(std::int64_t k, std::int64_t n) {
+  const kernels::packed_weight_layout l = kernels::native_weight_layout(dtype::float32, k, n);
+  return "R.shape([" + std::to_string(l.k) + ", " + std::to_string(l.n) + ", " + std::to_string(l.panels.nr) + ", " +
+         std::to_string(l.panels.kc) + "])";
+}
+
+}  // namespace
+
+TEST_CASE("prepack_weights: a constant weight becomes packed panels and a prepacked kernel call, fused or not") {
+  const std::string src = R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((6, 4), "float32"), b: R.Tensor((5,), "float32")) -> R.Tuple(R.Tensor((6, 5), "float32"), R.Tensor((6, 5), "float32")):
+        with R.dataflow():
+            lv: R.Tensor((6, 5), "float32") = R.matmul(x, )" + weight_text(4, 5) + R"()
+            lv1: R.Tensor((6, 5), "float32") = R.matmul(x, )" + weight_text(4, 5) + R"()
+            lv2: R.Tensor((6, 5), "float32") = R.add(lv1, b)
+            gv: R.Tensor((6, 5), "float32") = R.nn.relu(lv2)
+            R.output(lv, gv)
+        return (lv, gv)
+)";
+  using lower = kiln::sequential<t::fuse_epilogue, t::legalize_ops, t::prepack_weights>;
+  const std::string out = after(lower{}, src);
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.matmul_prepacked"), (x, R.const([)"));
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.matmul_fused_prepacked"), (x, R.const([)"));
+  CHECK(contains(out, R"(], "float32"), R.prim_value(0, "bool"), )" + layout_text(4, 5) + R"(, R.str("(relu (add x0 x1)) ; lv1 lv2 gv"), b))"));
+  CHECK_FALSE(contains(out, "kernels.matmul\""));
+  CHECK_FALSE(contains(out, "kernels.matmul_fused\""));
+
+  // Compiled: the same results as without the pass (bit for bit: six rows, the same panels), and
+  // the two matmuls of one weight share one packed constant.
+  const ir::ir_module m = ir::parse_module(src);
+  const auto args = arguments_for(m, "main", {});
+  std::int64_t packed = 0, unpacked = 0;
+  CHECK(max_difference(run(m, args, false, &packed), run(m, args, true, &unpacked)) == 0);
+  CHECK(packed == 1);
+  CHECK(unpacked == 0);
+}
+
+TEST_CASE("prepack_weights: a weight read transposed (ONNX Gemm's transB), float64, batched and vector inputs") {
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3, 7, 40), "float64"), v: R.Tensor((40,), "float64"), y: R.Tensor((2, 40), "float64")) -> R.Tuple(R.Tensor((3, 7, 33), "float64"), R.Tensor((33,), "float64"), R.Tensor((2, 33), "float64")):
+        with R.dataflow():
+            w: R.Tensor((33, 40), "float64") = )" + weight_text(33, 40, "float64") + R"(
+            lv: R.Tensor((3, 7, 33), "float64") = R.matmul(x, R.permute_dims(w))
+            lv1: R.Tensor((33,), "float64") = R.matmul(v, R.permute_dims(w))
+            gv: R.Tensor((2, 33), "float64") = R.matmul(y, R.permute_dims(w))
+            R.output(lv, lv1, gv)
+        return (lv, lv1, gv)
+)");
+  const auto args = arguments_for(m, "main", {});
+  // The default pipeline folds the transpose into the constant; without `kiln.simplify` the
+  // matmuls read the weight transposed, and the pass packs it transposed, once.
+  for (const char* pipeline : {"kiln.default", "kiln.fuse,legalize_ops,prepack_weights,kiln.lower_to_vm"}) {
+    CAPTURE(pipeline);
+    std::int64_t packed = 0;
+    std::string text;
+    CHECK(max_difference(run(m, args, false, &packed, &text, pipeline), run(m, args, true, nullptr, nullptr, pipeline)) <= 1e-14);
+    CHECK(contains(text, "kernels.matmul_prepacked"));
+    CHECK(packed == 1);  // folded three times into equal constants, shared; or one constant read transposed
+  }
+  const std::string lowered = after(kiln::sequential<t::fuse_epilogue, t::legalize_ops, t::prepack_weights>{}, ir::print(m));
+  CHECK_FALSE(contains(lowered, "permute_dims"));
+  CHECK(contains(lowered, ", R.prim_value(0, \"bool\"), R.shape([40, 33, "));
+}
+
+TEST_CASE("prepack_weights leaves alone weights that are parameters, integer matmuls, batched weights, constant left operands, and opt level 0") {
+  const std::string src = R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 2), "float32"), w: R.Tensor((2, 3), "float32"), i: R.Tensor((2, 3), "int32")) -> R.Tuple(R.Tensor((4, 3), "float32"), R.Tensor((2, 2), "int32"), R.Tensor((2, 4, 3), "float32"), R.Tensor((3, 2), "float32")):
+        with R.dataflow():
+            lv: R.Tensor((4, 3), "float32") = R.matmul(x, w)
+            lv1: R.Tensor((2, 2), "int32") = R.matmul(i, R.const([[1, 2], [3, 4], [5, 6]], "int32"))
+            lv2: R.Tensor((2, 4, 3), "float32") = R.matmul(x, R.const([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], [[0.5, 0.25, 1.0], [2.0, -1.0, 0.0]]], "float32"))
+            lv3: R.Tensor((3, 2), "float32") = R.matmul(R.const([[1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 0.0, 1.0], [2.0, 2.0, 2.0, 2.0]], "float32"), x)
+            R.output(lv, lv1, lv2, lv3)
+        return (lv, lv1, lv2, lv3)
+)";
+  using lower = kiln::sequential<t::legalize_ops, t::prepack_weights>;
+  CHECK_FALSE(contains(after(lower{}, src), "prepacked"));
+  const ir::ir_module m = ir::parse_module(src);
+  std::int64_t packed = -1;
+  std::string text;
+  const auto args = arguments_for(m, "main", {});
+  CHECK(max_difference(run(m, args, false, &packed, &text), run(m, args, true)) == 0);
+  CHECK(packed == 0);
+  CHECK_FALSE(contains(text, "prepacked"));
+
+  // Opt level 0 runs no optimisation, this one included.
+  const ir::ir_module dense = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((6, 4), "float32")) -> R.Tensor((6, 5), "float32"):
+        gv: R.Tensor((6, 5), "float32") = R.matmul(x, )" + weight_text(4, 5) + R"()
+        return gv
+)");
+  kiln::pass_context ctx(0);
+  kiln::pass_context_scope scope(ctx);
+  CHECK_FALSE(contains(kiln::compile(dense).as_text(), "prepacked"));
+  kiln::pass_context ctx1(1);
+  kiln::pass_context_scope scope1(ctx1);
+  CHECK(contains(kiln::compile(dense).as_text(), "kernels.matmul_prepacked"));
+}
+
+TEST_CASE("a prepacked executable serialized and loaded back, and a weight packed in another build's layout, give the same results") {
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((9, 40), "float32")) -> R.Tensor((9, 70), "float32"):
+        with R.dataflow():
+            lv: R.Tensor((9, 70), "float32") = R.matmul(x, )" + weight_text(40, 70) + R"()
+            gv: R.Tensor((9, 70), "float32") = R.nn.gelu(lv)
+            R.output(gv)
+        return gv
+)");
+  const auto args = arguments_for(m, "main", {});
+  const vm::value want = run(m, args, true);
+  const vm::executable ex = kiln::compile(m);
+  CHECK(contains(ex.as_text(), "kernels.matmul_fused_prepacked"));
+  const vm::executable back = vm::deserialize(vm::serialize(ex));
+  vm::virtual_machine machine(back, {}, kernels::global_registry());
+  CHECK(max_difference(machine.invoke_span("main", args), want) == 0);
+
+  // A 2 x 3 weight packed by hand in panels of 2 columns and blocks of 1 row — the layout of no
+  // build — as an executable made elsewhere would carry it: unpacked at run time, same product.
+  //   B = [[1, 2, 3], [4, 5, 6]]  ->  block 0: [1 2] [3 0], block 1: [4 5] [6 0]
+  const ir::ir_module foreign = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((5, 2), "float32")) -> R.Tensor((5, 3), "float32"):
+        gv: R.Tensor((5, 3), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_prepacked"), (x, R.const([1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0], "float32"), R.prim_value(0, "bool"), R.shape([2, 3, 2, 1])), out_sinfo=R.Tensor((5, 3), "float32"))
+        return gv
+)");
+  const ir::ir_module plain = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((5, 2), "float32")) -> R.Tensor((5, 3), "float32"):
+        gv: R.Tensor((5, 3), "float32") = R.matmul(x, R.const([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], "float32"))
+        return gv
+)");
+  const auto xs = arguments_for(plain, "main", {});
+  CHECK(max_difference(run(foreign, xs, true), run(plain, xs, true)) == 0);
+  // A layout that does not describe the constant is the kernel's error, naming both.
+  const ir::ir_module wrong = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((5, 2), "float32")) -> R.Tensor((5, 3), "float32"):
+        gv: R.Tensor((5, 3), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_prepacked"), (x, R.const([1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0], "float32"), R.prim_value(0, "bool"), R.shape([2, 3, 8, 1])), out_sinfo=R.Tensor((5, 3), "float32"))
+        return gv
+)");
+  CHECK(contains(message_of([&] { run(wrong, xs, true); }),
+                 "kiln::kernels::matmul_prepacked: the packed weight must be a contiguous vector of 2 x 8 elements for a 2 x 3 weight in panels of 8 "
+                 "columns, got float32[8]"));
+}
