@@ -85,6 +85,12 @@ struct model_builder {
     a->set_type(::onnx::AttributeProto::INTS);
     for (auto x : v) a->add_ints(x);
   }
+  static void attr(::onnx::NodeProto& n, const std::string& name, const char* v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
   std::vector<std::byte> bytes() const {
     const std::string s = m.SerializeAsString();
     std::vector<std::byte> out(s.size());
@@ -314,6 +320,92 @@ TEST_CASE("Trilu keeps a triangle with a constant mask; ArgMax with select_last_
     b.output("y", {"2"}, ::onnx::TensorProto::INT64);
     CHECK(run(kx::import_model(b.m), {vm::value(a)}).as_tensor().to_vector<std::int64_t>() == want);
   }
+}
+
+TEST_CASE("NegativeLogLikelihoodLoss: weights, an ignored target that is out of range, the reductions; errors name the node") {
+  // x (2, 3) log-probabilities, targets [2, -1] with ignore_index -1, weights [1, 2, 4].
+  const runtime::tensor x = floats({2, 3}, {-1, -2, -3, -4, -5, -6});
+  const runtime::tensor target = runtime::tensor::from_values<std::int64_t>({2}, {2, -1});
+  struct loss_case {
+    const char* reduction;
+    std::vector<float> want;
+  };
+  for (const loss_case& lc : {loss_case{"none", {12, 0}}, loss_case{"sum", {12}}, loss_case{"mean", {3}}}) {
+    const char* reduction = lc.reduction;
+    CAPTURE(reduction);
+    model_builder b(13);
+    b.input("x", {"2", "3"});
+    b.input("t", {"2"}, ::onnx::TensorProto::INT64);
+    b.initializer("w", {3}, {1, 2, 4});
+    auto& n = b.node("NegativeLogLikelihoodLoss", {"x", "t", "w"}, {"y"});
+    model_builder::attr(n, "reduction", reduction);
+    model_builder::attr(n, "ignore_index", std::int64_t(-1));
+    b.output("y", std::string(reduction) == "none" ? std::vector<std::string>{"2"} : std::vector<std::string>{});
+    CHECK(run(kx::import_model(b.m), {vm::value(x), vm::value(target)}).as_tensor().to_vector<float>() == lc.want);
+  }
+  auto fails = [](const char* reduction, std::vector<std::string> target_dims, std::vector<std::string> x_dims = {"2", "3"}) {
+    model_builder b(13);
+    b.input("x", x_dims);
+    b.input("t", target_dims, ::onnx::TensorProto::INT64);
+    model_builder::attr(b.node("NegativeLogLikelihoodLoss", {"x", "t"}, {"y"}, "nll"), "reduction", reduction);
+    b.output("y", {});
+    return message_of<kx::import_error>([&] { kx::import_model(b.m); });
+  };
+  CHECK(fails("average", {"2"}) ==
+        "kiln::frontend::onnx: node 'nll' (NegativeLogLikelihoodLoss): reduction must be 'none', 'sum' or 'mean', not 'average'");
+  CHECK(fails("mean", {"2", "3"}) ==
+        "kiln::frontend::onnx: node 'nll' (NegativeLogLikelihoodLoss): the input must be (N, C, d1, ...) and the target (N, d1, ...)");
+  CHECK(fails("mean", {"2"}, {"2", "c"}) ==
+        "kiln::frontend::onnx: node 'nll' (NegativeLogLikelihoodLoss): the number of classes (dimension 1 of the input) must be static");
+}
+
+TEST_CASE("Hardmax marks the first maximum; OneHot counts negative indices from the end; DepthToSpace and SpaceToDepth invert each other") {
+  {
+    model_builder b(13);
+    b.input("x", {"2", "3"});
+    b.node("Hardmax", {"x"}, {"y"});
+    b.output("y", {"2", "3"});
+    CHECK(run(kx::import_model(b.m), {vm::value(floats({2, 3}, {1, 5, 5, 7, 0, 7}))}).as_tensor().to_vector<float>() ==
+          std::vector<float>{0, 1, 0, 1, 0, 0});
+  }
+  {
+    model_builder b(11);
+    b.input("i", {"3"}, ::onnx::TensorProto::INT64);
+    b.initializer("depth", {}, {4});
+    b.initializer("values", {2}, {-1, 5});
+    b.node("OneHot", {"i", "depth", "values"}, {"y"});
+    b.output("y", {"3", "4"});
+    const runtime::tensor i = runtime::tensor::from_values<std::int64_t>({3}, {0, -1, 2});
+    CHECK(run(kx::import_model(b.m), {vm::value(i)}).as_tensor().to_vector<float>() ==
+          std::vector<float>{5, -1, -1, -1, -1, -1, -1, 5, -1, -1, 5, -1});
+  }
+  {
+    model_builder b(13);
+    b.input("x", {"1", "8", "2", "3"});
+    model_builder::attr(b.node("DepthToSpace", {"x"}, {"s"}), "blocksize", std::int64_t(2));
+    model_builder::attr(b.node("SpaceToDepth", {"s"}, {"y"}), "blocksize", std::int64_t(2));
+    b.output("y", {"1", "8", "2", "3"});
+    std::vector<float> v(48);
+    for (std::size_t k = 0; k < v.size(); ++k) v[k] = float(k);
+    CHECK(run(kx::import_model(b.m), {vm::value(floats({1, 8, 2, 3}, v))}).as_tensor().to_vector<float>() == v);
+  }
+  auto fails = [](const char* op, std::vector<std::string> dims, std::int64_t block, const char* mode = nullptr) {
+    model_builder b(13);
+    b.input("x", dims);
+    auto& n = b.node(op, {"x"}, {"y"}, "r");
+    model_builder::attr(n, "blocksize", block);
+    if (mode) model_builder::attr(n, "mode", mode);
+    b.output("y", {});
+    return message_of<kx::import_error>([&] { kx::import_model(b.m); });
+  };
+  CHECK(fails("DepthToSpace", {"1", "6", "2", "2"}, 2) ==
+        "kiln::frontend::onnx: node 'r' (DepthToSpace): the channels must be a multiple of blocksize^2 = 4");
+  CHECK(fails("DepthToSpace", {"1", "8", "2", "2"}, 2, "XYZ") == "kiln::frontend::onnx: node 'r' (DepthToSpace): mode must be 'DCR' or 'CRD', not 'XYZ'");
+  CHECK(fails("SpaceToDepth", {"1", "1", "3", "4"}, 2) ==
+        "kiln::frontend::onnx: node 'r' (SpaceToDepth): the height and width must be multiples of the block size 2");
+  CHECK(fails("SpaceToDepth", {"1", "1", "n", "4"}, 2) ==
+        "kiln::frontend::onnx: node 'r' (SpaceToDepth): SpaceToDepth needs static dimensions; fix them with import_options::shapes");
+  CHECK(fails("DepthToSpace", {"1", "8", "2", "2"}, 0) == "kiln::frontend::onnx: node 'r' (DepthToSpace): blocksize must be at least 1, got 0");
 }
 
 TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod is refused by name") {

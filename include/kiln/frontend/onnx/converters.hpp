@@ -126,6 +126,88 @@ inline exprs reduce(node_context& c, const char* op, bool axes_as_input) {
   return one(c.call(op, {c.input(0)}, attrs));
 }
 
+/// The integers [0, n) as an int64 constant of rank `rank`, along axis `axis` (1 elsewhere): what
+/// an index tensor is compared with to make a one-hot mask (NLL loss, Hardmax, OneHot).
+inline ir::expr iota_along(node_context& c, std::int64_t n, std::size_t rank, std::size_t axis) {
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n), 0);
+  std::iota(ids.begin(), ids.end(), std::int64_t{0});
+  std::vector<ir::prim_expr> dims(rank, ir::make_int(1));
+  dims[axis] = ir::make_int(n);
+  return reshape_to(c, c.ints(ids), dims);
+}
+
+/// The static dimensions of input `i`, or an error saying `what` needs them.
+inline std::vector<std::int64_t> static_shape(node_context& c, std::size_t i, const char* what) {
+  std::vector<std::int64_t> out;
+  for (const ir::prim_expr& d : c.shape(i)) {
+    const auto v = ir::as_int(d);
+    if (!v) c.fail(std::string(what) + " needs static dimensions; fix them with import_options::shapes");
+    out.push_back(*v);
+  }
+  return out;
+}
+
+/// x reshaped to `split`, its axes permuted by `perm`, reshaped to `out` (DepthToSpace, SpaceToDepth).
+inline ir::expr rearrange(node_context& c, const std::vector<std::int64_t>& split, const std::vector<std::int64_t>& perm,
+                          const std::vector<std::int64_t>& out) {
+  auto dims = [](const std::vector<std::int64_t>& v) {
+    std::vector<ir::prim_expr> d;
+    for (auto x : v) d.push_back(ir::make_int(x));
+    return d;
+  };
+  const ir::expr y = c.call("permute_dims", {reshape_to(c, c.input(0), dims(split))}, {{"axes", ir::int_array(perm.begin(), perm.end())}});
+  return reshape_to(c, y, dims(out));
+}
+
+/// NegativeLogLikelihoodLoss over `x` (N, C, d1, ...; log-probabilities) and `target` (N, d1,
+/// ...; class indices), with per-class `weight` (C; null for none), `reduction` ("none", "sum",
+/// "mean") and, when `ignore`, the target value whose entries count for nothing. Written without
+/// a gather: a class-index constant compared with the target selects each entry's class, so a
+/// target that is ignored (or out of range) selects nothing rather than reading out of bounds.
+///   loss = -x[n, t, ...] * w[t]     mean = sum(loss) / sum(w[t])  (over the entries not ignored)
+inline ir::expr nll_loss(node_context& c, const ir::expr& x, const ir::expr& target, const ir::expr* weight, const std::string& reduction,
+                         std::optional<std::int64_t> ignore) {
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    c.fail("reduction must be 'none', 'sum' or 'mean', not '" + reduction + "'");
+  const auto& xt = static_cast<const ir::tensor_type_node&>(*x->checked_type);
+  const auto& tt = static_cast<const ir::tensor_type_node&>(*target->checked_type);
+  const dtype dt = xt.dt;
+  if (dt != dtype::float32 && dt != dtype::float64) c.fail("the input must be float32 or float64, not " + std::string(name(dt)));
+  if (tt.dt != dtype::int64 && tt.dt != dtype::int32) c.fail("the target must be int32 or int64, not " + std::string(name(tt.dt)));
+  if (!xt.shape || !tt.shape || xt.shape->size() < 2 || tt.shape->size() + 1 != xt.shape->size())
+    c.fail("the input must be (N, C, d1, ...) and the target (N, d1, ...)");
+  const std::vector<ir::prim_expr>& d = *xt.shape;
+  const auto classes = ir::as_int(d[1]);
+  if (!classes) c.fail("the number of classes (dimension 1 of the input) must be static");
+  const std::size_t r = d.size();
+  // (N, 1, d1, ...) targets against (1, C, 1, ...) class indices.
+  ir::expr t = tt.dt == dtype::int64 ? target : c.call("astype", {target}, {{"dtype", dtype::int64}});
+  std::vector<ir::prim_expr> with_axis = *tt.shape;
+  with_axis.insert(with_axis.begin() + 1, ir::make_int(1));
+  const ir::expr t1 = reshape_to(c, t, with_axis);
+  std::vector<ir::prim_expr> class_dims(r, ir::make_int(1));
+  class_dims[1] = ir::make_int(*classes);
+  const ir::expr selected = c.call("equal", {t1, iota_along(c, *classes, r, 1)});
+  const ir::expr zero = c.scalar(0, dt);
+  const ir::int_array class_axis{1};
+  const ir::expr picked = c.call("sum", {c.call("where", {selected, x, zero})}, {{"axis", class_axis}, {"keepdims", false}});
+  ir::expr w;
+  if (weight) {
+    const auto& wt = static_cast<const ir::tensor_type_node&>(*(*weight)->checked_type);
+    if (wt.dt != dt || !wt.shape || wt.shape->size() != 1 || ir::as_int((*wt.shape)[0]) != classes)
+      c.fail("the weight must be " + std::string(name(dt)) + "[" + std::to_string(*classes) + "] (one per class)");
+    w = c.call("sum", {c.call("where", {selected, reshape_to(c, *weight, class_dims), zero})}, {{"axis", class_axis}, {"keepdims", false}});
+  } else {
+    w = c.call("sum", {c.call("astype", {selected}, {{"dtype", dt}})}, {{"axis", class_axis}, {"keepdims", false}});
+  }
+  if (ignore) w = c.call("where", {c.call("not_equal", {t, c.constant(ir::ndarray::scalar(dtype::int64, double(*ignore)))}), w, zero});
+  const ir::expr loss = c.call("negative", {c.call("multiply", {picked, w})});
+  if (reduction == "none") return loss;
+  const ir::expr total = c.call("sum", {loss}, {{"keepdims", false}});
+  if (reduction == "sum") return total;
+  return c.call("divide", {total, c.call("sum", {w}, {{"keepdims", false}})});
+}
+
 /// Conv and pooling padding: ONNX's `pads` ([begin..., end...]) or `auto_pad`, as kiln's
 /// (top, left, bottom, right).
 inline ir::int_array spatial_padding(node_context& c, const std::vector<std::int64_t>& kernel, const std::vector<std::int64_t>& strides,
@@ -531,6 +613,38 @@ inline const converter_table& converter_table::builtin() {
       outs.resize(std::size_t(c.node().output_size()));
       return outs;
     });
+    auto ignore_index = [](node_context& c) -> std::optional<std::int64_t> {
+      if (!c.has_attr("ignore_index")) return std::nullopt;
+      return c.attr_int("ignore_index");
+    };
+    t.add("NegativeLogLikelihoodLoss", 12, [=](node_context& c) {
+      const ir::expr* weight = c.has_input(2) ? &c.input(2) : nullptr;
+      return one(nll_loss(c, c.input(0), c.input(1), weight, c.attr_string("reduction", "mean"), ignore_index(c)));
+    });
+    t.add("SoftmaxCrossEntropyLoss", 12, [=](node_context& c) {  // NLL of the log-softmax over the classes
+      if (c.rank(0) < 2) c.fail("the scores must be (N, C, d1, ...)");
+      const ir::expr log_prob = c.call("nn.log_softmax", {c.input(0)}, {{"axis", std::int64_t{1}}});
+      const ir::expr* weight = c.has_input(2) ? &c.input(2) : nullptr;
+      exprs outs = one(nll_loss(c, log_prob, c.input(1), weight, c.attr_string("reduction", "mean"), ignore_index(c)));
+      if (c.node().output_size() > 1) outs.push_back(log_prob);
+      return outs;
+    });
+    t.add("Hardmax", 1, [](node_context& c) {  // 1 at the first maximum along the axis: argmax compared with the indices
+      const int r = c.rank(0);
+      const dtype dt = c.input_dtype(0);
+      auto hardmax = [&](const ir::expr& x, std::int64_t axis, const std::vector<ir::prim_expr>& d) {
+        const auto n = ir::as_int(d[std::size_t(axis)]);
+        if (!n) c.fail("the length of the axis must be static");
+        const ir::expr first = c.call("argmax", {x}, {{"axis", axis}, {"keepdims", true}});
+        return c.call("astype", {c.call("equal", {first, iota_along(c, *n, d.size(), std::size_t(axis))})}, {{"dtype", dt}});
+      };
+      if (c.opset() >= 13) return one(hardmax(c.input(0), c.axis(c.attr_int("axis", -1), r), c.shape(0)));
+      // Before opset 13: over the input coerced to 2-D at `axis` (default 1).
+      const std::int64_t axis = c.axis(c.attr_int("axis", 1), std::max(r, 1));
+      const auto d = c.shape(0);
+      const std::vector<ir::prim_expr> flat{product(d, 0, std::size_t(axis)), product(d, std::size_t(axis), d.size())};
+      return one(reshape_to(c, hardmax(reshape_to(c, c.input(0), flat), 1, flat), d));
+    });
     t.add("Softmax", 1, [](node_context& c) { return one(softmax_like(c, "nn.softmax")); });
     t.add("LogSoftmax", 1, [](node_context& c) { return one(softmax_like(c, "nn.log_softmax")); });
 
@@ -702,6 +816,75 @@ inline const converter_table& converter_table::builtin() {
         }
       const ir::expr m = c.constant(ir::ndarray(dtype::bool_, {*rows, *cols}, std::move(mask)));
       return one(c.call("where", {m, c.input(0), c.scalar(0, c.input_dtype(0))}));
+    });
+    t.add("OneHot", 9, [](node_context& c) {  // where(indices == [0, depth) along the new axis, on, off)
+      const auto depth_values = c.constant_floats(1, "depth");
+      if (depth_values.size() != 1) c.fail("depth must be one number, got " + std::to_string(depth_values.size()));
+      const auto depth = static_cast<std::int64_t>(depth_values[0]);
+      if (depth < 1) c.fail("depth must be at least 1, got " + std::to_string(depth));
+      const int r = c.rank(0) + 1;
+      const std::int64_t axis = c.axis(c.attr_int("axis", -1), r);
+      // Indices of any numeric type, negative ones counted from the end.
+      ir::expr idx = c.input_dtype(0) == dtype::int64 ? c.input(0) : c.call("astype", {c.input(0)}, {{"dtype", dtype::int64}});
+      const ir::expr depth_e = c.constant(ir::ndarray::scalar(dtype::int64, double(depth)));
+      idx = c.call("where", {c.call("less", {idx, c.constant(ir::ndarray::scalar(dtype::int64, 0))}), c.call("add", {idx, depth_e}), idx});
+      auto d = c.shape(0);
+      d.insert(d.begin() + axis, ir::make_int(1));
+      const ir::expr hot = c.call("equal", {reshape_to(c, idx, d), iota_along(c, depth, std::size_t(r), std::size_t(axis))});
+      if (c.rank(2) != 1 || ir::as_int(c.shape(2)[0]) != 2) c.fail("values must hold two elements, [off, on]");
+      auto element = [&](std::int64_t i) {  // values[i] as a [1] tensor, which broadcasts
+        return c.call("strided_slice", {c.input(2)},
+                      {{"axes", ir::int_array{0}}, {"begin", ir::int_array{i}}, {"end", ir::int_array{i + 1}}, {"strides", ir::int_array{1}}});
+      };
+      return one(c.call("where", {hot, element(1), element(0)}));
+    });
+    for (const bool to_space : {true, false}) {
+      t.add(to_space ? "DepthToSpace" : "SpaceToDepth", 1, [to_space](node_context& c) {
+        const auto d = static_shape(c, 0, to_space ? "DepthToSpace" : "SpaceToDepth");
+        if (d.size() != 4) c.fail("the input must be (N, C, H, W)");
+        const std::int64_t b = c.attr_int("blocksize");
+        if (b < 1) c.fail("blocksize must be at least 1, got " + std::to_string(b));
+        const std::int64_t n = d[0], ch = d[1], h = d[2], w = d[3];
+        if (!to_space) {
+          if (h % b || w % b) c.fail("the height and width must be multiples of the block size " + std::to_string(b));
+          return one(rearrange(c, {n, ch, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}, {n, ch * b * b, h / b, w / b}));
+        }
+        if (ch % (b * b)) c.fail("the channels must be a multiple of blocksize^2 = " + std::to_string(b * b));
+        const std::string mode = c.attr_string("mode", "DCR");
+        if (mode == "DCR") return one(rearrange(c, {n, b, b, ch / (b * b), h, w}, {0, 3, 4, 1, 5, 2}, {n, ch / (b * b), h * b, w * b}));
+        if (mode == "CRD") return one(rearrange(c, {n, ch / (b * b), b, b, h, w}, {0, 1, 4, 2, 5, 3}, {n, ch / (b * b), h * b, w * b}));
+        c.fail("mode must be 'DCR' or 'CRD', not '" + mode + "'");
+      });
+    }
+    t.add("EyeLike", 9, [](node_context& c) {  // a constant: ones where column - row = k
+      const auto d = static_shape(c, 0, "EyeLike");
+      if (d.size() != 2) c.fail("the input must be a matrix, got rank " + std::to_string(d.size()));
+      const dtype dt = c.has_attr("dtype") ? require_dtype(int(c.attr_int("dtype")), "the dtype of EyeLike") : c.input_dtype(0);
+      const std::int64_t k = c.attr_int("k", 0);
+      if (std::size_t(d[0] * d[1]) * size_of(dt) > max_folded_bytes) c.fail("the constant would be too large to make at import");
+      std::vector<double> v(std::size_t(d[0] * d[1]), 0.0);
+      for (std::int64_t i = 0; i < d[0]; ++i)
+        for (std::int64_t j = 0; j < d[1]; ++j) v[std::size_t(i * d[1] + j)] = j - i == k ? 1.0 : 0.0;
+      return one(c.constant(ir::ndarray::from<double>(dt, d, std::span<const double>(v))));
+    });
+    t.add("Range", 11, [](node_context& c) {  // a constant: start, limit and delta must be known at import
+      const dtype dt = c.input_dtype(0);
+      const auto start = c.constant_floats(0, "start"), limit = c.constant_floats(1, "limit"), delta = c.constant_floats(2, "delta");
+      if (start.size() != 1 || limit.size() != 1 || delta.size() != 1) c.fail("start, limit and delta must be scalars");
+      if (delta[0] == 0) c.fail("delta must not be 0");
+      const double count = std::ceil((limit[0] - start[0]) / delta[0]);
+      const std::int64_t n = count > 0 ? static_cast<std::int64_t>(count) : 0;
+      if (std::size_t(n) * size_of(dt) > max_folded_bytes) c.fail("the range would be too large to make at import");
+      std::vector<double> v(static_cast<std::size_t>(n), 0.0);
+      for (std::int64_t i = 0; i < n; ++i) v[std::size_t(i)] = start[0] + double(i) * delta[0];
+      return one(c.constant(ir::ndarray::from<double>(dt, {n}, std::span<const double>(v))));
+    });
+    t.add("Shrink", 9, [](node_context& c) {  // x + bias below -lambd, x - bias above lambd, 0 between
+      const dtype dt = c.input_dtype(0);
+      const double bias = c.attr_float("bias", 0.0), lambd = c.attr_float("lambd", 0.5);
+      const ir::expr x = c.input(0);
+      const ir::expr above = c.call("where", {c.call("greater", {x, c.scalar(lambd, dt)}), c.call("subtract", {x, c.scalar(bias, dt)}), c.scalar(0, dt)});
+      return one(c.call("where", {c.call("less", {x, c.scalar(-lambd, dt)}), c.call("add", {x, c.scalar(bias, dt)}), above}));
     });
     t.add("Tile", 6, [](node_context& c) {  // x reshaped to (1, d0, 1, d1, ...), broadcast to (r0, d0, r1, d1, ...), merged
       const auto reps = c.constant_ints(1, "repeats");
