@@ -68,3 +68,19 @@ TEST_CASE("the evaluator runs lowered IR too: each pass's output can be compared
   CHECK(a.as_tuple()[0].as_tensor().to_vector<float>() == b.as_tuple()[0].as_tensor().to_vector<float>());
   CHECK(a.as_tuple()[1].as_tensor().to_vector<std::int64_t>() == b.as_tuple()[1].as_tensor().to_vector<std::int64_t>());
 }
+
+TEST_CASE("one evaluator folding many short-lived constants reads each one's own value") {
+  // The ONNX importer folds with one evaluator and drops the constants in between: a constant made
+  // where a dropped one was must not be read as the dropped one (it was, through a cache keyed
+  // by the node's address: OneHot's take read a folded bool mask as its index).
+  transform::reference_evaluator eval(ir::ir_module{});
+  for (int i = 0; i < 200; ++i) {
+    CAPTURE(i);
+    const ir::expr mask = ir::call_op("less", {ir::make_constant(ir::ndarray::from<double>(dtype::int64, {3}, {double(i), -1.0, 2.0})),
+                                               ir::make_constant(double(i) - 0.5, dtype::int64)});
+    (void)eval.evaluate(mask);  // its constants are dropped here
+    const ir::expr index = ir::make_constant(double(i % 2), dtype::int64);
+    const ir::expr pick = ir::call_op("take", {ir::make_constant(ir::ndarray::from<double>(dtype::int64, {2}, {10.0, 20.0})), index}, {{"axis", std::int64_t{0}}});
+    CHECK(eval.evaluate(pick).as_tensor().to_vector<std::int64_t>() == std::vector<std::int64_t>{i % 2 ? 20 : 10});
+  }
+}

@@ -253,8 +253,8 @@ private:
       case ir::node_kind::constant: {
         auto& c = static_cast<const ir::constant_node&>(*e);
         auto it = constants_.find(&c);
-        if (it == constants_.end()) it = constants_.emplace(&c, vm::value(to_tensor(c.data))).first;
-        return it->second;
+        if (it == constants_.end()) it = constants_.emplace(&c, std::pair{e, vm::value(to_tensor(c.data))}).first;
+        return it->second.second;
       }
       case ir::node_kind::global_var:
         return vm::value::from_object(runtime::make_object<detail::ir_closure>(static_cast<const ir::global_var_node&>(*e).name, std::vector<vm::value>{}));
@@ -432,7 +432,10 @@ private:
   ir::ir_module module_;
   const vm::function_registry* natives_;
   const kernel_lowering* lowering_;
-  std::unordered_map<const ir::constant_node*, vm::value> constants_;
+  /// Each constant's tensor, made once. The entry holds the node too: a node freed while its
+  /// entry stayed would let a new constant at the same address read the old one's value (the
+  /// ONNX importer folds with one evaluator and drops the intermediate constants).
+  std::unordered_map<const ir::constant_node*, std::pair<ir::expr, vm::value>> constants_;
   std::unordered_map<std::string, vm::native_function> native_cache_;
   std::size_t depth_ = 0;
 };
