@@ -92,6 +92,21 @@ TEST_CASE("take gathers along an axis") {
         "take: argument 'indices' (#2) must be an integer tensor, but its dtype is float32");
 }
 
+TEST_CASE("gather_elements has the indices' shape; cumsum keeps the shape or flattens") {
+  auto x = v("x", f32({5, 7, 3}));
+  auto idx = v("i", ir::tensor_type({5, 2, 3}, dtype::int32));
+  CHECK(type_of(ir::call_op("gather_elements", {x, idx}, {{"axis", 1}})) == "R.Tensor((5, 2, 3), \"float32\")");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("gather_elements", {x, v("j", ir::tensor_type({5, 2}, dtype::int64))}); }) ==
+        "gather_elements: argument 'indices' (#2) must have the rank of x (3), but has rank 2");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("gather_elements", {x, v("f", f32({5, 2, 3}))}); }) ==
+        "gather_elements: argument 'indices' (#2) must be an integer tensor, but its dtype is float32");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("gather_elements", {x, idx}, {{"axis", 3}}); }).find("axis") != std::string::npos);
+  CHECK(type_of(ir::call_op("cumsum", {x}, {{"axis", -1}, {"reverse", true}})) == "R.Tensor((5, 7, 3), \"float32\")");
+  CHECK(type_of(ir::call_op("cumsum", {x})) == "R.Tensor((105,), \"float32\")");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("cumsum", {v("b", ir::tensor_type({2}, dtype::bool_))}, {{"axis", 0}}); }) ==
+        "cumsum: argument 'x' (#1) must be a numeric tensor, but its dtype is bool");
+}
+
 TEST_CASE("call_tir checks the kernel and its output type") {
   auto m = ir::make_size_var("m");
   auto a = ir::make_var("a", f32({m, dim(4)}));

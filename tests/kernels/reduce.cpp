@@ -272,6 +272,30 @@ TEST_CASE("layer_norm keeps its precision on long rows far from zero, and in row
   }
 }
 
+TEST_CASE("cumsum: along each axis, exclusive, reverse, flattened; integers wrap; errors") {
+  const tensor x = tensor::from_values<double>({2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK(cumsum(x, 1).to_vector<double>() == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK(cumsum(x, 0).to_vector<double>() == std::vector<double>{1, 2, 3, 5, 7, 9});
+  CHECK(cumsum(x, -1, true).to_vector<double>() == std::vector<double>{0, 1, 3, 0, 4, 9});
+  CHECK(cumsum(x, 1, false, true).to_vector<double>() == std::vector<double>{6, 5, 3, 15, 11, 6});
+  CHECK(cumsum(x, 1, true, true).to_vector<double>() == std::vector<double>{5, 3, 0, 11, 6, 0});
+  const tensor flat = cumsum(x.permute({1, 0}));  // read in the transposed order
+  CHECK(flat.shape() == shape_vector{6});
+  CHECK(flat.to_vector<double>() == std::vector<double>{1, 5, 7, 12, 15, 21});
+  const tensor big = tensor::from_values<std::int32_t>({2}, {std::numeric_limits<std::int32_t>::max(), 1});
+  CHECK(cumsum(big, 0).to_vector<std::int32_t>() == std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::max(), std::numeric_limits<std::int32_t>::min()});
+  const tensor wide = tensor::zeros({2, 6}, dtype::float64), strided = wide.slice(1, 0, 6, 2);
+  cumsum(x, 1, false, false, strided);
+  CHECK(strided.contiguous().to_vector<double>() == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK(message_of([&] { (void)cumsum(tensor::zeros({2}, dtype::bool_), 0); }) == "kiln::kernels::cumsum: does not take bool tensors");
+  CHECK(message_of([&] { (void)cumsum(x, 2); }) == "kiln::kernels::cumsum: axis 2 is out of range for a 2-d tensor");
+  CHECK(message_of([&] { cumsum(x, 1, false, false, tensor::zeros({3, 2}, dtype::float64)); }) ==
+        "kiln::kernels::cumsum: the output must be float64[2, 3], got float64[3, 2]");
+  tensor same = x.clone();
+  CHECK(message_of([&] { cumsum(same, 1, false, false, same); }) ==
+        "kiln::kernels::cumsum: the output float64[2, 3] overlaps the input; write into a separate tensor");
+}
+
 TEST_CASE("bad reduction arguments are clear errors") {
   const tensor x = tensor::zeros({2, 3}, dtype::float32);
   CHECK(message_of<kernel_error>([&] { sum(x, {2}); }) == "kiln::kernels::sum: axis 2 is out of range for a 2-d tensor");

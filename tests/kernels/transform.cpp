@@ -296,6 +296,48 @@ TEST_CASE("take: along each axis and flattened, negative indices, and errors tha
   CHECK(message_of([&] { (void)take(x, bad, 3); }) == "kiln::kernels::take: axis 3 is out of range for a 3-d tensor");
 }
 
+TEST_CASE("gather_elements: along each axis, negative indices, shorter indices, strided operands, and errors") {
+  const tensor x = iota<float>({4, 5, 3});
+  for (std::int64_t axis : {0, 1, 2, -1}) {
+    CAPTURE(axis);
+    const auto ax = std::size_t(axis < 0 ? axis + 3 : axis);
+    // Indices shorter than x on the other axes, with negative entries.
+    shape_vector ishape{3, 2, 2};
+    ishape[ax] = 4;
+    tensor idx = tensor::empty(ishape, dtype::int64);
+    for (std::int64_t i = 0; i < idx.numel(); ++i) idx.data<std::int64_t>()[i] = (i * 7) % x.shape(ax) - (i % 3 == 0 ? x.shape(ax) : 0);
+    const tensor g = gather_elements(x, idx, axis);
+    REQUIRE(g.shape() == ishape);
+    for_each_index(g.shape(), [&](const shape_vector& o) {
+      std::int64_t k = at<std::int64_t>(idx, o);
+      if (k < 0) k += x.shape(ax);
+      shape_vector src = o;
+      src[ax] = k;
+      CHECK(at<float>(g, o) == at<float>(x, src));
+    });
+  }
+  // A transposed input, int32 indices, a strided output.
+  const tensor xt = x.permute({2, 1, 0});  // [3, 5, 4]
+  const tensor i32 = tensor::from_values<std::int32_t>({1, 2, 2}, {4, 0, -1, 2});
+  const tensor big = tensor::zeros({1, 2, 4}, dtype::float32);
+  const tensor out = big.slice(2, 0, 4, 2);
+  gather_elements(xt, i32, 1, out);
+  CHECK(out.contiguous().to_vector<float>() == std::vector<float>{at<float>(xt, {0, 4, 0}), at<float>(xt, {0, 0, 1}), at<float>(xt, {0, 4, 0}),
+                                                                  at<float>(xt, {0, 2, 1})});
+  const tensor dst = tensor::zeros({2, 2, 2}, dtype::float32);
+  const tensor bad = tensor::from_values<std::int64_t>({2, 2, 2}, {0, 1, 2, 3, 4, 5, 1, 0});
+  CHECK(message_of([&] { gather_elements(x, bad, 0, dst); }) ==
+        "kiln::kernels::gather_elements: index 4 (element 4 of the indices) is out of range for axis 0 of extent 4");
+  CHECK(dst.to_vector<float>() == std::vector<float>(8, 0.0f));
+  CHECK(message_of([&] { (void)gather_elements(x, tensor::zeros({2, 2}, dtype::int64), 0); }) ==
+        "kiln::kernels::gather_elements: the indices int64[2, 2] must have the rank of x float32[4, 5, 3]");
+  CHECK(message_of([&] { (void)gather_elements(x, tensor::zeros({2, 6, 1}, dtype::int64), 0); }) ==
+        "kiln::kernels::gather_elements: the indices int64[2, 6, 1] are longer than x float32[4, 5, 3] along axis 1");
+  CHECK(message_of([&] { (void)gather_elements(x, tensor::zeros({2, 2, 2}, dtype::float32), 0); }) ==
+        "kiln::kernels::gather_elements: the indices must be int32 or int64, got float32[2, 2, 2]");
+  CHECK(message_of([&] { (void)gather_elements(x, bad, 3); }) == "kiln::kernels::gather_elements: axis 3 is out of range for a 3-d tensor");
+}
+
 TEST_CASE("pad: constant, edge and reflect against a reference, on every axis at once") {
   const tensor row = tensor::from_values<float>({3}, {1, 2, 3});
   CHECK(pad(row, {2, 2}, pad_mode::reflect).to_vector<float>() == std::vector<float>{3, 2, 1, 2, 3, 2, 1});

@@ -18,6 +18,7 @@
 
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/parallel.hpp>
+#include <kiln/kernels/transform.hpp>
 
 #include <optional>
 #include <vector>
@@ -332,6 +333,56 @@ inline tensor argmax(const tensor& x, std::optional<std::int64_t> axis = std::nu
 }
 inline tensor argmin(const tensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdims = false) {
   return detail::arg_extreme_new<false>("argmin", x, axis, keepdims);
+}
+
+// ---- cumsum ------------------------------------------------------------------------------------------
+
+/// Running sums of `x` along `axis` (over the flattened tensor when none: `out` is then 1-D):
+/// out[..., i, ...] = x[..., 0, ...] + ... + x[..., i, ...]; `exclusive` leaves x[..., i, ...] out
+/// of its own sum (the first is 0), `reverse` sums from the end. Numeric dtypes, summed in the
+/// dtype (integers wrap), in order along the axis.
+inline void cumsum(const tensor& x, std::optional<std::int64_t> axis, bool exclusive, bool reverse, const tensor& out) {
+  constexpr std::string_view op = "cumsum";
+  if (!x.defined()) fail(op, "the operand is undefined");
+  if (!ops::is_numeric(x.type())) fail(op, kiln::detail::concat("does not take ", name(x.type()), " tensors"));
+  if (axis && x.ndim() == 0) fail(op, "cannot sum along an axis of a scalar");
+  const std::size_t a = axis ? detail::normalize_axis(op, *axis, x.ndim()) : 0;
+  const shape_vector shape = axis ? x.shape() : shape_vector{x.numel()};
+  check_output(op, out, x.type(), shape);
+  if (overlaps(out, x))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps the input; write into a separate tensor"));
+  const tensor src = axis ? x.contiguous() : x.contiguous().view(shape);
+  const bool direct = out.is_contiguous();
+  const tensor dst = direct ? out : new_output(shape, x.type());
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < a; ++i) outer *= src.shape(i);
+  for (std::size_t i = a + 1; i < src.ndim(); ++i) inner *= src.shape(i);
+  const std::int64_t n = src.ndim() == 0 ? 1 : src.shape(a);
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    const T* in = static_cast<const T*>(src.data());
+    T* o = static_cast<T*>(dst.data());
+    std::vector<T> acc(static_cast<std::size_t>(inner), T(0));
+    for (std::int64_t b = 0; b < outer; ++b) {
+      std::fill(acc.begin(), acc.end(), T(0));
+      for (std::int64_t s = 0; s < n; ++s) {
+        const std::int64_t i = reverse ? n - 1 - s : s;
+        const T* row = in + (b * n + i) * inner;
+        T* res = o + (b * n + i) * inner;
+        for (std::int64_t k = 0; k < inner; ++k) {
+          const T next = ops::add{}(acc[std::size_t(k)], row[k]);
+          res[k] = exclusive ? acc[std::size_t(k)] : next;
+          acc[std::size_t(k)] = next;
+        }
+      }
+    }
+  });
+  if (!direct) detail::copy_unchecked(dst, out);
+}
+inline tensor cumsum(const tensor& x, std::optional<std::int64_t> axis = std::nullopt, bool exclusive = false, bool reverse = false) {
+  if (!x.defined()) fail("cumsum", "the operand is undefined");
+  tensor out = new_output(axis ? x.shape() : shape_vector{x.numel()}, x.type());
+  cumsum(x, axis, exclusive, reverse, out);
+  return out;
 }
 
 // ---- softmax, log_softmax ---------------------------------------------------------------------------

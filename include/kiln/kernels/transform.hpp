@@ -608,6 +608,52 @@ inline tensor take(const tensor& x, const tensor& indices, std::optional<std::in
   return out;
 }
 
+namespace detail {
+/// Checks gather_elements' operands; the normalized axis.
+inline std::size_t gather_elements_axis(std::string_view op, const tensor& x, const tensor& indices, std::int64_t axis) {
+  if (!x.defined() || !indices.defined()) fail(op, "an operand is undefined");
+  if (indices.type() != dtype::int32 && indices.type() != dtype::int64)
+    fail(op, kiln::detail::concat("the indices must be int32 or int64, got ", describe_operand(indices)));
+  if (x.ndim() == 0) fail(op, "cannot gather along an axis of a scalar");
+  if (indices.ndim() != x.ndim())
+    fail(op, kiln::detail::concat("the indices ", describe_operand(indices), " must have the rank of x ", describe_operand(x)));
+  const std::size_t a = normalize_axis(op, axis, x.ndim());
+  for (std::size_t d = 0; d < x.ndim(); ++d)
+    if (d != a && indices.shape(d) > x.shape(d))
+      fail(op, kiln::detail::concat("the indices ", describe_operand(indices), " are longer than x ", describe_operand(x), " along axis ", d));
+  return a;
+}
+}  // namespace detail
+
+/// out[i...] = x[i...] with the index along `axis` replaced by indices[i...] (ONNX's GatherElements,
+/// numpy's take_along_axis): out has the indices' shape; negative indices count from the end.
+/// An index out of range is an error, found before anything is written.
+inline void gather_elements(const tensor& x, const tensor& indices, std::int64_t axis, const tensor& out) {
+  constexpr std::string_view op = "gather_elements";
+  const std::size_t a = detail::gather_elements_axis(op, x, indices, axis);
+  check_output(op, out, x.type(), indices.shape());
+  detail::check_disjoint(op, x, out);
+  detail::check_disjoint(op, indices, out);
+  const std::vector<std::int64_t> idx = detail::checked_indices(op, indices, x.shape(a), a);  // row-major over the indices
+  const std::size_t item = size_of(x.type());
+  dims x_strides(x.strides().begin(), x.strides().end()), out_strides(out.strides().begin(), out.strides().end());
+  const std::int64_t along = x_strides[a];
+  x_strides[a] = 0;  // the index along the axis comes from `indices`
+  const auto* from = static_cast<const char*>(x.data());
+  auto* to = static_cast<char*>(out.data());
+  std::size_t t = 0;
+  for_each_offsets<2>(std::span<const std::int64_t>(indices.shape().data(), indices.ndim()), {x_strides.data(), out_strides.data()},
+                      [&](const std::array<std::int64_t, 2>& off) {
+                        std::memcpy(to + std::size_t(off[1]) * item, from + std::size_t(off[0] + idx[t++] * along) * item, item);
+                      });
+}
+inline tensor gather_elements(const tensor& x, const tensor& indices, std::int64_t axis = 0) {
+  detail::gather_elements_axis("gather_elements", x, indices, axis);
+  tensor out = new_output(indices.shape(), x.type());
+  gather_elements(x, indices, axis, out);
+  return out;
+}
+
 // ---- pad --------------------------------------------------------------------------------------------------
 
 /// How `pad` fills the border: with a value; with the nearest edge element; or with the mirror

@@ -408,6 +408,37 @@ TEST_CASE("Hardmax marks the first maximum; OneHot counts negative indices from 
   CHECK(fails("DepthToSpace", {"1", "8", "2", "2"}, 0) == "kiln::frontend::onnx: node 'r' (DepthToSpace): blocksize must be at least 1, got 0");
 }
 
+TEST_CASE("CumSum's axis is a constant input; GatherElements gathers along its axis") {
+  {
+    model_builder b(14);
+    b.input("x", {"2", "3"});
+    b.ints_initializer("axis", {1});
+    auto& n = b.node("CumSum", {"x", "axis"}, {"y"});
+    model_builder::attr(n, "reverse", std::int64_t(1));
+    b.output("y", {"2", "3"});
+    CHECK(run(kx::import_model(b.m), {vm::value(floats({2, 3}, {1, 2, 3, 4, 5, 6}))}).as_tensor().to_vector<float>() ==
+          std::vector<float>{6, 5, 3, 15, 11, 6});
+  }
+  {
+    model_builder b(14);
+    b.input("x", {"2", "3"});
+    b.ints_initializer("axis", {0, 1});
+    b.node("CumSum", {"x", "axis"}, {"y"}, "cs");
+    b.output("y", {"2", "3"});
+    CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) == "kiln::frontend::onnx: node 'cs' (CumSum): axis must be one integer, got 2");
+  }
+  {
+    model_builder b(13);
+    b.input("x", {"2", "3"});
+    b.input("i", {"2", "2"}, ::onnx::TensorProto::INT64);
+    model_builder::attr(b.node("GatherElements", {"x", "i"}, {"y"}), "axis", std::int64_t(1));
+    b.output("y", {"2", "2"});
+    const runtime::tensor i = runtime::tensor::from_values<std::int64_t>({2, 2}, {2, 0, -1, 1});
+    CHECK(run(kx::import_model(b.m), {vm::value(floats({2, 3}, {1, 2, 3, 4, 5, 6})), vm::value(i)}).as_tensor().to_vector<float>() ==
+          std::vector<float>{3, 1, 6, 5});
+  }
+}
+
 TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod is refused by name") {
   const runtime::tensor x = runtime::tensor::from_values<std::int32_t>({4}, {7, -7, 7, -7});
   const runtime::tensor y = runtime::tensor::from_values<std::int32_t>({4}, {3, 3, -3, -3});

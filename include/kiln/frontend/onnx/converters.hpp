@@ -789,6 +789,15 @@ inline const converter_table& converter_table::builtin() {
       }
       return one(c.call("take", {c.input(0), idx}, {{"axis", axis}}));
     });
+    t.add("GatherElements", 11, [](node_context& c) {
+      return one(c.call("gather_elements", {c.input(0), c.input(1)}, {{"axis", c.axis(c.attr_int("axis", 0), c.rank(0))}}));
+    });
+    t.add("CumSum", 11, [](node_context& c) {
+      const auto axis = c.constant_ints(1, "axis");
+      if (axis.size() != 1) c.fail("axis must be one integer, got " + std::to_string(axis.size()));
+      return one(c.call("cumsum", {c.input(0)},
+                        {{"axis", c.axis(axis[0], c.rank(0))}, {"exclusive", c.attr_int("exclusive", 0) != 0}, {"reverse", c.attr_int("reverse", 0) != 0}}));
+    });
     t.add("Expand", 8, [](node_context& c) {
       std::vector<ir::prim_expr> target;
       for (auto v : c.constant_ints(1, "shape")) target.push_back(ir::make_int(v));

@@ -229,6 +229,18 @@ inline type infer_take(const call_context& ctx) {
   return tensor_type(std::move(out), x.dt);
 }
 
+inline type infer_gather_elements(const call_context& ctx) {
+  auto& x = ctx.tensor(0);
+  auto& idx = ctx.tensor(1);
+  if (is_known(idx.dt) && !is_int(idx.dt)) ctx.fail_arg(1, "must be an integer tensor, but its dtype is " + std::string(name(idx.dt)));
+  if (x.ndim >= 0 && idx.ndim >= 0 && x.ndim != idx.ndim)
+    ctx.fail_arg(1, "must have the rank of x (" + std::to_string(x.ndim) + "), but has rank " + std::to_string(idx.ndim));
+  if (x.ndim == 0) ctx.fail_arg(0, "must have rank at least 1 to gather along an axis");
+  if (x.ndim > 0) normalize_axis(ctx, ctx.attr<std::int64_t>("axis"), x.ndim);
+  if (!idx.shape) return tensor_type_of_rank(x.dt, idx.ndim >= 0 ? idx.ndim : x.ndim);
+  return tensor_type(*idx.shape, x.dt);
+}
+
 inline void register_manipulate_ops(op_registry& r) {
   r.add({"reshape", {"x", "shape"}, {}, infer_reshape, op_pattern::injective, "same elements, new shape (one -1 is inferred)"});
   r.add({"permute_dims", {"x"}, {{"axes", attr_kind::ints, {}, false, true}}, infer_permute_dims, op_pattern::injective,
@@ -248,6 +260,8 @@ inline void register_manipulate_ops(op_registry& r) {
          infer_strided_slice, op_pattern::injective, "numpy-style slicing x[begin:end:stride] on the given axes"});
   r.add({"take", {"x", "indices"}, {{"axis", attr_kind::integer, {}, false, true}}, infer_take, op_pattern::injective,
          "gathers slices along an axis at the given indices (from the flattened tensor when None)"});
+  r.add({"gather_elements", {"x", "indices"}, {{"axis", attr_kind::integer, std::int64_t{0}}}, infer_gather_elements, op_pattern::injective,
+         "out[i...] = x[i...] with its index along the axis replaced by indices[i...] (numpy take_along_axis)"});
 }
 
 }  // namespace kiln::ir::detail

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file
-/// Reductions (sum, mean, max, min, prod, argmax, argmin) and the normalisations built on them
-/// (softmax, log_softmax, layer_norm).
+/// Reductions (sum, mean, max, min, prod, argmax, argmin), running sums (cumsum) and the
+/// normalisations built on reductions (softmax, log_softmax, layer_norm).
 #pragma once
 
 #include <kiln/ir/op/infer.hpp>
@@ -51,6 +51,26 @@ inline void register_reduce_ops(op_registry& r) {
            },
            op_pattern::reduction,
            "index of the extreme element along an axis (over the flattened tensor when None), int64"});
+  r.add({"cumsum",
+         {"x"},
+         {{"axis", attr_kind::integer, {}, false, true}, {"exclusive", attr_kind::boolean, false}, {"reverse", attr_kind::boolean, false}},
+         [](const call_context& ctx) {
+           auto& t = ctx.tensor(0);
+           if (is_known(t.dt) && (t.dt == dtype::bool_ || t.dt == dtype::float16))
+             ctx.fail_arg(0, "must be a numeric tensor, but its dtype is " + std::string(name(t.dt)));
+           const auto* axis = ctx.attrs().find("axis")->get_if<std::int64_t>();
+           if (!axis) {  // over the flattened tensor
+             if (!t.shape) return tensor_type_of_rank(t.dt, 1);
+             prim_expr n = make_int(1);
+             for (auto& d : *t.shape) n = n * d;
+             return tensor_type({n}, t.dt);
+           }
+           if (t.ndim == 0) ctx.fail_arg(0, "must have rank at least 1 to sum along an axis");
+           if (t.ndim > 0) normalize_axis(ctx, *axis, t.ndim);
+           return ctx.arg_type(0);
+         },
+         op_pattern::opaque,
+         "running sums along an axis (the flattened tensor when None); exclusive leaves out each element, reverse runs from the end"});
   for (const char* n : {"nn.softmax", "nn.log_softmax"})
     r.add({n,
            {"x"},
