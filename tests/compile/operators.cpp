@@ -80,6 +80,10 @@ const std::vector<op_case>& cases() {
                  R"(R.Tensor((3, 4), "float32"))"});
     c.push_back({"gather_elements", R"(x: R.Tensor((5, 3), "int32"), i: R.Tensor((2, 3), "int32"))", "R.gather_elements(x, i, axis=-2)",
                  R"(R.Tensor((2, 3), "int32"))"});
+    c.push_back({"scatter_elements", R"(x: R.Tensor((3, 5), "float32"), i: R.Tensor((3, 2), "int64"), u: R.Tensor((3, 2), "float32"))",
+                 R"(R.scatter_elements(x, i, u, axis=1, reduction="add"))", R"(R.Tensor((3, 5), "float32"))"});
+    c.push_back({"scatter_elements", R"(x: R.Tensor((5, 3), "int32"), i: R.Tensor((2, 3), "int64"), u: R.Tensor((2, 3), "int32"))",
+                 "R.scatter_elements(x, i, u)", R"(R.Tensor((5, 3), "int32"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "float32"))", "R.cumsum(x, axis=1)", R"(R.Tensor((3, 5), "float32"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "int64"))", "R.cumsum(x, axis=0, exclusive=True, reverse=True)", R"(R.Tensor((3, 5), "int64"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "float64"))", "R.cumsum(x)", R"(R.Tensor((15,), "float64"))"});

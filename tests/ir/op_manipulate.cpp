@@ -101,6 +101,12 @@ TEST_CASE("gather_elements has the indices' shape; cumsum keeps the shape or fla
   CHECK(message_of<ir::type_error>([&] { ir::call_op("gather_elements", {x, v("f", f32({5, 2, 3}))}); }) ==
         "gather_elements: argument 'indices' (#2) must be an integer tensor, but its dtype is float32");
   CHECK(message_of<ir::type_error>([&] { ir::call_op("gather_elements", {x, idx}, {{"axis", 3}}); }).find("axis") != std::string::npos);
+  auto upd = v("u", f32({5, 2, 3}));
+  CHECK(type_of(ir::call_op("scatter_elements", {x, idx, upd}, {{"axis", 1}, {"reduction", std::string("add")}})) == "R.Tensor((5, 7, 3), \"float32\")");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("scatter_elements", {x, idx, upd}, {{"reduction", std::string("sum")}}); }) ==
+        "scatter_elements: attribute 'reduction' must be 'update', 'add', 'mul', 'max' or 'min', not 'sum'");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("scatter_elements", {x, idx, v("d", ir::tensor_type({5, 2, 3}, dtype::float64))}); }) ==
+        "scatter_elements: argument 'updates' (#3) must have the dtype of x (float32), but has float64");
   CHECK(type_of(ir::call_op("cumsum", {x}, {{"axis", -1}, {"reverse", true}})) == "R.Tensor((5, 7, 3), \"float32\")");
   CHECK(type_of(ir::call_op("cumsum", {x})) == "R.Tensor((105,), \"float32\")");
   CHECK(message_of<ir::type_error>([&] { ir::call_op("cumsum", {v("b", ir::tensor_type({2}, dtype::bool_))}, {{"axis", 0}}); }) ==

@@ -338,6 +338,41 @@ TEST_CASE("gather_elements: along each axis, negative indices, shorter indices, 
   CHECK(message_of([&] { (void)gather_elements(x, bad, 3); }) == "kiln::kernels::gather_elements: axis 3 is out of range for a 3-d tensor");
 }
 
+TEST_CASE("scatter_elements: ONNX's examples, every reduction, duplicates, negative indices, and errors that write nothing") {
+  // ONNX's ScatterElements example with axis 1: data [[1, 2, 3, 4, 5]], indices [[1, 3]], updates [[1.1, 2.1]].
+  const tensor data = tensor::from_values<float>({1, 5}, {1, 2, 3, 4, 5});
+  const tensor idx = tensor::from_values<std::int64_t>({1, 2}, {1, -2});
+  const tensor upd = tensor::from_values<float>({1, 2}, {1.5f, 2.5f});
+  CHECK(scatter_elements(data, idx, upd, 1).to_vector<float>() == std::vector<float>{1, 1.5f, 3, 2.5f, 5});
+  // Axis 0 on a 3x3, the indices shorter than the data along axis 1.
+  const tensor sq = tensor::zeros({3, 3}, dtype::float32);
+  const tensor i2 = tensor::from_values<std::int64_t>({2, 2}, {1, 0, 2, 1});
+  const tensor u2 = tensor::from_values<float>({2, 2}, {1, 2, 3, 4});
+  CHECK(scatter_elements(sq, i2, u2, 0).to_vector<float>() == std::vector<float>{0, 2, 0, 1, 4, 0, 3, 0, 0});
+  // Duplicates: update keeps the last, add and mul combine them all.
+  const tensor dup = tensor::from_values<std::int32_t>({2}, {1, 1});
+  const tensor two = tensor::from_values<float>({2}, {3, 5});
+  const tensor base = tensor::from_values<float>({3}, {2, 2, 2});
+  CHECK(scatter_elements(base, dup, two, 0, scatter_reduction::update).to_vector<float>() == std::vector<float>{2, 5, 2});
+  CHECK(scatter_elements(base, dup, two, 0, scatter_reduction::add).to_vector<float>() == std::vector<float>{2, 10, 2});
+  CHECK(scatter_elements(base, dup, two, 0, scatter_reduction::mul).to_vector<float>() == std::vector<float>{2, 30, 2});
+  CHECK(scatter_elements(base, dup, two, 0, scatter_reduction::max).to_vector<float>() == std::vector<float>{2, 5, 2});
+  CHECK(scatter_elements(base, dup, two, 0, scatter_reduction::min).to_vector<float>() == std::vector<float>{2, 2, 2});
+  // Errors: nothing written.
+  tensor out = tensor::zeros({1, 5}, dtype::float32);
+  CHECK(message_of([&] { scatter_elements(data, tensor::from_values<std::int64_t>({1, 2}, {1, 5}), upd, 1, scatter_reduction::update, out); }) ==
+        "kiln::kernels::scatter_elements: index 5 (element 1 of the indices) is out of range for axis 1 of extent 5");
+  CHECK(out.to_vector<float>() == std::vector<float>(5, 0.0f));
+  CHECK(message_of([&] { (void)scatter_elements(data, idx, tensor::zeros({1, 3}, dtype::float32), 1); }) ==
+        "kiln::kernels::scatter_elements: the updates must be float32[1, 2] (x's dtype, the indices' shape), got float32[1, 3]");
+  CHECK(message_of([&] { (void)scatter_elements(tensor::zeros({2}, dtype::bool_), dup, tensor::zeros({2}, dtype::bool_), 0, scatter_reduction::add); }) ==
+        "kiln::kernels::scatter_elements: cannot combine bool elements; only 'update' takes them");
+  CHECK(message_of([&] { (void)parse_scatter_reduction("scatter_elements", "sum"); }) ==
+        "kiln::kernels::scatter_elements: the reduction must be 'update', 'add', 'mul', 'max' or 'min', not 'sum'");
+  CHECK(message_of([&] { scatter_elements(out, idx, upd, 1, scatter_reduction::update, out); }) ==
+        "kiln::kernels::scatter_elements: the output float32[1, 5] overlaps the input float32[1, 5]; write into a separate tensor");
+}
+
 TEST_CASE("pad: constant, edge and reflect against a reference, on every axis at once") {
   const tensor row = tensor::from_values<float>({3}, {1, 2, 3});
   CHECK(pad(row, {2, 2}, pad_mode::reflect).to_vector<float>() == std::vector<float>{3, 2, 1, 2, 3, 2, 1});

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <kiln/kernels/common.hpp>
+#include <kiln/kernels/ops.hpp>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -651,6 +652,70 @@ inline tensor gather_elements(const tensor& x, const tensor& indices, std::int64
   detail::gather_elements_axis("gather_elements", x, indices, axis);
   tensor out = new_output(indices.shape(), x.type());
   gather_elements(x, indices, axis, out);
+  return out;
+}
+
+/// How scatter_elements combines an update with the element it lands on.
+enum class scatter_reduction { update, add, mul, max, min };
+
+/// The reduction named `s` ("update", "add", "mul", "max", "min"), or an error naming `op`.
+inline scatter_reduction parse_scatter_reduction(std::string_view op, std::string_view s) {
+  if (s == "update") return scatter_reduction::update;
+  if (s == "add") return scatter_reduction::add;
+  if (s == "mul") return scatter_reduction::mul;
+  if (s == "max") return scatter_reduction::max;
+  if (s == "min") return scatter_reduction::min;
+  fail(op, kiln::detail::concat("the reduction must be 'update', 'add', 'mul', 'max' or 'min', not '", s, "'"));
+}
+
+/// out = x with each updates[i...] combined into out[i...] with its index along `axis` replaced
+/// by indices[i...] (ONNX's ScatterElements): written over it (`update`; of duplicate indices
+/// the last in row-major order wins), added, multiplied, or the larger or smaller kept. Indices
+/// and updates have one shape, of x's rank; negative indices count from the end. An index out
+/// of range is an error, found before anything is written.
+inline void scatter_elements(const tensor& x, const tensor& indices, const tensor& updates, std::int64_t axis, scatter_reduction reduction,
+                             const tensor& out) {
+  constexpr std::string_view op = "scatter_elements";
+  const std::size_t a = detail::gather_elements_axis(op, x, indices, axis);
+  if (!updates.defined()) fail(op, "an operand is undefined");
+  if (updates.shape() != indices.shape() || updates.type() != x.type())
+    fail(op, kiln::detail::concat("the updates must be ", name(x.type()), runtime::shape_to_string(indices.shape()),
+                                  " (x's dtype, the indices' shape), got ", describe_operand(updates)));
+  if (reduction != scatter_reduction::update && !ops::is_numeric(x.type()))
+    fail(op, kiln::detail::concat("cannot combine ", name(x.type()), " elements; only 'update' takes them"));
+  check_output(op, out, x.type(), x.shape());
+  detail::check_disjoint(op, x, out);
+  detail::check_disjoint(op, indices, out);
+  detail::check_disjoint(op, updates, out);
+  const std::vector<std::int64_t> idx = detail::checked_indices(op, indices, x.shape(a), a);
+  detail::copy_unchecked(x, out);
+  dims out_strides(out.strides().begin(), out.strides().end());
+  const dims upd_strides(updates.strides().begin(), updates.strides().end());
+  const std::int64_t along = out_strides[a];
+  out_strides[a] = 0;
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    T* o = static_cast<T*>(out.data());
+    const T* u = static_cast<const T*>(updates.data());
+    std::size_t t = 0;
+    for_each_offsets<2>(std::span<const std::int64_t>(indices.shape().data(), indices.ndim()), {out_strides.data(), upd_strides.data()},
+                        [&](const std::array<std::int64_t, 2>& off) {
+                          T& dst = o[off[0] + idx[t++] * along];
+                          const T v = u[off[1]];
+                          switch (reduction) {
+                            case scatter_reduction::update: dst = v; break;
+                            case scatter_reduction::add: dst = ops::add{}(dst, v); break;
+                            case scatter_reduction::mul: dst = ops::multiply{}(dst, v); break;
+                            case scatter_reduction::max: dst = ops::maximum{}(dst, v); break;
+                            case scatter_reduction::min: dst = ops::minimum{}(dst, v); break;
+                          }
+                        });
+  });
+}
+inline tensor scatter_elements(const tensor& x, const tensor& indices, const tensor& updates, std::int64_t axis = 0,
+                               scatter_reduction reduction = scatter_reduction::update) {
+  if (!x.defined()) fail("scatter_elements", "an operand is undefined");
+  tensor out = new_output(x.shape(), x.type());
+  scatter_elements(x, indices, updates, axis, reduction, out);
   return out;
 }
 

@@ -236,6 +236,9 @@ inline void add_builtin_lowerings(kernel_lowering& t) {
   t.add("take", [](const call_node& c) {
     return dps("kernels.take", c, {attr_is_none(c, "axis") ? null() : integer(attr<std::int64_t>(c, "axis"))});
   });
+  t.add("scatter_elements", [](const call_node& c) {
+    return dps("kernels.scatter_elements", c, {integer(attr<std::int64_t>(c, "axis")), string(attr<std::string>(c, "reduction"))});
+  });
   t.add("gather_elements", [](const call_node& c) { return dps("kernels.gather_elements", c, {integer(attr<std::int64_t>(c, "axis"))}); });
   t.add("cumsum", [](const call_node& c) {
     return dps("kernels.cumsum", c,

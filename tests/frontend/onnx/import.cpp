@@ -437,6 +437,18 @@ TEST_CASE("CumSum's axis is a constant input; GatherElements gathers along its a
     CHECK(run(kx::import_model(b.m), {vm::value(floats({2, 3}, {1, 2, 3, 4, 5, 6})), vm::value(i)}).as_tensor().to_vector<float>() ==
           std::vector<float>{3, 1, 6, 5});
   }
+  {
+    model_builder b(16);
+    b.input("x", {"2", "3"});
+    b.input("i", {"2", "1"}, ::onnx::TensorProto::INT64);
+    b.input("u", {"2", "1"});
+    auto& n = b.node("ScatterElements", {"x", "i", "u"}, {"y"}, "s");
+    model_builder::attr(n, "axis", std::int64_t(1));
+    model_builder::attr(n, "reduction", "sum");
+    b.output("y", {"2", "3"});
+    CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
+          "kiln::frontend::onnx: node 's' (ScatterElements): reduction must be 'none', 'add', 'mul', 'max' or 'min', not 'sum'");
+  }
 }
 
 TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod is refused by name") {

@@ -486,11 +486,48 @@ inline const converter_table& converter_table::builtin() {
     variadic(t, "Mean", "add", true);
     t.add("Reciprocal", 1, [](node_context& c) { return one(c.call("divide", {c.scalar(1.0, c.input_dtype(0)), c.input(0)})); });
     t.add("Identity", 1, [](node_context& c) { return one(c.input(0)); });
-    t.add("Dropout", 1, [](node_context& c) {
-      if (c.node().output_size() > 1 && !c.node().output(1).empty()) c.fail("the mask output of Dropout is not supported");
+    t.add("Dropout", 1, [](node_context& c) {  // inference: the identity, and a mask that keeps everything
       if (c.has_input(2) && (!c.constant(2) || c.constant_ints(2, "training_mode").at(0) != 0))
         c.fail("training mode (random dropout) is not supported; inference ignores dropout");
-      return one(c.input(0));
+      exprs outs = one(c.input(0));
+      if (c.node().output_size() > 1 && !c.node().output(1).empty()) {
+        const dtype mask = c.opset() >= 10 ? dtype::bool_ : c.input_dtype(0);  // bool from opset 10, the input's type before
+        outs.push_back(c.call("broadcast_to", {c.scalar(1, mask), ir::make_shape_expr(c.shape(0))}));
+      }
+      return outs;
+    });
+    t.add("InstanceNormalization", 6, [](node_context& c) {  // per image and channel over the spatial axes, then scale and bias
+      const int r = c.rank(0);
+      if (r < 3) c.fail("the input must be (N, C, D1, ...), got rank " + std::to_string(r));
+      const dtype dt = c.input_dtype(0);
+      const double eps = c.attr_float("epsilon", 1e-5);
+      ir::int_array spatial;
+      for (int a = 2; a < r; ++a) spatial.push_back(a);
+      const ir::expr mean = c.call("mean", {c.input(0)}, {{"axis", spatial}, {"keepdims", true}});
+      const ir::expr dev = c.call("subtract", {c.input(0), mean});
+      const ir::expr var = c.call("mean", {c.call("multiply", {dev, dev})}, {{"axis", spatial}, {"keepdims", true}});
+      const ir::expr normed = c.call("multiply", {dev, c.call("rsqrt", {c.call("add", {var, c.scalar(eps, dt)})})});
+      std::vector<ir::prim_expr> per_channel(std::size_t(r - 1), ir::make_int(1));
+      per_channel[0] = c.shape(0)[1];
+      return one(c.call("add", {c.call("multiply", {normed, reshape_to(c, c.input(1), per_channel)}), reshape_to(c, c.input(2), per_channel)}));
+    });
+    t.add("ReverseSequence", 10, [](node_context& c) {  // gather_elements along time with t -> len - 1 - t below each length
+      const int r = c.rank(0);
+      if (r < 2) c.fail("the input must have rank 2 or more");
+      const std::int64_t batch_axis = c.axis(c.attr_int("batch_axis", 1), r, "batch_axis"), time_axis = c.axis(c.attr_int("time_axis", 0), r, "time_axis");
+      if (batch_axis == time_axis) c.fail("batch_axis and time_axis must differ");
+      const auto d = c.shape(0);
+      const auto steps = ir::as_int(d[std::size_t(time_axis)]);
+      if (!steps) c.fail("the length of the time axis must be static");
+      std::vector<ir::prim_expr> along_batch(std::size_t(r), ir::make_int(1));
+      along_batch[std::size_t(batch_axis)] = d[std::size_t(batch_axis)];
+      ir::expr lens = c.input_dtype(1) == dtype::int64 ? c.input(1) : c.call("astype", {c.input(1)}, {{"dtype", dtype::int64}});
+      lens = reshape_to(c, lens, along_batch);
+      const ir::expr t = iota_along(c, *steps, std::size_t(r), std::size_t(time_axis));
+      const ir::expr one_ = c.constant(ir::ndarray::scalar(dtype::int64, 1));
+      const ir::expr reversed = c.call("subtract", {c.call("subtract", {lens, one_}), t});
+      const ir::expr idx = c.call("where", {c.call("less", {t, lens}), reversed, t});
+      return one(c.call("gather_elements", {c.input(0), c.call("broadcast_to", {idx, ir::make_shape_expr(d)})}, {{"axis", time_axis}}));
     });
     t.add("Where", 9, [](node_context& c) { return one(c.call("where", {c.input(0), c.input(1), c.input(2)})); });
     t.add("Cast", 1, [](node_context& c) {
@@ -792,6 +829,14 @@ inline const converter_table& converter_table::builtin() {
     t.add("GatherElements", 11, [](node_context& c) {
       return one(c.call("gather_elements", {c.input(0), c.input(1)}, {{"axis", c.axis(c.attr_int("axis", 0), c.rank(0))}}));
     });
+    for (const char* scatter : {"ScatterElements", "Scatter"})  // Scatter is ScatterElements' old name (opsets 9 and 10)
+      t.add(scatter, 9, [](node_context& c) {
+        const std::string reduction = c.attr_string("reduction", "none");
+        if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
+          c.fail("reduction must be 'none', 'add', 'mul', 'max' or 'min', not '" + reduction + "'");
+        return one(c.call("scatter_elements", {c.input(0), c.input(1), c.input(2)},
+                          {{"axis", c.axis(c.attr_int("axis", 0), c.rank(0))}, {"reduction", reduction == "none" ? std::string("update") : reduction}}));
+      });
     t.add("CumSum", 11, [](node_context& c) {
       const auto axis = c.constant_ints(1, "axis");
       if (axis.size() != 1) c.fail("axis must be one integer, got " + std::to_string(axis.size()));

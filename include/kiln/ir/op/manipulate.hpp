@@ -241,6 +241,25 @@ inline type infer_gather_elements(const call_context& ctx) {
   return tensor_type(*idx.shape, x.dt);
 }
 
+inline type infer_scatter_elements(const call_context& ctx) {
+  auto& x = ctx.tensor(0);
+  auto& idx = ctx.tensor(1);
+  auto& upd = ctx.tensor(2);
+  if (is_known(idx.dt) && !is_int(idx.dt)) ctx.fail_arg(1, "must be an integer tensor, but its dtype is " + std::string(name(idx.dt)));
+  if (is_known(upd.dt) && is_known(x.dt) && upd.dt != x.dt)
+    ctx.fail_arg(2, "must have the dtype of x (" + std::string(name(x.dt)) + "), but has " + std::string(name(upd.dt)));
+  if (x.ndim >= 0 && idx.ndim >= 0 && x.ndim != idx.ndim)
+    ctx.fail_arg(1, "must have the rank of x (" + std::to_string(x.ndim) + "), but has rank " + std::to_string(idx.ndim));
+  if (idx.ndim >= 0 && upd.ndim >= 0 && idx.ndim != upd.ndim)
+    ctx.fail_arg(2, "must have the rank of the indices (" + std::to_string(idx.ndim) + "), but has rank " + std::to_string(upd.ndim));
+  if (x.ndim == 0) ctx.fail_arg(0, "must have rank at least 1 to scatter along an axis");
+  if (x.ndim > 0) normalize_axis(ctx, ctx.attr<std::int64_t>("axis"), x.ndim);
+  const std::string& red = ctx.attr<std::string>("reduction");
+  if (red != "update" && red != "add" && red != "mul" && red != "max" && red != "min")
+    ctx.fail("attribute 'reduction' must be 'update', 'add', 'mul', 'max' or 'min', not '" + red + "'");
+  return ctx.arg_type(0);
+}
+
 inline void register_manipulate_ops(op_registry& r) {
   r.add({"reshape", {"x", "shape"}, {}, infer_reshape, op_pattern::injective, "same elements, new shape (one -1 is inferred)"});
   r.add({"permute_dims", {"x"}, {{"axes", attr_kind::ints, {}, false, true}}, infer_permute_dims, op_pattern::injective,
@@ -260,6 +279,12 @@ inline void register_manipulate_ops(op_registry& r) {
          infer_strided_slice, op_pattern::injective, "numpy-style slicing x[begin:end:stride] on the given axes"});
   r.add({"take", {"x", "indices"}, {{"axis", attr_kind::integer, {}, false, true}}, infer_take, op_pattern::injective,
          "gathers slices along an axis at the given indices (from the flattened tensor when None)"});
+  r.add({"scatter_elements",
+         {"x", "indices", "updates"},
+         {{"axis", attr_kind::integer, std::int64_t{0}}, {"reduction", attr_kind::string, "update"}},
+         infer_scatter_elements,
+         op_pattern::opaque,
+         "x with updates[i...] written (or added, multiplied, ...) at i... with its index along the axis replaced by indices[i...]"});
   r.add({"gather_elements", {"x", "indices"}, {{"axis", attr_kind::integer, std::int64_t{0}}}, infer_gather_elements, op_pattern::injective,
          "out[i...] = x[i...] with its index along the axis replaced by indices[i...] (numpy take_along_axis)"});
 }

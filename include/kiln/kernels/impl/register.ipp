@@ -131,6 +131,9 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
   r.add("kernels.strided_slice", [](tensor x, const shape_vector& axes, const shape_vector& begin, const shape_vector& end,
                                     const shape_vector& strides, tensor out) { strided_slice(x, axes, begin, end, strides, out); });
   r.add("kernels.take", [=](tensor x, tensor indices, const vm::value& axis, tensor out) { take(x, indices, optional_axis(axis), out); });
+  r.add("kernels.scatter_elements", [](tensor x, tensor indices, tensor updates, std::int64_t axis, const std::string& reduction, tensor out) {
+    scatter_elements(x, indices, updates, axis, parse_scatter_reduction("scatter_elements", reduction), out);
+  });
   r.add("kernels.gather_elements", [](tensor x, tensor indices, std::int64_t axis, tensor out) { gather_elements(x, indices, axis, out); });
   r.add("kernels.cumsum", [=](tensor x, const vm::value& axis, bool exclusive, bool reverse, tensor out) {
     cumsum(x, optional_axis(axis), exclusive, reverse, out);
