@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // sgemm in GFLOP/s: kernels::matmul (one thread, and two with set_num_threads) beside OpenBLAS
 // (cblas_sgemm, one thread) and Eigen (one thread), square n = 64 .. 1024 and the transformer shape M=128, K=768, N=3072. The baselines
-// are benchmark-only dependencies (libopenblas-dev, libeigen3-dev), compiled in when found.
+// are benchmark-only dependencies (libopenblas-dev, libeigen3-dev), compiled in when found. dense/*: dense-layer shapes
+// with the weight packed on every call and packed once ahead (matmul_prepacked).
 #include <kiln/kernels/linalg.hpp>
 
 #include <benchmark/benchmark.h>
@@ -53,6 +54,18 @@ void kiln_sgemm_2threads(benchmark::State& s) {
   kernels::set_num_threads(1);
   flops(s, p);
 }
+/// The same product with B packed once, ahead of the loop (`prepack_weight`: what the compiler's
+/// prepack_weights does for a constant weight), beside `kiln_sgemm` packing it on every call.
+void kiln_sgemm_prepacked(benchmark::State& s) {
+  problem p(s.range(0), s.range(1), s.range(2));
+  const tensor packed = kernels::prepack_weight(p.b);
+  const kernels::packed_weight_layout layout = kernels::native_weight_layout(dtype::float32, p.k, p.n);
+  for (auto _ : s) {
+    kernels::matmul_prepacked(p.a, packed, layout, p.c);
+    benchmark::ClobberMemory();
+  }
+  flops(s, p);
+}
 #if KILN_HAVE_OPENBLAS
 void openblas_sgemm(benchmark::State& s) {
   openblas_set_num_threads(1);
@@ -85,9 +98,17 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond);
 }
 
+/// Dense layers: the MLP's first layer at batch 1 and 64, and a transformer's feed-forward layer.
+void dense_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({1, 784, 512})->Args({64, 784, 512})->Args({128, 768, 3072});
+  b->Unit(benchmark::kMicrosecond);
+}
+
 }  // namespace
 
 BENCHMARK(kiln_sgemm)->Name("sgemm/kiln")->Apply(shapes);
+BENCHMARK(kiln_sgemm)->Name("dense/kiln")->Apply(dense_shapes);
+BENCHMARK(kiln_sgemm_prepacked)->Name("dense/kiln_prepacked")->Apply(dense_shapes);
 BENCHMARK(kiln_sgemm_2threads)->Name("sgemm/kiln_2threads")->Apply(shapes)->UseRealTime();  // CPU time would count one thread
 #if KILN_HAVE_OPENBLAS
 BENCHMARK(openblas_sgemm)->Name("sgemm/openblas")->Apply(shapes);
