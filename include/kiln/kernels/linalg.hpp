@@ -336,6 +336,15 @@ inline tensor unpack_weight(const tensor& packed, const packed_weight_layout& l)
   return b;
 }
 
+/// Checks a packed weight against its layout and against the output; B's [K, N] view when this
+/// build reads the weight in place, else an undefined tensor (the weight is unpacked first).
+inline tensor prepacked_operand(std::string_view op, const tensor& packed, const packed_weight_layout& l, const tensor& out) {
+  tensor b = packed_weight_view(op, packed, l);
+  if (out.defined() && overlaps(out, packed))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  return packed_in_place(packed, l) ? b : tensor();
+}
+
 }  // namespace detail
 
 /// out = a @ B (numpy matmul, `a` used transposed when `transpose_a`) for the K x N weight B that
@@ -345,10 +354,8 @@ inline tensor unpack_weight(const tensor& packed, const packed_weight_layout& l)
 inline void matmul_prepacked(const tensor& a, const tensor& packed, const packed_weight_layout& layout, const tensor& out,
                              bool transpose_a = false) {
   constexpr std::string_view op = "matmul_prepacked";
-  const tensor b = detail::packed_weight_view(op, packed, layout);
-  if (out.defined() && overlaps(out, packed))
-    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
-  if (!detail::packed_in_place(packed, layout)) return matmul(a, detail::unpack_weight(packed, layout), out, transpose_a, false);
+  const tensor b = detail::prepacked_operand(op, packed, layout, out);
+  if (!b.defined()) return matmul(a, detail::unpack_weight(packed, layout), out, transpose_a, false);
   detail::matmul_into(op, a, b, out, transpose_a, false, true);
 }
 
@@ -357,11 +364,8 @@ inline void matmul_prepacked(const tensor& a, const tensor& packed, const packed
 inline void matmul_fused_prepacked(const tensor& a, const tensor& packed, const packed_weight_layout& layout, const fused_expr& epilogue,
                                    std::span<const tensor> operands, const tensor& out, bool transpose_a = false) {
   constexpr std::string_view op = "matmul_fused_prepacked";
-  const tensor b = detail::packed_weight_view(op, packed, layout);
-  if (out.defined() && overlaps(out, packed))
-    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
-  if (!detail::packed_in_place(packed, layout))
-    return matmul_fused(a, detail::unpack_weight(packed, layout), epilogue, operands, out, transpose_a, false);
+  const tensor b = detail::prepacked_operand(op, packed, layout, out);
+  if (!b.defined()) return matmul_fused(a, detail::unpack_weight(packed, layout), epilogue, operands, out, transpose_a, false);
   detail::matmul_fused_into(op, a, b, epilogue, operands, out, transpose_a, false, true);
 }
 inline void matmul_fused_prepacked(const tensor& a, const tensor& packed, const packed_weight_layout& layout, const fused_expr& epilogue,
