@@ -84,6 +84,20 @@ const std::vector<op_case>& cases() {
                  R"(R.scatter_elements(x, i, u, axis=1, reduction="add"))", R"(R.Tensor((3, 5), "float32"))"});
     c.push_back({"scatter_elements", R"(x: R.Tensor((5, 3), "int32"), i: R.Tensor((2, 3), "int64"), u: R.Tensor((2, 3), "int32"))",
                  "R.scatter_elements(x, i, u)", R"(R.Tensor((5, 3), "int32"))"});
+    c.push_back({"nn.conv2d_transpose", R"(x: R.Tensor((1, 4, 3, 5), "float32"), w: R.Tensor((4, 3, 3, 2), "float32"))",
+                 "R.nn.conv2d_transpose(x, w, strides=[3, 2], padding=[1, 0, 1, 2], output_padding=[2, 1], groups=2)",
+                 R"(R.Tensor((1, 6, 9, 9), "float32"))"});
+    c.push_back({"image.resize", R"(x: R.Tensor((1, 2, 3, 4), "float32"))", R"(R.image.resize(x, size=[1, 2, 6, 7], method="linear"))",
+                 R"(R.Tensor((1, 2, 6, 7), "float32"))"});
+    c.push_back({"image.resize", R"(x: R.Tensor((2, 5), "float64"))",
+                 R"(R.image.resize(x, size=[2, 3], scales=[1.0, 0.7], method="cubic", coordinate_transformation_mode="align_corners"))",
+                 R"(R.Tensor((2, 3), "float64"))"});
+    c.push_back({"image.resize", R"(x: R.Tensor((3, 4), "int32"))",
+                 R"(R.image.resize(x, size=[5, 8], method="nearest", coordinate_transformation_mode="asymmetric", rounding_method="floor"))",
+                 R"(R.Tensor((5, 8), "int32"))"});
+    c.push_back({"image.resize", R"(x: R.Tensor((4, 4), "float32"))",
+                 R"(R.image.resize(x, size=[3, 3], roi=[0.1, 0.2, 0.9, 1.2], coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0))",
+                 R"(R.Tensor((3, 3), "float32"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "float32"))", "R.cumsum(x, axis=1)", R"(R.Tensor((3, 5), "float32"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "int64"))", "R.cumsum(x, axis=0, exclusive=True, reverse=True)", R"(R.Tensor((3, 5), "int64"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "float64"))", "R.cumsum(x)", R"(R.Tensor((15,), "float64"))"});

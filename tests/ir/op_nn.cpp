@@ -129,3 +129,45 @@ TEST_CASE("pad in its three modes") {
   CHECK(message_of<ir::type_error>([&] { ir::call_op("nn.pad", {x}, {{"pad_width", ir::int_array{0, 0, 0, 0}}, {"pad_mode", "wrap"}}); }) ==
         "nn.pad: attribute 'pad_mode' must be \"constant\", \"edge\" or \"reflect\", not \"wrap\"");
 }
+
+TEST_CASE("image.resize: the output has the given size; modes, scales and roi are checked") {
+  auto x = v("x", f32({1, 3, 4, 4}));
+  CHECK(type_of(ir::call_op("image.resize", {x}, {{"size", ir::int_array{1, 3, 8, 6}}})) == "R.Tensor((1, 3, 8, 6), \"float32\")");
+  CHECK(type_of(ir::call_op("image.resize", {v("i", ir::tensor_type({dim(2)}, dtype::int64))}, {{"size", ir::int_array{5}}, {"method", "nearest"}})) ==
+        "R.Tensor((5,), \"int64\")");
+  // integers become floats where floats are wanted
+  const ir::expr c = ir::call_op("image.resize", {x}, {{"size", ir::int_array{1, 3, 8, 8}}, {"scales", ir::int_array{1, 1, 2, 2}}});
+  CHECK(static_cast<const ir::call_node&>(*c).attrs.find("scales")->as<ir::float_array>() == ir::float_array{1, 1, 2, 2});
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("image.resize", {x}, {{"size", ir::int_array{8, 8}}}); }) ==
+        "image.resize: argument 'data' (#1) has rank 4, but attribute 'size' gives 2 extents");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("image.resize", {x}, {{"size", ir::int_array{1, 3, 8, 8}}, {"method", "area"}}); }) ==
+        "image.resize: attribute 'method' must be one of \"nearest\", \"linear\", \"cubic\", not \"area\"");
+  CHECK(message_of<ir::type_error>([&] {
+          ir::call_op("image.resize", {x}, {{"size", ir::int_array{1, 3, 8, 8}}, {"scales", ir::float_array{2.0, 2.0}}});
+        }) == "image.resize: attribute 'scales' has 2 values for 4 axes");
+  CHECK(message_of<ir::type_error>([&] {
+          ir::call_op("image.resize", {x}, {{"size", ir::int_array{1, 3, 8, 8}}, {"coordinate_transformation_mode", "tf_crop_and_resize"}});
+        }) == "image.resize: tf_crop_and_resize needs attribute 'roi' with 8 values (every axis' start, then every axis' end)");
+  CHECK(message_of<ir::type_error>([&] {
+          ir::call_op("image.resize", {v("i", ir::tensor_type({dim(2)}, dtype::int32))}, {{"size", ir::int_array{4}}});
+        }) == "image.resize: argument 'data' (#1) must be a floating-point tensor to interpolate, but its dtype is int32");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("image.resize", {x}, {{"size", ir::float_array{1.5}}}); }) ==
+        "image.resize: attribute 'size' must be list of int, but a list of float was given");
+}
+
+TEST_CASE("conv2d_transpose: output sizes with stride, padding, output padding, dilation and groups") {
+  ir::prim_expr n = ir::make_size_var("n");
+  auto x = v("x", f32({n, dim(4), dim(3), dim(5)}));
+  CHECK(type_of(ir::call_op("nn.conv2d_transpose", {x, v("w", f32({4, 2, 3, 3}))})) == "R.Tensor((n, 2, 5, 7), \"float32\")");
+  CHECK(type_of(ir::call_op("nn.conv2d_transpose", {x, v("w", f32({4, 3, 3, 2}))},
+                            {{"strides", ir::int_array{3, 2}}, {"padding", ir::int_array{1, 0, 1, 2}}, {"output_padding", ir::int_array{2, 1}},
+                             {"groups", 2}})) == "R.Tensor((n, 6, 9, 9), \"float32\")");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("nn.conv2d_transpose", {x, v("w", f32({3, 2, 3, 3}))}); }) ==
+        "nn.conv2d_transpose: channel mismatch: data has 4 input channels, but weight has 3 (data (n, 4, 3, 5), weight (3, 2, 3, 3))");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("nn.conv2d_transpose", {x, v("w", f32({4, 2, 3, 3}))}, {{"output_padding", ir::int_array{1, 1}}}); }) ==
+        "nn.conv2d_transpose: attribute 'output_padding' (1) must be smaller than the stride or the dilation");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("nn.conv2d_transpose", {x, v("w", f32({4, 2, 3, 3}))}, {{"padding", ir::int_array{3, 0, 3, 0}}}); }) ==
+        "nn.conv2d_transpose: the padding crops the whole output (-1 along spatial axis 0)");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("nn.conv2d_transpose", {x, v("w", f32({4, 2, 3, 3}))}, {{"kernel_layout", "OIHW"}}); }) ==
+        "nn.conv2d_transpose: attribute 'kernel_layout' is \"OIHW\", but only \"IOHW\" is supported");
+}

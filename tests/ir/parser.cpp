@@ -102,6 +102,26 @@ TEST_CASE("a dict of ints is an attribute value: it prints, parses back and hash
   CHECK(parse_fails(fn("x: R.Object", "R.Object", {"R.func_attr({\"b\": {\"n\": 1.5}})", "return x"})).message().find("expected an integer") == 0);
 }
 
+TEST_CASE("a list with a float in it is a list of floats: it prints, parses back and hashes by content") {
+  const std::string text = fn("x: R.Tensor((1, 4), \"float32\")", "R.Tensor((2, 6), \"float32\")",
+                              {"gv: R.Tensor((2, 6), \"float32\") = R.image.resize(x, size=[2, 6], scales=[2.0, 1.5], method=\"nearest\")",
+                               "return gv"});
+  const ir::ir_module m = ir::parse_module(text);
+  CHECK(ir::print(m).find("scales=[2.0, 1.5]") != std::string::npos);
+  CHECK(ir::structural_equal(ir::parse_module(ir::print(m)), m));
+  // one float makes the whole list floats; whole numbers print with a point so they read back as floats
+  const ir::ir_module mixed = ir::parse_module(fn("x: R.Tensor((1, 4), \"float32\")", "R.Tensor((2, 6), \"float32\")",
+                                                  {"gv: R.Tensor((2, 6), \"float32\") = R.image.resize(x, size=[2, 6], scales=[2, 1.5e0], method=\"nearest\")",
+                                                   "return gv"}));
+  CHECK(ir::structural_equal(mixed, m));
+  const ir::ir_module other = ir::parse_module(fn("x: R.Tensor((1, 4), \"float32\")", "R.Tensor((2, 6), \"float32\")",
+                                                  {"gv: R.Tensor((2, 6), \"float32\") = R.image.resize(x, size=[2, 6], scales=[2.0, 1.25], method=\"nearest\")",
+                                                   "return gv"}));
+  CHECK_FALSE(ir::structural_equal(m, other));
+  CHECK(ir::structural_hash(m) != ir::structural_hash(other));
+  CHECK(parse_fails(fn("x: R.Object", "R.Object", {"R.func_attr({\"b\": [1, \"a\"]})", "return x"})).message().find("expected a number") == 0);
+}
+
 TEST_CASE("syntax errors give line, column, expectation and a caret") {
   auto e = parse_fails(fn("x: R.Tensor((3,), \"float32\")", "R.Tensor((3,), \"float32\")", {"y = R.add(x x)", "return y"}));
   CHECK(e.line() == 5);

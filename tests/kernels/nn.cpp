@@ -356,3 +356,91 @@ TEST_CASE("conv2d_fused: operands that do not fit the output are clear errors") 
   CHECK(message_of([&] { conv2d_fused(x, w, {}, {}, fused_expr::parse("(add x0 x2)"), {out}, out); }) ==
         "kiln::kernels::conv2d_fused: the epilogue (add x0 x2) reads 3 inputs (x0 is the kernel's result), 2 given");
 }
+
+namespace {
+
+/// The transposed convolution as its definition: every input element scatters x * w into the output.
+template <class T>
+std::vector<double> reference_conv_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t n = x.shape(0), c = x.shape(1), h = x.shape(2), wd = x.shape(3), og = w.shape(1), kh = w.shape(2), kw = w.shape(3);
+  const std::int64_t cg = c / p.groups, o = og * p.groups;
+  std::vector<double> out(std::size_t(n * o * oh * ow), 0.0);
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t ci = 0; ci < c; ++ci)
+      for (std::int64_t y = 0; y < h; ++y)
+        for (std::int64_t xi = 0; xi < wd; ++xi)
+          for (std::int64_t co = 0; co < og; ++co)
+            for (std::int64_t i = 0; i < kh; ++i)
+              for (std::int64_t j = 0; j < kw; ++j) {
+                const std::int64_t oy = y * p.strides[0] + i * p.dilation[0] - p.padding[0];
+                const std::int64_t ox = xi * p.strides[1] + j * p.dilation[1] - p.padding[1];
+                if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+                const std::int64_t oc = ci / cg * og + co;
+                out[std::size_t(((b * o + oc) * oh + oy) * ow + ox)] += double(at4<T>(x, b, ci, y, xi)) * double(at4<T>(w, ci, co, i, j));
+              }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d_transpose: strides, padding, output padding, dilation, groups, against the scatter loop") {
+  struct tcase {
+    shape_vector x, w;
+    conv2d_transpose_params p;
+  };
+  const std::vector<tcase> cases = {
+      {{1, 1, 3, 3}, {1, 2, 3, 3}, {}},
+      {{2, 3, 4, 5}, {3, 4, 3, 3}, {{2, 2}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 1}},
+      {{1, 2, 5, 4}, {2, 3, 2, 4}, {{3, 2}, {0, 2, 1, 0}, {2, 1}, {1, 2}, 1}},
+      {{1, 4, 6, 6}, {4, 3, 3, 3}, {{1, 1}, {0, 0, 0, 0}, {0, 0}, {2, 2}, 2}},
+      {{1, 6, 3, 7}, {6, 1, 5, 3}, {{2, 1}, {2, 1, 2, 1}, {1, 0}, {1, 1}, 6}},
+      {{0, 2, 3, 3}, {2, 2, 3, 3}, {}},
+  };
+  unsigned seed = 40;
+  for (const auto& k : cases) {
+    CAPTURE(runtime::shape_to_string(k.x));
+    const tensor x = random_tensor<float>(k.x, -1, 1, seed), w = random_tensor<float>(k.w, -1, 1, seed + 1);
+    const tensor y = conv2d_transpose(x, w, k.p);
+    const auto want = reference_conv_transpose<float>(x, w, k.p, y.shape(2), y.shape(3));
+    const double taps = double(k.w[2] * k.w[3] * k.x[1]);
+    check_all_close(y.to_vector<float>(), std::vector<float>(want.begin(), want.end()), 0, 4e-6 * (taps + 1));
+    // strided input and output
+    const tensor xs = permute_dims(x, {0, 2, 3, 1}).permute({0, 3, 1, 2});
+    const tensor big = tensor::zeros({y.shape(0), y.shape(1), y.shape(2), y.shape(3) * 2}, y.type()), out = big.slice(3, 0, y.shape(3) * 2, 2);
+    conv2d_transpose(xs, w, k.p, out);
+    check_all_close(out.to_vector<float>(), y.to_vector<float>(), 0, 0);
+    const tensor xd = random_tensor<double>(k.x, -1, 1, seed), wd = random_tensor<double>(k.w, -1, 1, seed + 1);
+    check_all_close(conv2d_transpose(xd, wd, k.p).to_vector<double>(), reference_conv_transpose<double>(xd, wd, k.p, y.shape(2), y.shape(3)), 0,
+                    1e-13 * (taps + 1));
+    seed += 2;
+  }
+  // the ONNX specification's example: ones(1, 2, 3, 3) windows over 0..8, the full 5x5 output
+  const tensor x = tensor::from_values<float>({1, 1, 3, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const tensor y = conv2d_transpose(x, tensor::from_values<float>({1, 2, 3, 3}, std::vector<float>(18, 1.0f)));
+  CHECK(y.shape() == shape_vector{1, 2, 5, 5});
+  CHECK(y.slice(1, 0, 1).contiguous().to_vector<float>() ==
+        std::vector<float>{0, 1, 3, 3, 2, 3, 8, 15, 12, 7, 9, 21, 36, 27, 15, 9, 20, 33, 24, 13, 6, 13, 21, 15, 8});
+}
+
+TEST_CASE("conv2d_transpose: errors name the operands") {
+  const tensor x = tensor::zeros({1, 4, 3, 3}, dtype::float32);
+  CHECK(message_of([&] { (void)conv2d_transpose(x, tensor::zeros({3, 2, 3, 3}, dtype::float32)); }) ==
+        "kiln::kernels::conv2d_transpose: channel mismatch: the data float32[1, 4, 3, 3] has 4 channels, but the weight float32[3, 2, 3, 3] has 3 input "
+        "channels");
+  conv2d_transpose_params p;
+  p.groups = 3;
+  CHECK(message_of([&] { (void)conv2d_transpose(x, tensor::zeros({4, 2, 3, 3}, dtype::float32), p); }) ==
+        "kiln::kernels::conv2d_transpose: the data's 4 channels are not a multiple of groups = 3");
+  p = {};
+  p.output_padding = {1, 0};
+  CHECK(message_of([&] { (void)conv2d_transpose(x, tensor::zeros({4, 2, 3, 3}, dtype::float32), p); }) ==
+        "kiln::kernels::conv2d_transpose: output padding 1 must be smaller than the stride 1 or the dilation 1");
+  p = {};
+  p.padding = {3, 0, 3, 0};
+  CHECK(message_of([&] { (void)conv2d_transpose(x, tensor::zeros({4, 2, 3, 3}, dtype::float32), p); }) ==
+        "kiln::kernels::conv2d_transpose: the padding crops the whole output of float32[1, 4, 3, 3] with the weight float32[4, 2, 3, 3]");
+  CHECK(message_of([&] { (void)conv2d_transpose(tensor::zeros({1, 4, 3, 3}, dtype::int32), tensor::zeros({4, 2, 3, 3}, dtype::int32)); }) ==
+        "kiln::kernels::conv2d_transpose: needs float32 or float64 data, got int32[1, 4, 3, 3]");
+  CHECK(message_of([&] { conv2d_transpose(x, tensor::zeros({4, 2, 3, 3}, dtype::float32), {}, tensor::zeros({1, 2, 5, 4}, dtype::float32)); }) ==
+        "kiln::kernels::conv2d_transpose: the output must be float32[1, 2, 5, 5], got float32[1, 2, 5, 4]");
+}

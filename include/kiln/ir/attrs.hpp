@@ -15,11 +15,12 @@
 namespace kiln::ir {
 
 using int_array = std::vector<std::int64_t>;
+using float_array = std::vector<double>;
 /// Integers by name, e.g. `{"n": 1024}` (the upper bounds of size variables).
 using int_dict = std::map<std::string, std::int64_t>;
 
 /// The kinds an attribute can hold; `none` is an absent optional value.
-enum class attr_kind : std::uint8_t { none, boolean, integer, floating, string, data_type, ints, int_dict };
+enum class attr_kind : std::uint8_t { none, boolean, integer, floating, string, data_type, ints, int_dict, floats };
 
 constexpr const char* name(attr_kind k) noexcept {
   switch (k) {
@@ -31,14 +32,16 @@ constexpr const char* name(attr_kind k) noexcept {
     case attr_kind::data_type: return "dtype";
     case attr_kind::ints: return "list of int";
     case attr_kind::int_dict: return "dict of int";
+    case attr_kind::floats: return "list of float";
   }
   return "?";
 }
 
-/// One attribute value: None, bool, int, float, string, dtype, a list of ints or a dict of ints.
+/// One attribute value: None, bool, int, float, string, dtype, a list of ints, a dict of ints or a
+/// list of floats.
 class attr_value {
 public:
-  using storage = std::variant<std::monostate, bool, std::int64_t, double, std::string, dtype, int_array, int_dict>;
+  using storage = std::variant<std::monostate, bool, std::int64_t, double, std::string, dtype, int_array, int_dict, float_array>;
 
   attr_value() = default;
   attr_value(bool b) : v_(b) {}
@@ -50,6 +53,7 @@ public:
   attr_value(dtype d) : v_(d) {}
   attr_value(int_array a) : v_(std::move(a)) {}
   attr_value(int_dict d) : v_(std::move(d)) {}
+  attr_value(float_array a) : v_(std::move(a)) {}
   attr_value(std::initializer_list<std::int64_t> a) : v_(int_array(a)) {}
 
   attr_kind kind() const noexcept { return static_cast<attr_kind>(v_.index()); }
@@ -79,6 +83,7 @@ public:
     else if constexpr (std::is_same_v<T, dtype>) return attr_kind::data_type;
     else if constexpr (std::is_same_v<T, int_array>) return attr_kind::ints;
     else if constexpr (std::is_same_v<T, int_dict>) return attr_kind::int_dict;
+    else if constexpr (std::is_same_v<T, float_array>) return attr_kind::floats;
     else return attr_kind::none;
   }
 

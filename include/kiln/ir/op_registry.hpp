@@ -160,6 +160,12 @@ private:
       throw type_error(name() + ": attribute '" + f.name + "' must be a dtype name, not \"" + v.as<std::string>() + "\"");
     }
     if (f.kind == attr_kind::ints && v.kind() == attr_kind::integer) return int_array{v.as<std::int64_t>()};
+    if (f.kind == attr_kind::floats && v.kind() == attr_kind::ints) {  // [1, 2] where floats are wanted
+      const auto& a = v.as<int_array>();
+      return float_array(a.begin(), a.end());
+    }
+    if (f.kind == attr_kind::floats && (v.kind() == attr_kind::floating || v.kind() == attr_kind::integer))
+      return float_array{v.kind() == attr_kind::floating ? v.as<double>() : static_cast<double>(v.as<std::int64_t>())};
     throw type_error(name() + ": attribute '" + f.name + "' must be " + ::kiln::ir::name(f.kind) +
                      (f.nullable ? " or None" : "") + ", but a " + ::kiln::ir::name(v.kind()) + " was given");
   }

@@ -412,7 +412,23 @@ private:
     if (at("[") || at("(")) {
       const std::string close = at("[") ? "]" : ")";
       next();
-      return attr_value(comma_list<std::int64_t>(close, [&] { return parse_int(); }));
+      // a list of integers, or of floats as soon as one element is written as a float
+      int_array ints;
+      float_array floats;
+      comma_list<bool>(close, [&] {
+        const bool neg = accept("-");
+        if (at_kind(tok::integer)) {
+          if (neg) --pos_;  // let parse_int read the sign
+          ints.push_back(parse_int());
+          floats.push_back(static_cast<double>(ints.back()));
+          return true;
+        }
+        if (!at_kind(tok::floating) && !at_word("inf") && !at_word("nan")) expected("a number");
+        floats.push_back(to_double(next().text, neg));
+        return false;
+      });
+      if (floats.size() != ints.size()) return attr_value(std::move(floats));
+      return attr_value(std::move(ints));
     }
     const bool neg = accept("-");
     if (at_kind(tok::integer)) {
@@ -420,7 +436,7 @@ private:
       return attr_value(parse_int());
     }
     if (at_kind(tok::floating) || at_word("inf") || at_word("nan")) return attr_value(to_double(next().text, neg));
-    expected("an attribute value (None, True, False, a number, a string, a list of integers or a dict of integers)");
+    expected("an attribute value (None, True, False, a number, a string, a list of numbers or a dict of integers)");
   }
   attr_map parse_dict() {
     attr_map m;

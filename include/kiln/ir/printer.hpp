@@ -97,6 +97,10 @@ inline std::string attr_text(const attr_value& v) {
           bool first = true;
           for (auto& [k, n] : x) s += (std::exchange(first, false) ? "" : ", ") + quote(k) + ": " + std::to_string(n);
           return s + "}";
+        } else if constexpr (std::is_same_v<X, float_array>) {
+          std::string s = "[";
+          for (std::size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + float_text(x[i], dtype::float64);
+          return s + "]";
         } else {
           std::string s = "[";
           for (std::size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + std::to_string(x[i]);

@@ -317,6 +317,8 @@ private:
             else if constexpr (std::is_same_v<X, dtype>) mix(h, static_cast<int>(x));
             else if constexpr (std::is_same_v<X, double>) mix(h, std::bit_cast<std::uint64_t>(x));
             else if constexpr (std::is_same_v<X, int_array>) mix(h, boost::hash_range(x.begin(), x.end()));
+            else if constexpr (std::is_same_v<X, float_array>)
+              for (double d : x) mix(h, std::bit_cast<std::uint64_t>(d));
             else if constexpr (std::is_same_v<X, int_dict>)
               for (auto& [k, n] : x) mix(h, k), mix(h, n);
             else mix(h, x);

@@ -12,4 +12,5 @@
 #include <kiln/kernels/ops.hpp>
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/resize.hpp>
 #include <kiln/kernels/transform.hpp>

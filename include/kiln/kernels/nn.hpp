@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file
-/// Convolution and pooling on NCHW tensors (the IR's `nn.conv2d`, `nn.max_pool2d`,
+/// Convolution and pooling on NCHW tensors (the IR's `nn.conv2d`, `nn.conv2d_transpose`, `nn.max_pool2d`,
 /// `nn.avg_pool2d`, `nn.adaptive_avg_pool2d` and `nn.global_avg_pool2d`).
 ///
 ///     conv2d_params p;  p.strides = {2, 2};  p.padding = {1, 1, 1, 1};
@@ -29,6 +29,7 @@
 
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
+#include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/ops.hpp>
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>
@@ -404,6 +405,111 @@ inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, c
 inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,
                          std::initializer_list<tensor> operands, const tensor& out) {
   conv2d_fused(x, w, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
+}
+
+// ---- conv2d_transpose --------------------------------------------------------------------------------------
+
+/// The attributes of conv2d_transpose (the gradient of conv2d with respect to its input).
+struct conv2d_transpose_params {
+  std::array<std::int64_t, 2> strides{1, 1};
+  std::array<std::int64_t, 4> padding{0, 0, 0, 0};    ///< cropped from the full output: top, left, bottom, right
+  std::array<std::int64_t, 2> output_padding{0, 0};   ///< added at the bottom and right
+  std::array<std::int64_t, 2> dilation{1, 1};
+  std::int64_t groups = 1;
+};
+
+namespace detail {
+
+struct conv_transpose_geometry {
+  std::int64_t n, c, h, w, o, kh, kw, oh, ow, cg, og;
+};
+
+inline conv_transpose_geometry check_conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p) {
+  constexpr std::string_view op = "conv2d_transpose";
+  check_nchw(op, x, "the data");
+  if (!w.defined()) fail(op, "the weight is undefined");
+  if (w.ndim() != 4) fail(op, kiln::detail::concat("the weight must be IOHW (rank 4), got ", describe_operand(w)));
+  if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs float32 or float64 data, got ", describe_operand(x)));
+  if (w.type() != x.type())
+    fail(op, kiln::detail::concat("the weight ", describe_operand(w), " must have the data's dtype ", name(x.type())));
+  if (p.groups <= 0) fail(op, kiln::detail::concat("groups must be positive, got ", p.groups));
+  check_window_params(op, p.strides, p.dilation, p.padding);
+  conv_transpose_geometry g{x.shape(0), x.shape(1), x.shape(2), x.shape(3), w.shape(1) * p.groups, w.shape(2), w.shape(3), 0, 0, 0, w.shape(1)};
+  if (w.shape(0) != g.c)
+    fail(op, kiln::detail::concat("channel mismatch: the data ", describe_operand(x), " has ", g.c, " channels, but the weight ", describe_operand(w),
+                                  " has ", w.shape(0), " input channels"));
+  if (g.c % p.groups != 0) fail(op, kiln::detail::concat("the data's ", g.c, " channels are not a multiple of groups = ", p.groups));
+  g.cg = g.c / p.groups;
+  if (g.kh == 0 || g.kw == 0) fail(op, kiln::detail::concat("the weight ", describe_operand(w), " has an empty window"));
+  for (int i = 0; i < 2; ++i)
+    if (p.output_padding[std::size_t(i)] < 0 ||
+        (p.output_padding[std::size_t(i)] >= p.strides[std::size_t(i)] && p.output_padding[std::size_t(i)] >= p.dilation[std::size_t(i)]))
+      fail(op, kiln::detail::concat("output padding ", p.output_padding[std::size_t(i)], " must be smaller than the stride ", p.strides[std::size_t(i)],
+                                    " or the dilation ", p.dilation[std::size_t(i)]));
+  g.oh = (g.h - 1) * p.strides[0] + p.dilation[0] * (g.kh - 1) + 1 + p.output_padding[0] - p.padding[0] - p.padding[2];
+  g.ow = (g.w - 1) * p.strides[1] + p.dilation[1] * (g.kw - 1) + 1 + p.output_padding[1] - p.padding[1] - p.padding[3];
+  if (g.h == 0 || g.w == 0) fail(op, kiln::detail::concat("the data ", describe_operand(x), " has an empty spatial axis"));
+  if (g.oh <= 0 || g.ow <= 0)
+    fail(op, kiln::detail::concat("the padding crops the whole output of ", describe_operand(x), " with the weight ", describe_operand(w)));
+  return g;
+}
+
+}  // namespace detail
+
+/// out = the transposed convolution of x with w: x is [N, C, H, W], w is [C, O / groups, KH, KW]
+/// (IOHW, conv2d's OIHW weight read the other way), out is [N, O, OH, OW] with
+/// OH = (H - 1) * stride + dilation * (KH - 1) + 1 + output_padding - top - bottom. Every input
+/// element scatters its product with the window into the output; as a GEMM per image and group,
+/// columns = w^T x ([O/groups * KH * KW, H * W]), then added into place (col2im), cropped by the
+/// padding. float32 or float64.
+inline void conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p, const tensor& out) {
+  constexpr std::string_view op = "conv2d_transpose";
+  const detail::conv_transpose_geometry g = detail::check_conv2d_transpose(x, w, p);
+  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
+  detail::check_disjoint(op, x, out);
+  detail::check_disjoint(op, w, out);
+  const bool direct = out.is_contiguous();
+  const tensor dst = direct ? out : new_output(out.shape(), x.type());
+  const tensor xc = x.contiguous(), wc = w.contiguous();
+  const std::int64_t taps = g.og * g.kh * g.kw, hw = g.h * g.w;
+  tensor cols = new_output({taps, hw}, x.type());
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      T* o = static_cast<T*>(dst.data());
+      std::fill(o, o + dst.numel(), T(0));
+      const T* col = static_cast<const T*>(cols.data());
+      for (std::int64_t b = 0; b < g.n; ++b)
+        for (std::int64_t grp = 0; grp < p.groups; ++grp) {
+          const tensor wg = wc.slice(0, grp * g.cg, (grp + 1) * g.cg).view({g.cg, taps});
+          const tensor xg = xc.slice(0, b, b + 1).view({g.c, hw}).slice(0, grp * g.cg, (grp + 1) * g.cg);
+          matmul(wg, xg, cols, true, false);
+          for (std::int64_t co = 0; co < g.og; ++co) {
+            T* plane = o + ((b * g.o) + grp * g.og + co) * g.oh * g.ow;
+            for (std::int64_t i = 0; i < g.kh; ++i)
+              for (std::int64_t j = 0; j < g.kw; ++j) {
+                const T* row = col + ((co * g.kh + i) * g.kw + j) * hw;
+                for (std::int64_t y = 0; y < g.h; ++y) {
+                  const std::int64_t oy = y * p.strides[0] + i * p.dilation[0] - p.padding[0];
+                  if (oy < 0 || oy >= g.oh) continue;
+                  T* line = plane + oy * g.ow;
+                  const T* in = row + y * g.w;
+                  for (std::int64_t xx = 0; xx < g.w; ++xx) {
+                    const std::int64_t ox = xx * p.strides[1] + j * p.dilation[1] - p.padding[1];
+                    if (ox >= 0 && ox < g.ow) line[ox] += in[xx];
+                  }
+                }
+              }
+          }
+        }
+    }
+  });
+  if (!direct) detail::copy_unchecked(dst, out);
+}
+inline tensor conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p = {}) {
+  const detail::conv_transpose_geometry g = detail::check_conv2d_transpose(x, w, p);
+  tensor out = new_output({g.n, g.o, g.oh, g.ow}, x.type());
+  conv2d_transpose(x, w, p, out);
+  return out;
 }
 
 // ---- pooling ----------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/resize.hpp>
 #include <kiln/kernels/transform.hpp>
 #include <kiln/vm/builtins.hpp>
 #include <kiln/vm/native.hpp>

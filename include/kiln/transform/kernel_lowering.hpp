@@ -105,6 +105,12 @@ inline ir::expr boolean(bool v) { return ir::make_prim_value(v ? 1 : 0, dtype::b
 inline ir::expr real(double v) { return ir::make_float_prim_value(v, dtype::float64); }
 inline ir::expr string(std::string s) { return ir::make_string_imm(std::move(s)); }
 inline ir::expr null() { return ir::call_op("null_value", {}); }
+/// A list of floats as a float64 vector constant (None: the null value).
+inline ir::expr reals(const ir::attr_value* v) {
+  if (!v || v->is_none()) return null();
+  const auto& a = v->as<ir::float_array>();
+  return ir::make_constant(ir::ndarray::from<double>(dtype::float64, {static_cast<std::int64_t>(a.size())}, std::span<const double>(a)));
+}
 inline ir::expr ints(const ir::int_array& v) {
   std::vector<ir::prim_expr> d;
   for (auto x : v) d.push_back(ir::make_int(x));
@@ -201,6 +207,12 @@ inline void add_builtin_lowerings(kernel_lowering& t) {
                                      ints(attr<ir::int_array>(c, "dilation")), integer(attr<std::int64_t>(c, "groups"))}};
     return k;
   });
+  t.add("nn.conv2d_transpose", [=](const call_node& c) {
+    same_dtype_out(c, "conv2d_transpose");
+    return dps("kernels.conv2d_transpose", c,
+               {ints(attr<ir::int_array>(c, "strides")), ints(attr<ir::int_array>(c, "padding")), ints(attr<ir::int_array>(c, "output_padding")),
+                ints(attr<ir::int_array>(c, "dilation")), integer(attr<std::int64_t>(c, "groups"))});
+  });
   auto pool = [](const call_node& c, const char* kernel, bool avg) {
     kernel_call k{kernel, {c.args[0], ints(attr<ir::int_array>(c, "pool_size")), ints(attr<ir::int_array>(c, "strides")),
                            ints(attr<ir::int_array>(c, "padding")), ints(attr<ir::int_array>(c, "dilation")), boolean(attr<bool>(c, "ceil_mode"))}};
@@ -238,6 +250,12 @@ inline void add_builtin_lowerings(kernel_lowering& t) {
   });
   t.add("scatter_elements", [](const call_node& c) {
     return dps("kernels.scatter_elements", c, {integer(attr<std::int64_t>(c, "axis")), string(attr<std::string>(c, "reduction"))});
+  });
+  t.add("image.resize", [](const call_node& c) {
+    return dps("kernels.resize", c,
+               {reals(c.attrs.find("scales")), reals(c.attrs.find("roi")), string(attr<std::string>(c, "method")),
+                string(attr<std::string>(c, "coordinate_transformation_mode")), string(attr<std::string>(c, "rounding_method")),
+                real(attr<double>(c, "cubic_alpha")), boolean(attr<bool>(c, "cubic_exclude")), real(attr<double>(c, "extrapolation_value"))});
   });
   t.add("gather_elements", [](const call_node& c) { return dps("kernels.gather_elements", c, {integer(attr<std::int64_t>(c, "axis"))}); });
   t.add("cumsum", [](const call_node& c) {

@@ -451,6 +451,85 @@ TEST_CASE("CumSum's axis is a constant input; GatherElements gathers along its a
   }
 }
 
+TEST_CASE("Resize takes scales or sizes; Upsample is asymmetric nearest; errors name the node") {
+  const runtime::tensor x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  {  // scales: linear, half_pixel
+    model_builder b(13);
+    b.input("x", {"1", "1", "2", "2"});
+    b.initializer("scales", {4}, {1, 1, 2, 2});
+    model_builder::attr(b.node("Resize", {"x", "", "scales"}, {"y"}), "mode", "linear");
+    b.output("y", {"1", "1", "4", "4"});
+    CHECK(run(kx::import_model(b.m), {vm::value(x)}).as_tensor().to_vector<float>() ==
+          std::vector<float>{1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
+  }
+  {  // sizes, nearest with align_corners and floor
+    model_builder b(13);
+    b.input("x", {"1", "1", "2", "2"});
+    b.ints_initializer("sizes", {1, 1, 2, 3});
+    auto& n = b.node("Resize", {"x", "", "", "sizes"}, {"y"});
+    model_builder::attr(n, "coordinate_transformation_mode", "align_corners");
+    model_builder::attr(n, "nearest_mode", "floor");
+    b.output("y", {"1", "1", "2", "3"});
+    CHECK(run(kx::import_model(b.m), {vm::value(x)}).as_tensor().to_vector<float>() == std::vector<float>{1, 1, 2, 3, 3, 4});
+  }
+  {  // Upsample-9: output[i] = input[floor(i / scale)]
+    model_builder b(9);
+    b.input("x", {"1", "1", "2", "2"});
+    b.initializer("scales", {4}, {1, 1, 1, 3});
+    b.node("Upsample", {"x", "scales"}, {"y"});
+    b.output("y", {"1", "1", "2", "6"});
+    CHECK(run(kx::import_model(b.m), {vm::value(x)}).as_tensor().to_vector<float>() == std::vector<float>{1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4});
+  }
+  const auto fails = [](int opset, bool scales, bool sizes, const char* mode) {
+    model_builder b(opset);
+    b.input("x", {"1", "1", "2", "2"});
+    b.initializer("scales", {4}, {1, 1, 2, 2});
+    b.ints_initializer("sizes", {1, 1, 4, 4});
+    auto& n = b.node("Resize", {"x", "", scales ? "scales" : "", sizes ? "sizes" : ""}, {"y"}, "rs");
+    model_builder::attr(n, "mode", mode);
+    b.output("y", {"1", "1", "4", "4"});
+    return message_of<kx::import_error>([&] { kx::import_model(b.m); });
+  };
+  CHECK(fails(13, true, true, "linear") == "kiln::frontend::onnx: node 'rs' (Resize): scales and sizes must not both be given");
+  CHECK(fails(13, false, false, "linear") == "kiln::frontend::onnx: node 'rs' (Resize): either scales or sizes must be given");
+  CHECK(fails(13, true, false, "area").find("kiln::frontend::onnx: node 'rs' (Resize): image.resize: attribute 'method' must be one of") == 0);
+}
+
+TEST_CASE("ConvTranspose: 1-D through 2-D, output_shape sets the padding, bias; errors") {
+  {  // 1-D with bias: x [1, 1, 3] and ones [1, 2, 3], stride 2, output_shape 8 (one more than the full 7)
+    model_builder b(11);
+    b.input("x", {"1", "1", "3"});
+    b.initializer("w", {1, 2, 3}, std::vector<float>(6, 1.0f));
+    b.initializer("bias", {2}, {0.5f, -1.0f});
+    auto& n = b.node("ConvTranspose", {"x", "w", "bias"}, {"y"});
+    model_builder::attr(n, "strides", std::vector<std::int64_t>{2});
+    model_builder::attr(n, "output_shape", std::vector<std::int64_t>{8});
+    b.output("y", {"1", "2", "8"});
+    const auto y = run(kx::import_model(b.m), {vm::value(floats({1, 1, 3}, {1, 2, 3}))}).as_tensor();
+    CHECK(y.shape() == runtime::shape_vector{1, 2, 8});
+    CHECK(y.to_vector<float>() == std::vector<float>{1.5, 1.5, 3.5, 2.5, 5.5, 3.5, 3.5, 0.5, 0, 0, 2, 1, 4, 2, 2, -1});
+  }
+  const auto fails = [](std::vector<std::string> x, const char* attr, std::vector<std::int64_t> v) {
+    model_builder b(11);
+    b.input("x", x);
+    std::vector<std::int64_t> wd{1, 1};
+    for (std::size_t i = 2; i < x.size(); ++i) wd.push_back(2);
+    b.initializer("w", wd, std::vector<float>(std::size_t(1) << (x.size() - 2), 1.0f));
+    auto& n = b.node("ConvTranspose", {"x", "w"}, {"y"}, "ct");
+    if (attr) model_builder::attr(n, attr, v);
+    b.output("y", {});
+    return message_of<kx::import_error>([&] { kx::import_model(b.m); });
+  };
+  CHECK(fails({"1", "1", "2", "2", "2"}, nullptr, {}) ==
+        "kiln::frontend::onnx: node 'ct' (ConvTranspose): only 1-D and 2-D transposed convolution (rank-3 or rank-4 input) are supported, the input has "
+        "rank 5");
+  CHECK(fails({"1", "1", "2", "2"}, "strides", {2}) == "kiln::frontend::onnx: node 'ct' (ConvTranspose): attribute 'strides' must have 2 values, has 1");
+  CHECK(fails({"1", "1", "2", "2"}, "kernel_shape", {3, 3}) ==
+        "kiln::frontend::onnx: node 'ct' (ConvTranspose): attribute 'kernel_shape' disagrees with the weight's shape");
+  CHECK(fails({"1", "1", "n", "2"}, nullptr, {}) ==
+        "kiln::frontend::onnx: node 'ct' (ConvTranspose): ConvTranspose needs static dimensions; fix them with import_options::shapes");
+}
+
 TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod is refused by name") {
   const runtime::tensor x = runtime::tensor::from_values<std::int32_t>({4}, {7, -7, 7, -7});
   const runtime::tensor y = runtime::tensor::from_values<std::int32_t>({4}, {3, 3, -3, -3});

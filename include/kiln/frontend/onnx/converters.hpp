@@ -15,10 +15,12 @@
 
 #include <kiln/frontend/onnx/node_context.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,6 +147,66 @@ inline std::vector<std::int64_t> static_shape(node_context& c, std::size_t i, co
     out.push_back(*v);
   }
   return out;
+}
+
+/// How Resize and Upsample call `image.resize`: the output size from `sizes`, or from `scales`
+/// (floor(extent * scale), the scales kept for the coordinate mapping); `axes` (opset 18) says
+/// which axes the values are for, the others keep their extent.
+struct resize_spec {
+  std::vector<double> scales;
+  std::vector<std::int64_t> sizes;
+  std::vector<double> roi;
+  std::vector<std::int64_t> axes;
+  std::string method = "nearest", coordinates = "half_pixel", rounding = "round_prefer_floor";
+  double cubic_alpha = -0.75, extrapolation = 0.0;
+  bool exclude_outside = false;
+};
+
+inline exprs resize(node_context& c, resize_spec s) {
+  const auto in = static_shape(c, 0, c.op_type().c_str());
+  const std::size_t r = in.size();
+  if (s.scales.empty() == s.sizes.empty())
+    c.fail(s.scales.empty() ? "either scales or sizes must be given" : "scales and sizes must not both be given");
+  std::vector<std::int64_t> axes = s.axes;
+  if (axes.empty())
+    for (std::size_t d = 0; d < r; ++d) axes.push_back(std::int64_t(d));
+  for (auto& a : axes) a = c.axis(a, int(r), "axes");
+  const std::size_t given = s.scales.empty() ? s.sizes.size() : s.scales.size();
+  if (given != axes.size())
+    c.fail(std::string(s.scales.empty() ? "sizes" : "scales") + " has " + std::to_string(given) + " values for " + std::to_string(axes.size()) +
+           " axes");
+  ir::float_array scales(r, 1.0), roi(2 * r, 0.0);
+  for (std::size_t d = 0; d < r; ++d) roi[r + d] = 1.0;
+  ir::int_array size(in.begin(), in.end());
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    const auto d = std::size_t(axes[k]);
+    if (!s.scales.empty()) {
+      if (!(s.scales[k] > 0) || !std::isfinite(s.scales[k])) c.fail("scales must be positive, got " + std::to_string(s.scales[k]));
+      scales[d] = s.scales[k];
+      size[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(in[d]) * s.scales[k]));
+    } else {
+      if (s.sizes[k] < 0) c.fail("sizes must not be negative, got " + std::to_string(s.sizes[k]));
+      size[d] = s.sizes[k];
+    }
+  }
+  ir::attr_map attrs{{"size", size},
+                     {"method", s.method},
+                     {"coordinate_transformation_mode", s.coordinates},
+                     {"rounding_method", s.rounding},
+                     {"cubic_alpha", s.cubic_alpha},
+                     {"cubic_exclude", s.exclude_outside},
+                     {"extrapolation_value", s.extrapolation}};
+  if (!s.scales.empty()) attrs.set("scales", scales);
+  if (s.coordinates == "tf_crop_and_resize") {
+    if (s.roi.size() != 2 * axes.size())
+      c.fail("tf_crop_and_resize needs a roi of " + std::to_string(2 * axes.size()) + " values, got " + std::to_string(s.roi.size()));
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+      roi[std::size_t(axes[k])] = s.roi[k];
+      roi[r + std::size_t(axes[k])] = s.roi[axes.size() + k];
+    }
+    attrs.set("roi", roi);
+  }
+  return one(c.call("image.resize", {c.input(0)}, attrs));
 }
 
 /// x reshaped to `split`, its axes permuted by `perm`, reshaped to `out` (DepthToSpace, SpaceToDepth).
@@ -374,6 +436,84 @@ inline ir::expr channel_vector(node_context& c, const ir::expr& v, int r) {
   return reshape_to(c, v, dims);
 }
 
+/// ConvTranspose, 1-D (as 2-D with a height of 1) or 2-D. An explicit output_shape (or auto_pad
+/// SAME_*, whose output is input * stride) sets the padding as ONNX Runtime does: the full
+/// output's excess, at least 0, split per auto_pad (the larger half at the start unless
+/// SAME_UPPER), with any shortfall added at the end as output padding.
+inline exprs conv_transpose(node_context& c) {
+  const int r = c.rank(0);
+  if (r != 3 && r != 4)
+    c.fail("only 1-D and 2-D transposed convolution (rank-3 or rank-4 input) are supported, the input has rank " + std::to_string(r));
+  if (c.rank(1) != r) c.fail("the weight must have the input's rank " + std::to_string(r) + ", it has rank " + std::to_string(c.rank(1)));
+  const std::size_t sr = std::size_t(r - 2);
+  const auto list = [&](const char* name, std::int64_t fallback, std::int64_t least) {
+    auto v = c.attr_ints(name).value_or(std::vector<std::int64_t>(sr, fallback));
+    if (v.size() != sr)
+      c.fail(std::string("attribute '") + name + "' must have " + std::to_string(sr) + " values, has " + std::to_string(v.size()));
+    for (auto x : v)
+      if (x < least || x > std::numeric_limits<std::int32_t>::max())
+        c.fail(std::string("attribute '") + name + "' must be between " + std::to_string(least) + " and 2^31 - 1, has " + std::to_string(x));
+    return v;
+  };
+  const auto in = static_shape(c, 0, "ConvTranspose");
+  const auto w = static_shape(c, 1, "ConvTranspose");
+  std::vector<std::int64_t> kernel(w.begin() + 2, w.end());
+  if (c.has_attr("kernel_shape") && list("kernel_shape", 1, 1) != kernel) c.fail("attribute 'kernel_shape' disagrees with the weight's shape");
+  const auto strides = list("strides", 1, 1), dilations = list("dilations", 1, 1);
+  auto out_pad = list("output_padding", 0, 0);
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") c.fail("unknown auto_pad '" + auto_pad + "'");
+  std::vector<std::int64_t> begin(sr, 0), end(sr, 0);
+  std::optional<std::vector<std::int64_t>> out_shape = c.attr_ints("output_shape");
+  if (out_shape && out_shape->size() == sr + 2) out_shape->erase(out_shape->begin(), out_shape->begin() + 2);
+  if (out_shape && out_shape->size() != sr) c.fail("attribute 'output_shape' must have " + std::to_string(sr) + " spatial values");
+  if (!out_shape && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+    out_shape.emplace();
+    for (std::size_t i = 0; i < sr; ++i) out_shape->push_back(in[2 + i] * strides[i]);
+  }
+  for (std::size_t i = 0; i < sr; ++i) {
+    const std::int64_t full = (in[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1;
+    if (out_shape) {
+      const std::int64_t want = (*out_shape)[i];
+      if (want < 1) c.fail("attribute 'output_shape' must be positive, has " + std::to_string(want));
+      const std::int64_t total = std::max<std::int64_t>(0, full + out_pad[i] - want);
+      begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      end[i] = total - begin[i];
+      out_pad[i] = want - (full - total);
+    } else if (auto_pad == "NOTSET") {
+      const auto pads = c.attr_ints("pads").value_or(std::vector<std::int64_t>(2 * sr, 0));
+      if (pads.size() != 2 * sr) c.fail("attribute 'pads' must have " + std::to_string(2 * sr) + " values, has " + std::to_string(pads.size()));
+      for (auto p : pads)
+        if (p < 0) c.fail("attribute 'pads' must not be negative");
+      begin[i] = pads[i];
+      end[i] = pads[sr + i];
+    }
+  }
+  // 1-D: a height of 1 with unit window, stride and dilation
+  const auto lift = [&](std::vector<std::int64_t> v, std::int64_t h) {
+    if (sr == 1) v.insert(v.begin(), h);
+    return ir::int_array(v.begin(), v.end());
+  };
+  ir::expr x = c.input(0), weight = c.input(1);
+  if (sr == 1) {
+    x = reshape_to(c, x, {ir::make_int(in[0]), ir::make_int(in[1]), ir::make_int(1), ir::make_int(in[2])});
+    weight = reshape_to(c, weight, {ir::make_int(w[0]), ir::make_int(w[1]), ir::make_int(1), ir::make_int(w[2])});
+  }
+  const ir::int_array b = lift(begin, 0), e = lift(end, 0);
+  ir::expr y = c.call("nn.conv2d_transpose", {x, weight},
+                      {{"strides", lift(strides, 1)},
+                       {"padding", ir::int_array{b[0], b[1], e[0], e[1]}},
+                       {"output_padding", lift(out_pad, 0)},
+                       {"dilation", lift(dilations, 1)},
+                       {"groups", c.attr_int("group", 1)}});
+  if (sr == 1) {
+    auto d = ir::dyn_cast<ir::tensor_type_node>(y->checked_type)->shape.value();
+    y = reshape_to(c, y, {d[0], d[1], d[3]});
+  }
+  if (c.has_input(2)) y = c.call("add", {y, channel_vector(c, c.input(2), r)});
+  return one(y);
+}
+
 }  // namespace detail
 
 inline const converter_table& converter_table::builtin() {
@@ -600,6 +740,7 @@ inline const converter_table& converter_table::builtin() {
       if (c.has_input(2)) y = c.call("add", {y, channel_vector(c, c.input(2), 4)});
       return one(y);
     });
+    t.add("ConvTranspose", 1, conv_transpose);
     t.add("MaxPool", 1, [](node_context& c) { return pool(c, "nn.max_pool2d", false); });
     t.add("AveragePool", 1, [](node_context& c) { return pool(c, "nn.avg_pool2d", true); });
     t.add("GlobalAveragePool", 1, [](node_context& c) {
@@ -1008,6 +1149,48 @@ inline const converter_table& converter_table::builtin() {
       std::vector<std::byte> bytes(n * size_of(fill.dt()));
       for (std::size_t i = 0; i < n; ++i) std::memcpy(bytes.data() + i * size_of(fill.dt()), fill.bytes().data(), size_of(fill.dt()));
       return one(c.constant(ir::ndarray(fill.dt(), shape, std::move(bytes))));
+    });
+    // Upsample (deprecated in opset 10) and Resize-10: asymmetric coordinates; nearest takes the
+    // lower neighbour when enlarging and the upper when shrinking (ONNX Runtime's rule for these)
+    const auto legacy_resize = [](node_context& c, std::vector<double> scales) {
+      resize_spec s;
+      s.method = c.attr_string("mode", "nearest");
+      if (s.method != "nearest" && s.method != "linear" && s.method != "bilinear")
+        c.fail("mode must be 'nearest' or 'linear', not '" + s.method + "'");
+      if (s.method == "bilinear") s.method = "linear";
+      s.coordinates = "asymmetric";
+      const bool up = std::all_of(scales.begin(), scales.end(), [](double v) { return v >= 1; });
+      const bool down = std::all_of(scales.begin(), scales.end(), [](double v) { return v <= 1; });
+      if (s.method == "nearest" && !up && !down) c.fail("nearest resizing that enlarges some axes and shrinks others is not supported before opset 11");
+      s.rounding = up ? "floor" : "ceil";
+      s.scales = std::move(scales);
+      return resize(c, std::move(s));
+    };
+    t.add("Upsample", 7, [=](node_context& c) {
+      auto scales = c.attr_floats("scales");
+      if (!scales) c.fail("attribute 'scales' is required");
+      return legacy_resize(c, std::vector<double>(scales->begin(), scales->end()));
+    });
+    t.add("Upsample", 9, [=](node_context& c) { return legacy_resize(c, c.constant_floats(1, "scales")); });
+    t.add("Resize", 10, [=](node_context& c) { return legacy_resize(c, c.constant_floats(1, "scales")); });
+    t.add("Resize", 11, [](node_context& c) {
+      resize_spec s;
+      s.method = c.attr_string("mode", "nearest");
+      s.coordinates = c.attr_string("coordinate_transformation_mode", "half_pixel");
+      s.rounding = c.attr_string("nearest_mode", "round_prefer_floor");
+      s.cubic_alpha = c.attr_float("cubic_coeff_a", -0.75);
+      s.exclude_outside = c.attr_int("exclude_outside", 0) != 0;
+      s.extrapolation = c.attr_float("extrapolation_value", 0.0);
+      if (c.opset() >= 18) {
+        if (c.attr_int("antialias", 0) != 0) c.fail("antialiased resizing is not supported");
+        if (const auto p = c.attr_string("keep_aspect_ratio_policy", "stretch"); p != "stretch")
+          c.fail("keep_aspect_ratio_policy '" + p + "' is not supported (only 'stretch')");
+        if (auto axes = c.attr_ints("axes")) s.axes = *axes;
+      }
+      if (s.coordinates == "tf_crop_and_resize" && c.has_input(1)) s.roi = c.constant_floats(1, "roi");
+      if (c.has_input(2)) s.scales = c.constant_floats(2, "scales");
+      if (c.has_input(3)) s.sizes = c.constant_ints(3, "sizes");
+      return resize(c, std::move(s));
     });
     t.add("Pad", 2, [](node_context& c) {
       auto pads = c.attr_ints("pads");

@@ -5,6 +5,7 @@
 
 #include <kiln/ir/op_registry.hpp>
 #include <kiln/ir/op/elementwise.hpp>
+#include <kiln/ir/op/image.hpp>
 #include <kiln/ir/op/linalg.hpp>
 #include <kiln/ir/op/manipulate.hpp>
 #include <kiln/ir/op/memory.hpp>
@@ -75,6 +76,7 @@ inline void register_builtin_ops(op_registry& r) {
   register_reduce_ops(r);
   register_manipulate_ops(r);
   register_nn_ops(r);
+  register_image_ops(r);
   op_node::info tir{"call_tir", {"kernel", "args"}, {}, infer_call_tir, op_pattern::opaque,
                     "calls a kernel function in destination-passing style; the result type is given explicitly"};
   tir.num_type_args = 1;

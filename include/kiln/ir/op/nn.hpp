@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file
-/// Convolution and pooling (NCHW / OIHW) and padding.
+/// Convolution (NCHW / OIHW), transposed convolution (IOHW weights), pooling and padding.
 #pragma once
 
 #include <kiln/ir/op/infer.hpp>
@@ -76,6 +76,42 @@ inline type infer_conv2d(const call_context& ctx) {
   return tensor_type({xs[0], ws[0], oh, ow}, d);
 }
 
+inline type infer_conv2d_transpose(const call_context& ctx) {
+  auto& x = ctx.tensor(0);
+  auto& w = ctx.tensor(1);
+  require_layout(ctx, "data_layout", "NCHW");
+  require_layout(ctx, "kernel_layout", "IOHW");
+  if (x.ndim >= 0 && x.ndim != 4) ctx.fail_arg(0, "must have rank 4 (NCHW), but has rank " + std::to_string(x.ndim));
+  if (w.ndim >= 0 && w.ndim != 4) ctx.fail_arg(1, "must have rank 4 (IOHW), but has rank " + std::to_string(w.ndim));
+  dtype d = ctx.attr<dtype>("out_dtype");
+  if (!is_known(d)) d = common_dtype(ctx, {0, 1});
+  const int_array strides = positive(ctx, "strides", 2), dilation = positive(ctx, "dilation", 2);
+  const int_array pad = padding4(ctx);
+  const int_array out_pad = expand_to(ctx, "output_padding", 2);
+  for (int i = 0; i < 2; ++i) {
+    const auto u = std::size_t(i);
+    if (out_pad[u] < 0 || (out_pad[u] >= strides[u] && out_pad[u] >= dilation[u]))
+      ctx.fail("attribute 'output_padding' (" + std::to_string(out_pad[u]) + ") must be smaller than the stride or the dilation");
+  }
+  const std::int64_t groups = ctx.attr<std::int64_t>("groups");
+  if (groups <= 0) ctx.fail("attribute 'groups' must be positive, but is " + std::to_string(groups));
+  if (!x.shape || !w.shape) return tensor_type_of_rank(d, 4);
+  const auto &xs = *x.shape, &ws = *w.shape;
+  if (prove_not_equal(xs[1], ws[0]))
+    ctx.fail("channel mismatch: data has " + to_string(xs[1]) + " input channels, but weight has " + to_string(ws[0]) + " (data " +
+             dims_to_string(xs) + ", weight " + dims_to_string(ws) + ")");
+  if (auto c = as_int(xs[1]); c && *c % groups != 0)
+    ctx.fail_arg(0, "has " + std::to_string(*c) + " channels, which is not divisible by groups = " + std::to_string(groups));
+  auto kh = as_int(ws[2]), kw = as_int(ws[3]);
+  if (!kh || !kw) return tensor_type_of_rank(d, 4);
+  auto out = [&](const prim_expr& in, std::size_t i, std::int64_t k, std::int64_t pad_total) {
+    prim_expr o = (in - make_int(1)) * make_int(strides[i]) + make_int(dilation[i] * (k - 1) + 1 + out_pad[i] - pad_total);
+    if (auto c = as_int(o); c && *c <= 0) ctx.fail("the padding crops the whole output (" + std::to_string(*c) + " along spatial axis " + std::to_string(i) + ")");
+    return o;
+  };
+  return tensor_type({xs[0], ws[1] * make_int(groups), out(xs[2], 0, *kh, pad[0] + pad[2]), out(xs[3], 1, *kw, pad[1] + pad[3])}, d);
+}
+
 inline type infer_pool2d(const call_context& ctx) {
   auto& x = ctx.tensor(0);
   require_layout(ctx, "layout", "NCHW");
@@ -139,6 +175,17 @@ inline void register_nn_ops(op_registry& r) {
           {"kernel_layout", attr_kind::string, "OIHW"},
           {"out_dtype", attr_kind::data_type, dtype::void_}},
          infer_conv2d, op_pattern::out_elemwise_fusable, "2-D convolution, NCHW data and OIHW weights, with groups (depthwise)"});
+  r.add({"nn.conv2d_transpose",
+         {"data", "weight"},
+         {{"strides", attr_kind::ints, int_array{1, 1}},
+          {"padding", attr_kind::ints, int_array{0, 0, 0, 0}},
+          {"output_padding", attr_kind::ints, int_array{0, 0}},
+          {"dilation", attr_kind::ints, int_array{1, 1}},
+          {"groups", attr_kind::integer, std::int64_t{1}},
+          {"data_layout", attr_kind::string, "NCHW"},
+          {"kernel_layout", attr_kind::string, "IOHW"},
+          {"out_dtype", attr_kind::data_type, dtype::void_}},
+         infer_conv2d_transpose, op_pattern::opaque, "2-D transposed convolution, NCHW data and IOHW weights, with groups"});
   std::vector<attr_field> pool_attrs = {{"pool_size", attr_kind::ints, {}, true},
                                         {"strides", attr_kind::ints, int_array{1, 1}},
                                         {"padding", attr_kind::ints, int_array{0, 0, 0, 0}},

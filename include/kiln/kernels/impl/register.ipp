@@ -95,6 +95,13 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), groups};
     conv2d(x, w, bias.is_null() ? tensor() : bias.as_tensor(), p, out);
   });
+  r.add("kernels.conv2d_transpose", [](tensor x, tensor w, const shape_vector& strides, const shape_vector& padding, const shape_vector& output_padding,
+                                       const shape_vector& dilation, std::int64_t groups, tensor out) {
+    constexpr std::string_view op = "conv2d_transpose";
+    const conv2d_transpose_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "output_padding", output_padding),
+                                    pair2(op, "dilation", dilation), groups};
+    conv2d_transpose(x, w, p, out);
+  });
   auto pool_params = [](std::string_view op, const shape_vector& size, const shape_vector& strides, const shape_vector& padding,
                         const shape_vector& dilation, bool ceil_mode, bool count_include_pad) {
     return pool2d_params{pair2(op, "pool_size", size), pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation),
@@ -137,6 +144,24 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
   r.add("kernels.gather_elements", [](tensor x, tensor indices, std::int64_t axis, tensor out) { gather_elements(x, indices, axis, out); });
   r.add("kernels.cumsum", [=](tensor x, const vm::value& axis, bool exclusive, bool reverse, tensor out) {
     cumsum(x, optional_axis(axis), exclusive, reverse, out);
+  });
+  r.add("kernels.resize", [](tensor x, const vm::value& scales, const vm::value& roi, const std::string& method, const std::string& coordinates,
+                             const std::string& rounding, double cubic_alpha, bool exclude_outside, double extrapolation, tensor out) {
+    constexpr std::string_view op = "resize";
+    const auto reals = [&](const vm::value& v, const char* what) {
+      std::vector<double> r;
+      if (v.is_null()) return r;
+      const tensor t = v.as_tensor();
+      if (t.type() != dtype::float64 || t.ndim() != 1)
+        fail(op, kiln::detail::concat("the ", what, " must be a float64 vector, got ", describe_operand(t)));
+      const tensor c = t.contiguous();
+      const auto* p = static_cast<const double*>(c.data());
+      r.assign(p, p + c.numel());
+      return r;
+    };
+    resize_params p{parse_resize_method(op, method), parse_resize_coordinates(op, coordinates), parse_nearest_rounding(op, rounding), cubic_alpha,
+                    exclude_outside, extrapolation, reals(scales, "scales"), reals(roi, "region of interest")};
+    resize(x, p, out);
   });
   r.add("kernels.pad", [](tensor x, const shape_vector& widths, const std::string& mode, double value, tensor out) {
     pad(x, widths, parse_pad_mode(mode), value, out);
