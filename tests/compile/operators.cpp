@@ -24,7 +24,7 @@ const std::vector<op_case>& cases() {
     std::vector<op_case> c;
     const std::string xy = R"(x: R.Tensor((3, 5), "float32"), y: R.Tensor((1, 5), "float32"))";
     const std::string f35 = R"(R.Tensor((3, 5), "float32"))", b35 = R"(R.Tensor((3, 5), "bool"))";
-    for (const char* n : {"add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum"})
+    for (const char* n : {"add", "subtract", "multiply", "divide", "floor_divide", "fmod", "power", "maximum", "minimum"})
       c.push_back({n, xy, std::string("R.") + n + "(x, y)", f35});
     for (const char* n : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
       c.push_back({n, xy, std::string("R.") + n + "(x, y)", b35});

@@ -47,6 +47,7 @@ void check_arithmetic(unsigned seed) {
     if constexpr (std::is_floating_point_v<T>) {
       check_all_close(divide(a, b).to_vector<T>(), reference_binary<T, T>(a, b, [](T x, T y) { return x / y; }));
       check_all_close(floor_divide(a, b).to_vector<T>(), reference_binary<T, T>(a, b, [](T x, T y) { return std::floor(x / y); }));
+      check_all_close(fmod(a, b).to_vector<T>(), reference_binary<T, T>(a, b, [](T x, T y) { return std::fmod(x, y); }));
     }
     check_all_close(bools(less(a, b)), reference_binary<std::uint8_t, T>(a, b, [](T x, T y) { return x < y; }));
     check_all_close(bools(greater_equal(a, b)),
@@ -278,6 +279,10 @@ TEST_CASE("integer arithmetic wraps, divides exactly, and rejects division by ze
         std::vector<std::int32_t>{3, -3, -3, 3, small});
   CHECK(floor_divide(i32({7, -7, 7, -7, 6}), i32({2, 2, -2, -2, 3})).to_vector<std::int32_t>() ==
         std::vector<std::int32_t>{3, -4, -4, 3, 2});
+  CHECK(fmod(i32({7, -7, 7, -7, small}), i32({3, 3, -3, -3, -1})).to_vector<std::int32_t>() == std::vector<std::int32_t>{1, -1, 1, -1, 0});
+  CHECK(fmod(tensor::from_values<double>({4}, {5.5, -5.5, 1e300, 3}), tensor::from_values<double>({4}, {2, 2, 3, 0}))
+            .to_vector<double>()[2] == std::fmod(1e300, 3.0));  // exact, where x - trunc(x / y) * y is not
+  CHECK(message_of<kernel_error>([&] { fmod(i32({1}), i32({0})); }) == "kiln::kernels::fmod: integer division by zero");
   CHECK(power(i32({2, 3, -2, 5, 1}), i32({10, 0, 3, 1, 1000})).to_vector<std::int32_t>() ==
         std::vector<std::int32_t>{1024, 1, -8, 5, 1});
   CHECK(message_of<kernel_error>([&] { divide(i32({1, 2}), i32({1, 0})); }) == "kiln::kernels::divide: integer division by zero");

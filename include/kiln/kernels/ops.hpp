@@ -148,6 +148,24 @@ struct floor_divide : numeric_operator_vectorized_for_floats {
     }
   }
 };
+/// The remainder of truncated division, with the dividend's sign (C's fmod and %, numpy's fmod,
+/// ONNX's Mod with fmod = 1). Floats: exact (std::fmod), NaN for a zero divisor. Integers: error on
+/// zero; MIN fmod -1 is 0.
+struct fmod : numeric_operator_vectorized_for_floats {
+  static constexpr std::string_view name = "fmod";
+  template <class V>
+  V operator()(const V& a, const V& b) const {
+    if constexpr (std::is_integral_v<V>) {
+      if (b == 0) detail::division_by_zero(name);
+      if (b == -1) return V(0);
+      return V(a % b);
+    } else if constexpr (std::is_floating_point_v<V>) {
+      return std::fmod(a, b);
+    } else {
+      return xsimd::fmod(a, b);
+    }
+  }
+};
 /// Floats: pow. Integers: exact power by squaring (wrapping), error on a negative exponent.
 struct power : numeric_operator_vectorized_for_floats {
   static constexpr std::string_view name = "power";

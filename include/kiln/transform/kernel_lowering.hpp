@@ -155,7 +155,7 @@ inline void add_builtin_lowerings(kernel_lowering& t) {
   auto same_name = [](std::string kernel) {
     return [kernel](const call_node& c) { return dps(kernel, c); };
   };
-  for (const char* n : {"add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum", "equal", "not_equal",
+  for (const char* n : {"add", "subtract", "multiply", "divide", "floor_divide", "fmod", "power", "maximum", "minimum", "equal", "not_equal",
                         "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where", "exp", "log", "sqrt",
                         "rsqrt", "tanh", "sigmoid", "erf", "negative", "abs", "logical_not", "sin", "cos", "tan", "asin",
                         "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "floor", "ceil", "round"})

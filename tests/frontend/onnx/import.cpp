@@ -530,7 +530,75 @@ TEST_CASE("ConvTranspose: 1-D through 2-D, output_shape sets the padding, bias; 
         "kiln::frontend::onnx: node 'ct' (ConvTranspose): ConvTranspose needs static dimensions; fix them with import_options::shapes");
 }
 
-TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod is refused by name") {
+TEST_CASE("1-D MaxPool and AveragePool run as 2-D with a height of 1; auto_pad on the one axis") {
+  for (const bool average : {false, true}) {
+    model_builder b(11);
+    b.input("x", {"1", "2", "5"});
+    auto& n = b.node(average ? "AveragePool" : "MaxPool", {"x"}, {"y"});
+    model_builder::attr(n, "kernel_shape", std::vector<std::int64_t>{2});
+    model_builder::attr(n, "strides", std::vector<std::int64_t>{2});
+    model_builder::attr(n, "auto_pad", "SAME_UPPER");  // 5 -> 3 windows, one padded element at the end
+    b.output("y", {"1", "2", "3"});
+    const auto y = run(kx::import_model(b.m), {vm::value(floats({1, 2, 5}, {1, 5, 2, 4, 3, 0, -1, -2, -3, -4}))}).as_tensor();
+    CHECK(y.shape() == runtime::shape_vector{1, 2, 3});
+    CHECK(y.to_vector<float>() == (average ? std::vector<float>{3, 3, 3, -0.5, -2.5, -4} : std::vector<float>{5, 4, 3, 0, -2, -4}));
+  }
+  model_builder b(11);
+  b.input("x", {"1", "2", "5"});
+  model_builder::attr(b.node("MaxPool", {"x"}, {"y"}, "mp"), "kernel_shape", std::vector<std::int64_t>{2, 2});
+  b.output("y", {});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
+        "kiln::frontend::onnx: node 'mp' (MaxPool): attribute 'kernel_shape' must have 1 value, has 2");
+}
+
+TEST_CASE("LRN sums squares over neighbouring channels; BatchNormalization in training mode; Dropout in training mode with ratio 0") {
+  {
+    model_builder b(13);
+    b.input("x", {"1", "3", "1", "1"});
+    auto& n = b.node("LRN", {"x"}, {"y"});
+    model_builder::attr(n, "size", std::int64_t(2));  // channels [c, c + 1]
+    b.output("y", {"1", "3", "1", "1"});
+    const auto y = run(kx::import_model(b.m), {vm::value(floats({1, 3, 1, 1}, {1, 2, 3}))}).as_tensor().to_vector<float>();
+    const std::vector<double> sums{1 + 4, 4 + 9, 9};
+    for (std::size_t i = 0; i < 3; ++i) CHECK(y[i] == doctest::Approx(double(i + 1) / std::pow(1.0 + 1e-4 / 2 * sums[i], 0.75)));
+  }
+  {
+    model_builder b(15);
+    b.input("x", {"2", "1", "2"});
+    b.initializer("s", {1}, {2});
+    b.initializer("bias", {1}, {1});
+    b.initializer("mean", {1}, {10});
+    b.initializer("var", {1}, {4});
+    auto& n = b.node("BatchNormalization", {"x", "s", "bias", "mean", "var"}, {"y", "m", "v"});
+    model_builder::attr(n, "training_mode", std::int64_t(1));
+    b.output("y", {"2", "1", "2"});
+    b.output("m", {"1"});
+    b.output("v", {"1"});
+    const vm::value out = run(kx::import_model(b.m), {vm::value(floats({2, 1, 2}, {1, 3, 5, 7}))});
+    const auto y = out.as_tuple()[0].as_tensor().to_vector<float>();  // batch mean 4, variance 5
+    for (std::size_t i = 0; i < 4; ++i) CHECK(y[i] == doctest::Approx(2 * (double(2 * i + 1) - 4) / std::sqrt(5 + 1e-5) + 1));
+    CHECK(out.as_tuple()[1].as_tensor().to_vector<float>()[0] == doctest::Approx(10 * 0.9 + 4 * 0.1));
+    CHECK(out.as_tuple()[2].as_tensor().to_vector<float>()[0] == doctest::Approx(4 * 0.9 + 5 * 0.1));
+  }
+  for (const float ratio : {0.0f, 0.5f}) {
+    model_builder b(13);
+    b.input("x", {"3"});
+    b.initializer("r", {}, {ratio});
+    auto* t = b.g().add_initializer();
+    t->set_name("t");
+    t->set_data_type(::onnx::TensorProto::BOOL);
+    t->add_int32_data(1);
+    b.node("Dropout", {"x", "r", "t"}, {"y"}, "d");
+    b.output("y", {"3"});
+    if (ratio == 0)
+      CHECK(run(kx::import_model(b.m), {vm::value(floats({3}, {1, 2, 3}))}).as_tensor().to_vector<float>() == std::vector<float>{1, 2, 3});
+    else
+      CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
+            "kiln::frontend::onnx: node 'd' (Dropout): training mode with a nonzero ratio (random dropout) is not supported; inference ignores dropout");
+  }
+}
+
+TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod needs fmod 1") {
   const runtime::tensor x = runtime::tensor::from_values<std::int32_t>({4}, {7, -7, 7, -7});
   const runtime::tensor y = runtime::tensor::from_values<std::int32_t>({4}, {3, 3, -3, -3});
   for (const std::int64_t fmod : {0, 1}) {
@@ -543,13 +611,19 @@ TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating
     const std::vector<std::int32_t> want = fmod ? std::vector<std::int32_t>{1, -1, 1, -1} : std::vector<std::int32_t>{1, 2, -2, -1};
     CHECK(run(kx::import_model(b.m), {vm::value(x), vm::value(y)}).as_tensor().to_vector<std::int32_t>() == want);
   }
-  model_builder b(13);
-  b.input("x", {"4"});
-  b.input("y", {"4"});
-  model_builder::attr(b.node("Mod", {"x", "y"}, {"z"}, "m"), "fmod", std::int64_t(1));
-  b.output("z", {"4"});
-  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
-        "kiln::frontend::onnx: node 'm' (Mod): Mod on floating-point tensors is not supported yet");
+  for (const std::int64_t fmod : {0, 1}) {
+    model_builder b(13);
+    b.input("x", {"4"});
+    b.input("y", {"4"});
+    model_builder::attr(b.node("Mod", {"x", "y"}, {"z"}, "m"), "fmod", fmod);
+    b.output("z", {"4"});
+    if (fmod)
+      CHECK(run(kx::import_model(b.m), {vm::value(floats({4}, {7.5, -7.5, 7.5, -7.5})), vm::value(floats({4}, {2, 2, -2, -2}))})
+                .as_tensor()
+                .to_vector<float>() == std::vector<float>{1.5, -1.5, 1.5, -1.5});
+    else
+      CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) == "kiln::frontend::onnx: node 'm' (Mod): fmod must be 1 for floating-point inputs");
+  }
 }
 
 TEST_CASE("an unnamed node is named in messages by its index in the graph") {

@@ -307,21 +307,63 @@ inline std::vector<std::int64_t> pair_attr(node_context& c, const char* name, st
   return v;
 }
 
+/// A per-spatial-axis attribute (strides, dilations, kernel_shape, output_padding) of `n` values,
+/// each in [least, 2^31 - 1], or `fallback` for each axis when absent.
+inline std::vector<std::int64_t> spatial_list(node_context& c, const char* name, std::size_t n, std::int64_t fallback, std::int64_t least) {
+  auto v = c.attr_ints(name).value_or(std::vector<std::int64_t>(n, fallback));
+  if (v.size() != n)
+    c.fail(std::string("attribute '") + name + "' must have " + std::to_string(n) + (n == 1 ? " value" : " values") + ", has " + std::to_string(v.size()));
+  for (auto x : v)
+    if (x < least || x > std::numeric_limits<std::int32_t>::max())
+      c.fail(std::string("attribute '") + name + "' must be between " + std::to_string(least) + " and 2^31 - 1, has " + std::to_string(x));
+  return v;
+}
+
+/// MaxPool and AveragePool, 2-D or 1-D (as 2-D with a height of 1).
 inline exprs pool(node_context& c, const char* op, bool average) {
-  if (c.rank(0) != 4) c.fail("only 2-D pooling (rank-4 input) is supported, the input has rank " + std::to_string(c.rank(0)));
+  const int r = c.rank(0);
+  if (r != 3 && r != 4) c.fail("only 1-D and 2-D pooling (rank-3 or rank-4 input) are supported, the input has rank " + std::to_string(r));
   if (c.node().output_size() > 1 && !c.node().output(1).empty()) c.fail("the Indices output of MaxPool is not supported");
-  const auto kernel = pair_attr(c, "kernel_shape", 1);
   if (!c.has_attr("kernel_shape")) c.fail("attribute 'kernel_shape' is required");
-  const auto strides = pair_attr(c, "strides", 1);
-  const auto dilations = pair_attr(c, "dilations", 1);
   if (c.attr_int("storage_order", 0) != 0) c.fail("storage_order 1 is not supported");
-  ir::attr_map attrs{{"pool_size", ir::int_array(kernel)},
-                     {"strides", ir::int_array(strides)},
-                     {"padding", spatial_padding(c, kernel, strides, dilations)},
-                     {"dilation", ir::int_array(dilations)},
+  if (r == 4) {
+    const auto kernel = pair_attr(c, "kernel_shape", 1);
+    const auto strides = pair_attr(c, "strides", 1);
+    const auto dilations = pair_attr(c, "dilations", 1);
+    ir::attr_map attrs{{"pool_size", ir::int_array(kernel)},
+                       {"strides", ir::int_array(strides)},
+                       {"padding", spatial_padding(c, kernel, strides, dilations)},
+                       {"dilation", ir::int_array(dilations)},
+                       {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
+    if (average) attrs.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
+    return one(c.call(op, {c.input(0)}, attrs));
+  }
+  const std::int64_t k = spatial_list(c, "kernel_shape", 1, 1, 1)[0], s = spatial_list(c, "strides", 1, 1, 1)[0],
+                     d = spatial_list(c, "dilations", 1, 1, 1)[0];
+  std::int64_t begin = 0, end = 0;
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    const auto pads = c.attr_ints("pads").value_or(std::vector<std::int64_t>(2, 0));
+    if (pads.size() != 2) c.fail("attribute 'pads' must have 2 values for a 1-D operation, has " + std::to_string(pads.size()));
+    begin = pads[0], end = pads[1];
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const auto in = static_shape(c, 0, "auto_pad")[2];
+    const std::int64_t need = std::max<std::int64_t>(0, ((in + s - 1) / s - 1) * s + (k - 1) * d + 1 - in);
+    begin = auto_pad == "SAME_UPPER" ? need / 2 : need - need / 2;
+    end = need - begin;
+  } else if (auto_pad != "VALID") {
+    c.fail("unknown auto_pad '" + auto_pad + "'");
+  }
+  auto dims = c.shape(0);
+  ir::attr_map attrs{{"pool_size", ir::int_array{1, k}},
+                     {"strides", ir::int_array{1, s}},
+                     {"padding", ir::int_array{0, begin, 0, end}},
+                     {"dilation", ir::int_array{1, d}},
                      {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
   if (average) attrs.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
-  return one(c.call(op, {c.input(0)}, attrs));
+  const ir::expr y = c.call(op, {reshape_to(c, c.input(0), {dims[0], dims[1], ir::make_int(1), dims[2]})}, attrs);
+  const auto out = ir::dyn_cast<ir::tensor_type_node>(y->checked_type)->shape.value();
+  return one(reshape_to(c, y, {out[0], out[1], out[3]}));
 }
 
 /// The shape numpy broadcasting gives two shapes (for Expand).
@@ -446,15 +488,7 @@ inline exprs conv_transpose(node_context& c) {
     c.fail("only 1-D and 2-D transposed convolution (rank-3 or rank-4 input) are supported, the input has rank " + std::to_string(r));
   if (c.rank(1) != r) c.fail("the weight must have the input's rank " + std::to_string(r) + ", it has rank " + std::to_string(c.rank(1)));
   const std::size_t sr = std::size_t(r - 2);
-  const auto list = [&](const char* name, std::int64_t fallback, std::int64_t least) {
-    auto v = c.attr_ints(name).value_or(std::vector<std::int64_t>(sr, fallback));
-    if (v.size() != sr)
-      c.fail(std::string("attribute '") + name + "' must have " + std::to_string(sr) + " values, has " + std::to_string(v.size()));
-    for (auto x : v)
-      if (x < least || x > std::numeric_limits<std::int32_t>::max())
-        c.fail(std::string("attribute '") + name + "' must be between " + std::to_string(least) + " and 2^31 - 1, has " + std::to_string(x));
-    return v;
-  };
+  const auto list = [&](const char* name, std::int64_t fallback, std::int64_t least) { return spatial_list(c, name, sr, fallback, least); };
   const auto in = static_shape(c, 0, "ConvTranspose");
   const auto w = static_shape(c, 1, "ConvTranspose");
   std::vector<std::int64_t> kernel(w.begin() + 2, w.end());
@@ -551,14 +585,11 @@ inline const converter_table& converter_table::builtin() {
     });
     t.add("Mod", 10, [](node_context& c) {
       const bool fmod = c.attr_int("fmod", 0) != 0;
-      if (is_float(c.input_dtype(0))) {
-        if (!fmod) c.fail("fmod must be 1 for floating-point inputs");
-        c.fail("Mod on floating-point tensors is not supported yet");
-      }
-      // Integers, exactly: x - q * y with q the quotient truncated (fmod 1: C's %, the dividend's
-      // sign) or floored (fmod 0: Python's %, the divisor's sign). Division by zero is the
-      // kernels' error.
-      const ir::expr q = c.call(fmod ? "divide" : "floor_divide", {c.input(0), c.input(1)});
+      if (is_float(c.input_dtype(0)) && !fmod) c.fail("fmod must be 1 for floating-point inputs");
+      // fmod 1: C's fmod / %, the dividend's sign. fmod 0 (integers): Python's %, the divisor's
+      // sign, as x - floor(x / y) * y, exact. Division by zero is the kernels' error.
+      if (fmod) return one(c.call("fmod", {c.input(0), c.input(1)}));
+      const ir::expr q = c.call("floor_divide", {c.input(0), c.input(1)});
       return one(c.call("subtract", {c.input(0), c.call("multiply", {q, c.input(1)})}));
     });
     t.add("Xor", 7, [](node_context& c) { return one(c.call("not_equal", {c.input(0), c.input(1)})); });
@@ -627,14 +658,34 @@ inline const converter_table& converter_table::builtin() {
     t.add("Reciprocal", 1, [](node_context& c) { return one(c.call("divide", {c.scalar(1.0, c.input_dtype(0)), c.input(0)})); });
     t.add("Identity", 1, [](node_context& c) { return one(c.input(0)); });
     t.add("Dropout", 1, [](node_context& c) {  // inference: the identity, and a mask that keeps everything
-      if (c.has_input(2) && (!c.constant(2) || c.constant_ints(2, "training_mode").at(0) != 0))
-        c.fail("training mode (random dropout) is not supported; inference ignores dropout");
+      // training mode drops at random, unless the ratio is 0
+      if (c.has_input(2) && c.constant_ints(2, "training_mode").at(0) != 0 &&
+          (c.has_input(1) ? c.constant_floats(1, "ratio").at(0) : 0.5) != 0)
+        c.fail("training mode with a nonzero ratio (random dropout) is not supported; inference ignores dropout");
       exprs outs = one(c.input(0));
       if (c.node().output_size() > 1 && !c.node().output(1).empty()) {
         const dtype mask = c.opset() >= 10 ? dtype::bool_ : c.input_dtype(0);  // bool from opset 10, the input's type before
         outs.push_back(c.call("broadcast_to", {c.scalar(1, mask), ir::make_shape_expr(c.shape(0))}));
       }
       return outs;
+    });
+    t.add("LRN", 1, [](node_context& c) {
+      // x / (bias + alpha / size * sum of x^2 over the channels [c - (size-1)/2, c + ceil((size-1)/2)])^beta:
+      // the sum is an average pool over the channel axis of [N, 1, C, rest], padding counted
+      const int r = c.rank(0);
+      if (r < 3) c.fail("the input must be (N, C, D1, ...), got rank " + std::to_string(r));
+      const std::int64_t size = c.attr_int("size");
+      if (size < 1) c.fail("size must be positive, got " + std::to_string(size));
+      const dtype dt = c.input_dtype(0);
+      const auto d = c.shape(0);
+      const ir::expr sq = reshape_to(c, c.call("multiply", {c.input(0), c.input(0)}), {d[0], ir::make_int(1), d[1], product(d, 2, d.size())});
+      const ir::expr avg = c.call("nn.avg_pool2d", {sq},
+                                  {{"pool_size", ir::int_array{size, 1}},
+                                   {"padding", ir::int_array{(size - 1) / 2, 0, size / 2, 0}},
+                                   {"count_include_pad", true}});
+      const ir::expr base = c.call("add", {c.scalar(c.attr_float("bias", 1.0), dt), c.call("multiply", {avg, c.scalar(c.attr_float("alpha", 1e-4), dt)})});
+      const ir::expr scale = c.call("power", {base, c.scalar(-c.attr_float("beta", 0.75), dt)});
+      return one(c.call("multiply", {c.input(0), reshape_to(c, scale, d)}));
     });
     t.add("InstanceNormalization", 6, [](node_context& c) {  // per image and channel over the spatial axes, then scale and bias
       const int r = c.rank(0);
@@ -752,7 +803,28 @@ inline const converter_table& converter_table::builtin() {
       return one(c.call("max", {c.input(0)}, {{"axis", ir::int_array{2, 3}}, {"keepdims", true}}));
     });
     t.add("BatchNormalization", 1, [](node_context& c) {
-      if (c.node().output_size() > 1) c.fail("training mode (more than one output) is not supported");
+      if (c.opset() >= 14 && c.attr_int("training_mode", 0) != 0) {
+        // training (opset 14+): normalise with the batch's statistics over all axes but the
+        // channels (population variance); the running statistics move towards them by 1 - momentum
+        const int r = c.rank(0);
+        const dtype dt = c.input_dtype(0);
+        const double eps = c.attr_float("epsilon", 1e-5), momentum = c.attr_float("momentum", 0.9);
+        ir::int_array axes{0};
+        for (int a = 2; a < r; ++a) axes.push_back(a);
+        const ir::expr mean = c.call("mean", {c.input(0)}, {{"axis", axes}, {"keepdims", true}});
+        const ir::expr dev = c.call("subtract", {c.input(0), mean});
+        const ir::expr var = c.call("mean", {c.call("multiply", {dev, dev})}, {{"axis", axes}, {"keepdims", true}});
+        const ir::expr normed = c.call("multiply", {dev, c.call("rsqrt", {c.call("add", {var, c.scalar(eps, dt)})})});
+        exprs outs = one(c.call("add", {c.call("multiply", {normed, channel_vector(c, c.input(1), r)}), channel_vector(c, c.input(2), r)}));
+        const auto running = [&](std::size_t i, const ir::expr& batch) {
+          const ir::expr flat = reshape_to(c, batch, c.shape(i));
+          return c.call("add", {c.call("multiply", {c.input(i), c.scalar(momentum, dt)}), c.call("multiply", {flat, c.scalar(1 - momentum, dt)})});
+        };
+        outs.push_back(running(3, mean));
+        outs.push_back(running(4, var));
+        return outs;
+      }
+      if (c.node().output_size() > 1) c.fail("training mode (more than one output) is not supported before opset 14");
       if (c.opset() < 7 && c.attr_int("is_test", 0) == 0 && c.opset() < 6) c.fail("training mode is not supported");
       const int r = c.rank(0);
       const dtype dt = c.input_dtype(0);

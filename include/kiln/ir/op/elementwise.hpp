@@ -18,6 +18,8 @@ inline void register_elementwise_ops(op_registry& r) {
   };
   for (const char* n : {"add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum"})
     r.add({n, {"x1", "x2"}, {}, binary(dtype::void_, false), op_pattern::broadcast, std::string("elementwise ") + n + " with broadcasting"});
+  r.add({"fmod", {"x1", "x2"}, {}, binary(dtype::void_, false), op_pattern::broadcast,
+         "elementwise remainder of truncated division (the dividend's sign), with broadcasting"});
   for (const char* n : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
     r.add({n, {"x1", "x2"}, {}, binary(dtype::bool_, false), op_pattern::broadcast, std::string("elementwise comparison, bool result")});
   for (const char* n : {"logical_and", "logical_or"})

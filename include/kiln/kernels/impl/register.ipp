@@ -20,6 +20,7 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
   KILN_REGISTER_BINARY(multiply)
   KILN_REGISTER_BINARY(divide)
   KILN_REGISTER_BINARY(floor_divide)
+  KILN_REGISTER_BINARY(fmod)
   KILN_REGISTER_BINARY(power)
   KILN_REGISTER_BINARY(maximum)
   KILN_REGISTER_BINARY(minimum)
