@@ -98,6 +98,12 @@ const std::vector<op_case>& cases() {
     c.push_back({"image.resize", R"(x: R.Tensor((4, 4), "float32"))",
                  R"(R.image.resize(x, size=[3, 3], roi=[0.1, 0.2, 0.9, 1.2], coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0))",
                  R"(R.Tensor((3, 3), "float32"))"});
+    // indices are random in [0, 5): the indexed axes have at least 5 elements
+    c.push_back({"gather_nd", R"(x: R.Tensor((5, 6), "float32"), i: R.Tensor((4, 1), "int64"))", "R.gather_nd(x, i)", R"(R.Tensor((4, 6), "float32"))"});
+    c.push_back({"gather_nd", R"(x: R.Tensor((2, 5, 5), "int32"), i: R.Tensor((2, 3, 2), "int32"))", "R.gather_nd(x, i, batch_dims=1)",
+                 R"(R.Tensor((2, 3), "int32"))"});
+    c.push_back({"scatter_nd", R"(x: R.Tensor((5, 3), "float32"), i: R.Tensor((4, 1), "int64"), u: R.Tensor((4, 3), "float32"))",
+                 R"(R.scatter_nd(x, i, u, reduction="add"))", R"(R.Tensor((5, 3), "float32"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "float32"))", "R.cumsum(x, axis=1)", R"(R.Tensor((3, 5), "float32"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "int64"))", "R.cumsum(x, axis=0, exclusive=True, reverse=True)", R"(R.Tensor((3, 5), "int64"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "float64"))", "R.cumsum(x)", R"(R.Tensor((15,), "float64"))"});

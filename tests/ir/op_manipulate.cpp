@@ -143,3 +143,23 @@ TEST_CASE("calls to module functions bind the callee's size variables") {
         "call to 'f': argument #1 has type R.Tensor((7, 3), \"float32\"), which does not match parameter type R.Tensor((n, 2), \"float32\"): dimension 1 is 3 but 2 is expected");
   CHECK(message_of<ir::type_error>([&] { ir::call_function(gv, {}); }) == "call to 'f': expects 1 arguments, but 0 were given");
 }
+
+TEST_CASE("gather_nd and scatter_nd: result shapes from the tuples' length; mismatches are errors") {
+  auto x = v("x", ir::tensor_type({dim(2), dim(4), dim(5)}, dtype::float32));
+  auto i = [](std::vector<std::int64_t> d) {
+    std::vector<ir::prim_expr> s;
+    for (auto e : d) s.push_back(dim(e));
+    return v("i", ir::tensor_type(s, dtype::int64));
+  };
+  CHECK(type_of(ir::call_op("gather_nd", {x, i({3, 2})})) == "R.Tensor((3, 5), \"float32\")");
+  CHECK(type_of(ir::call_op("gather_nd", {x, i({2, 6, 1})}, {{"batch_dims", 1}})) == "R.Tensor((2, 6, 5), \"float32\")");
+  CHECK(type_of(ir::call_op("scatter_nd", {x, i({3, 2}), v("u", f32({3, 5}))}, {{"reduction", "add"}})) == "R.Tensor((2, 4, 5), \"float32\")");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("gather_nd", {x, i({3, 4})}); }) ==
+        "gather_nd: index tuples of length 4 do not fit x (2, 4, 5) after 0 batch axes");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("gather_nd", {x, i({3, 1})}, {{"batch_dims", 1}}); }) ==
+        "gather_nd: batch axis 0 differs: indices (3, 1), x (2, 4, 5)");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("scatter_nd", {x, i({3, 2}), v("u", f32({3, 4}))}); }) ==
+        "scatter_nd: argument 'updates' (#3) must have shape (3, 5) (the indices' leading axes, then x's after k), but has (3, 4)");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("scatter_nd", {x, i({3, 2}), v("u", f32({3, 5}))}, {{"reduction", "sum"}}); }) ==
+        "scatter_nd: attribute 'reduction' must be 'update', 'add', 'mul', 'max' or 'min', not 'sum'");
+}

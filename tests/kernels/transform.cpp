@@ -412,3 +412,40 @@ TEST_CASE("pad: constant, edge and reflect against a reference, on every axis at
   CHECK(message_of([&] { (void)pad(row, {-1, 0}); }) == "kiln::kernels::pad: pad_width of axis 0 is negative (-1, 0)");
   CHECK(message_of([&] { (void)parse_pad_mode("wrap"); }) == "kiln::kernels::pad: unknown pad mode \"wrap\" (constant, edge or reflect)");
 }
+
+TEST_CASE("gather_nd and scatter_nd: tuples pick slices, batch axes, negative indices, duplicates combine in order; errors") {
+  const tensor x = tensor::from_values<std::int32_t>({2, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  // whole tuples pick elements, shorter ones pick rows
+  CHECK(gather_nd(x, tensor::from_values<std::int64_t>({2, 3}, {1, 0, 2, -2, -1, -1})).to_vector<std::int32_t>() == std::vector<std::int32_t>{8, 5});
+  const tensor rows = gather_nd(x, tensor::from_values<std::int64_t>({1, 2, 2}, {1, 1, 0, 0}));
+  CHECK(rows.shape() == shape_vector{1, 2, 3});
+  CHECK(rows.to_vector<std::int32_t>() == std::vector<std::int32_t>{9, 10, 11, 0, 1, 2});
+  // batch_dims 1: each batch element indexes its own [2, 3]
+  const tensor batched = gather_nd(x, tensor::from_values<std::int32_t>({2, 1, 1}, {1, 0}), 1);
+  CHECK(batched.shape() == shape_vector{2, 1, 3});
+  CHECK(batched.to_vector<std::int32_t>() == std::vector<std::int32_t>{3, 4, 5, 6, 7, 8});
+  // scatter: update (the last duplicate wins), add (duplicates accumulate)
+  const tensor idx = tensor::from_values<std::int64_t>({3, 1}, {1, 0, 1});
+  const tensor upd = tensor::from_values<std::int32_t>({3, 2, 3}, std::vector<std::int32_t>(18, 1));
+  const tensor big = tensor::from_values<std::int32_t>({3, 2, 3}, {1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3});
+  CHECK(scatter_nd(x, idx, big).to_vector<std::int32_t>() == std::vector<std::int32_t>{2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3});
+  CHECK(scatter_nd(x, idx, upd, scatter_reduction::add).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13});
+  CHECK(scatter_nd(x, tensor::from_values<std::int64_t>({1, 3}, {0, 1, -1}), tensor::from_values<std::int32_t>({1}, {-7}), scatter_reduction::min)
+            .to_vector<std::int32_t>()[5] == -7);
+  tensor in_place = x.clone();  // out may be x itself
+  scatter_nd(in_place, idx, big, scatter_reduction::update, in_place);
+  CHECK(in_place.to_vector<std::int32_t>() == scatter_nd(x, idx, big).to_vector<std::int32_t>());
+  CHECK(message_of([&] { (void)gather_nd(x, tensor::from_values<std::int64_t>({1, 2}, {2, 0})); }) ==
+        "kiln::kernels::gather_nd: index 2 (tuple 0, position 0) is out of range for axis 0 of extent 2");
+  CHECK(message_of([&] { (void)gather_nd(x, tensor::from_values<std::int64_t>({1, 4}, {0, 0, 0, 0})); }) ==
+        "kiln::kernels::gather_nd: index tuples of length 4 do not fit x int32[2, 2, 3] after 0 batch axes");
+  CHECK(message_of([&] { (void)gather_nd(x, tensor::from_values<std::int64_t>({3, 1}, {0, 0, 0}), 1); }) ==
+        "kiln::kernels::gather_nd: batch axis 0 of the indices int64[3, 1] differs from x int32[2, 2, 3]");
+  CHECK(message_of([&] { (void)gather_nd(x, tensor::from_values<float>({1}, {0})); }) ==
+        "kiln::kernels::gather_nd: the indices must be int32 or int64, got float32[1]");
+  CHECK(message_of([&] { (void)scatter_nd(x, idx, upd.slice(0, 0, 2)); }) ==
+        "kiln::kernels::scatter_nd: the updates must be int32[3, 2, 3], got int32[2, 2, 3]");
+  CHECK(message_of([&] { (void)scatter_nd(tensor::zeros({2}, dtype::bool_), tensor::from_values<std::int64_t>({1, 1}, {0}), tensor::zeros({1}, dtype::bool_),
+                                          scatter_reduction::add); }) == "kiln::kernels::scatter_nd: cannot combine bool elements; only 'update' takes them");
+}

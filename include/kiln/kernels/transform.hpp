@@ -719,6 +719,133 @@ inline tensor scatter_elements(const tensor& x, const tensor& indices, const ten
   return out;
 }
 
+// ---- gather_nd, scatter_nd ---------------------------------------------------------------------------------
+
+namespace detail {
+
+/// How gather_nd and scatter_nd see their operands: x as [batch, rows, slice] where the k index
+/// axes after `batch_dims` make `rows`, the indices as [batch, count, k]; the element offsets
+/// (in slices) of every index tuple, checked, in row-major order.
+struct nd_plan {
+  std::int64_t batch = 1, rows = 1, slice = 1, count = 1, k = 0;
+  std::vector<std::int64_t> offsets;  ///< batch * count row numbers within x viewed as [batch * rows, slice]
+};
+
+inline nd_plan plan_nd(std::string_view op, const tensor& x, const tensor& indices, std::int64_t batch_dims) {
+  if (!x.defined() || !indices.defined()) fail(op, "an operand is undefined");
+  if (indices.type() != dtype::int32 && indices.type() != dtype::int64)
+    fail(op, kiln::detail::concat("the indices must be int32 or int64, got ", describe_operand(indices)));
+  if (indices.ndim() < 1) fail(op, "the indices must have rank at least 1 (the last axis holds the index tuples)");
+  const auto b = static_cast<std::size_t>(batch_dims);
+  if (batch_dims < 0 || b >= indices.ndim() || b > x.ndim())
+    fail(op, kiln::detail::concat("batch_dims ", batch_dims, " must be in [0, ", std::min(indices.ndim() - 1, x.ndim()), "]"));
+  nd_plan p;
+  p.k = indices.shape(indices.ndim() - 1);
+  if (p.k < 1 || std::size_t(p.k) > x.ndim() - b)
+    fail(op, kiln::detail::concat("index tuples of length ", p.k, " do not fit x ", describe_operand(x), " after ", batch_dims, " batch axes"));
+  for (std::size_t d = 0; d < b; ++d) {
+    if (indices.shape(d) != x.shape(d))
+      fail(op, kiln::detail::concat("batch axis ", d, " of the indices ", describe_operand(indices), " differs from x ", describe_operand(x)));
+    p.batch *= x.shape(d);
+  }
+  for (std::size_t d = b; d < b + std::size_t(p.k); ++d) p.rows *= x.shape(d);
+  for (std::size_t d = b + std::size_t(p.k); d < x.ndim(); ++d) p.slice *= x.shape(d);
+  for (std::size_t d = b; d + 1 < indices.ndim(); ++d) p.count *= indices.shape(d);
+  const std::vector<std::int64_t> raw = indices.type() == dtype::int32 ? [&] {
+    const auto v = indices.to_vector<std::int32_t>();
+    return std::vector<std::int64_t>(v.begin(), v.end());
+  }() : indices.to_vector<std::int64_t>();
+  p.offsets.reserve(std::size_t(p.batch * p.count));
+  for (std::int64_t t = 0; t < p.batch * p.count; ++t) {
+    std::int64_t row = 0;
+    for (std::int64_t j = 0; j < p.k; ++j) {
+      const std::int64_t n = x.shape(b + std::size_t(j)), i = raw[std::size_t(t * p.k + j)];
+      const std::int64_t v = i < 0 ? i + n : i;
+      if (v < 0 || v >= n)
+        fail(op, kiln::detail::concat("index ", i, " (tuple ", t, ", position ", j, ") is out of range for axis ", b + std::size_t(j), " of extent ", n));
+      row = row * n + v;
+    }
+    p.offsets.push_back((t / p.count) * p.rows + row);
+  }
+  return p;
+}
+
+inline shape_vector gather_nd_shape(const tensor& x, const tensor& indices, std::int64_t batch_dims, const nd_plan& p) {
+  shape_vector s(indices.shape().begin(), indices.shape().end() - 1);
+  for (std::size_t d = std::size_t(batch_dims) + std::size_t(p.k); d < x.ndim(); ++d) s.push_back(x.shape(d));
+  return s;
+}
+
+}  // namespace detail
+
+/// ONNX's GatherND: each index tuple (the last axis of `indices`, int32 or int64, negative
+/// counting from the end) picks a slice of x after the first `batch_dims` axes, which indices
+/// and x share. out has shape indices.shape[:-1] + x.shape[batch_dims + k:]. An index out of
+/// range is an error, found before anything is written.
+inline void gather_nd(const tensor& x, const tensor& indices, std::int64_t batch_dims, const tensor& out) {
+  constexpr std::string_view op = "gather_nd";
+  const detail::nd_plan p = detail::plan_nd(op, x, indices, batch_dims);
+  check_output(op, out, x.type(), detail::gather_nd_shape(x, indices, batch_dims, p));
+  detail::check_disjoint(op, x, out);
+  const tensor src = x.contiguous();
+  const bool direct = out.is_contiguous();
+  const tensor dst = direct ? out : new_output(out.shape(), x.type());
+  const std::size_t bytes = std::size_t(p.slice) * size_of(x.type());
+  const auto* from = static_cast<const char*>(src.data());
+  auto* to = static_cast<char*>(dst.data());
+  for (std::size_t t = 0; t < p.offsets.size(); ++t) std::memcpy(to + t * bytes, from + std::size_t(p.offsets[t]) * bytes, bytes);
+  if (!direct) detail::copy_unchecked(dst, out);
+}
+inline tensor gather_nd(const tensor& x, const tensor& indices, std::int64_t batch_dims = 0) {
+  const detail::nd_plan p = detail::plan_nd("gather_nd", x, indices, batch_dims);
+  tensor out = new_output(detail::gather_nd_shape(x, indices, batch_dims, p), x.type());
+  gather_nd(x, indices, batch_dims, out);
+  return out;
+}
+
+/// ONNX's ScatterND: out = x with the slice each index tuple names (the last axis of `indices`)
+/// replaced by, or combined with, the matching slice of `updates` (shape indices.shape[:-1] +
+/// x.shape[k:]); duplicates combine in row-major order (the last one wins for `update`).
+inline void scatter_nd(const tensor& x, const tensor& indices, const tensor& updates, scatter_reduction reduction, const tensor& out) {
+  constexpr std::string_view op = "scatter_nd";
+  const detail::nd_plan p = detail::plan_nd(op, x, indices, 0);
+  if (!updates.defined()) fail(op, "an operand is undefined");
+  const shape_vector want = detail::gather_nd_shape(x, indices, 0, p);
+  if (updates.shape() != want || updates.type() != x.type())
+    fail(op, kiln::detail::concat("the updates must be ", name(x.type()), runtime::shape_to_string(want), ", got ", describe_operand(updates)));
+  if (reduction != scatter_reduction::update && !ops::is_numeric(x.type()))
+    fail(op, kiln::detail::concat("cannot combine ", name(x.type()), " elements; only 'update' takes them"));
+  check_output(op, out, x.type(), x.shape());
+  detail::check_disjoint(op, indices, out);
+  detail::check_disjoint(op, updates, out);
+  const bool direct = out.is_contiguous() && !overlaps(out, x);
+  const tensor dst = direct ? out : new_output(x.shape(), x.type());
+  detail::copy_unchecked(x, dst);
+  const tensor u = updates.contiguous();
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    T* o = static_cast<T*>(dst.data());
+    const T* src = static_cast<const T*>(u.data());
+    for (std::size_t t = 0; t < p.offsets.size(); ++t) {
+      T* row = o + p.offsets[t] * p.slice;
+      const T* v = src + std::int64_t(t) * p.slice;
+      for (std::int64_t e = 0; e < p.slice; ++e) switch (reduction) {
+          case scatter_reduction::update: row[e] = v[e]; break;
+          case scatter_reduction::add: row[e] = ops::add{}(row[e], v[e]); break;
+          case scatter_reduction::mul: row[e] = ops::multiply{}(row[e], v[e]); break;
+          case scatter_reduction::max: row[e] = ops::maximum{}(row[e], v[e]); break;
+          case scatter_reduction::min: row[e] = ops::minimum{}(row[e], v[e]); break;
+        }
+    }
+  });
+  if (!direct) detail::copy_unchecked(dst, out);
+}
+inline tensor scatter_nd(const tensor& x, const tensor& indices, const tensor& updates, scatter_reduction reduction = scatter_reduction::update) {
+  if (!x.defined()) fail("scatter_nd", "an operand is undefined");
+  tensor out = new_output(x.shape(), x.type());
+  scatter_nd(x, indices, updates, reduction, out);
+  return out;
+}
+
 // ---- pad --------------------------------------------------------------------------------------------------
 
 /// How `pad` fills the border: with a value; with the nearest edge element; or with the mirror

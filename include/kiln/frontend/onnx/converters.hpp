@@ -1050,6 +1050,15 @@ inline const converter_table& converter_table::builtin() {
         return one(c.call("scatter_elements", {c.input(0), c.input(1), c.input(2)},
                           {{"axis", c.axis(c.attr_int("axis", 0), c.rank(0))}, {"reduction", reduction == "none" ? std::string("update") : reduction}}));
       });
+    t.add("GatherND", 11, [](node_context& c) {
+      return one(c.call("gather_nd", {c.input(0), c.input(1)}, {{"batch_dims", c.attr_int("batch_dims", 0)}}));
+    });
+    t.add("ScatterND", 11, [](node_context& c) {
+      const std::string reduction = c.attr_string("reduction", "none");
+      if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
+        c.fail("reduction must be 'none', 'add', 'mul', 'max' or 'min', not '" + reduction + "'");
+      return one(c.call("scatter_nd", {c.input(0), c.input(1), c.input(2)}, {{"reduction", reduction == "none" ? std::string("update") : reduction}}));
+    });
     t.add("CumSum", 11, [](node_context& c) {
       const auto axis = c.constant_ints(1, "axis");
       if (axis.size() != 1) c.fail("axis must be one integer, got " + std::to_string(axis.size()));

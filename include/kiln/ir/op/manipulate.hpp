@@ -7,6 +7,7 @@
 #include <kiln/ir/op/infer.hpp>
 
 #include <limits>
+#include <optional>
 
 namespace kiln::ir::detail {
 
@@ -260,6 +261,57 @@ inline type infer_scatter_elements(const call_context& ctx) {
   return ctx.arg_type(0);
 }
 
+/// gather_nd and scatter_nd: checks the indices against x; the length k of the index tuples, or
+/// nothing when a shape is unknown.
+inline std::optional<std::int64_t> check_nd(const call_context& ctx, std::int64_t batch_dims) {
+  auto& x = ctx.tensor(0);
+  auto& idx = ctx.tensor(1);
+  if (is_known(idx.dt) && !is_int(idx.dt)) ctx.fail_arg(1, "must be an integer tensor, but its dtype is " + std::string(name(idx.dt)));
+  if (idx.ndim == 0) ctx.fail_arg(1, "must have rank at least 1 (its last axis holds the index tuples)");
+  if (batch_dims < 0 || (idx.ndim > 0 && batch_dims >= idx.ndim) || (x.ndim >= 0 && batch_dims > x.ndim))
+    ctx.fail("attribute 'batch_dims' (" + std::to_string(batch_dims) + ") must leave the indices an axis and not exceed the rank of x");
+  if (!x.shape || !idx.shape) return std::nullopt;
+  const auto k = as_int(idx.shape->back());
+  if (!k) return std::nullopt;
+  if (*k < 1 || *k > x.ndim - batch_dims)
+    ctx.fail("index tuples of length " + std::to_string(*k) + " do not fit x " + dims_to_string(*x.shape) + " after " + std::to_string(batch_dims) +
+             " batch axes");
+  for (std::int64_t d = 0; d < batch_dims; ++d)
+    if (prove_not_equal((*idx.shape)[std::size_t(d)], (*x.shape)[std::size_t(d)]))
+      ctx.fail("batch axis " + std::to_string(d) + " differs: indices " + dims_to_string(*idx.shape) + ", x " + dims_to_string(*x.shape));
+  return k;
+}
+
+inline type infer_gather_nd(const call_context& ctx) {
+  auto& x = ctx.tensor(0);
+  auto& idx = ctx.tensor(1);
+  const std::int64_t b = ctx.attr<std::int64_t>("batch_dims");
+  const auto k = check_nd(ctx, b);
+  if (!k) return tensor_type_of_rank(x.dt);  // the rank depends on the tuples' length
+  std::vector<prim_expr> out(idx.shape->begin(), idx.shape->end() - 1);
+  for (std::size_t d = std::size_t(b + *k); d < x.shape->size(); ++d) out.push_back((*x.shape)[d]);
+  return tensor_type(std::move(out), x.dt);
+}
+
+inline type infer_scatter_nd(const call_context& ctx) {
+  auto& x = ctx.tensor(0);
+  auto& idx = ctx.tensor(1);
+  auto& upd = ctx.tensor(2);
+  if (is_known(upd.dt) && is_known(x.dt) && upd.dt != x.dt)
+    ctx.fail_arg(2, "must have the dtype of x (" + std::string(name(x.dt)) + "), but has " + std::string(name(upd.dt)));
+  const std::string& red = ctx.attr<std::string>("reduction");
+  if (red != "update" && red != "add" && red != "mul" && red != "max" && red != "min")
+    ctx.fail("attribute 'reduction' must be 'update', 'add', 'mul', 'max' or 'min', not '" + red + "'");
+  if (const auto k = check_nd(ctx, 0); k && upd.shape) {
+    std::vector<prim_expr> want(idx.shape->begin(), idx.shape->end() - 1);
+    for (std::size_t d = std::size_t(*k); d < x.shape->size(); ++d) want.push_back((*x.shape)[d]);
+    bool differs = want.size() != upd.shape->size();
+    for (std::size_t d = 0; !differs && d < want.size(); ++d) differs = prove_not_equal(want[d], (*upd.shape)[d]);
+    if (differs) ctx.fail_arg(2, "must have shape " + dims_to_string(want) + " (the indices' leading axes, then x's after k), but has " + dims_to_string(*upd.shape));
+  }
+  return ctx.arg_type(0);
+}
+
 inline void register_manipulate_ops(op_registry& r) {
   r.add({"reshape", {"x", "shape"}, {}, infer_reshape, op_pattern::injective, "same elements, new shape (one -1 is inferred)"});
   r.add({"permute_dims", {"x"}, {{"axes", attr_kind::ints, {}, false, true}}, infer_permute_dims, op_pattern::injective,
@@ -285,6 +337,10 @@ inline void register_manipulate_ops(op_registry& r) {
          infer_scatter_elements,
          op_pattern::opaque,
          "x with updates[i...] written (or added, multiplied, ...) at i... with its index along the axis replaced by indices[i...]"});
+  r.add({"gather_nd", {"x", "indices"}, {{"batch_dims", attr_kind::integer, std::int64_t{0}}}, infer_gather_nd, op_pattern::opaque,
+         "the slices of x that the index tuples (the last axis of indices) name, after batch_dims shared axes (ONNX GatherND)"});
+  r.add({"scatter_nd", {"x", "indices", "updates"}, {{"reduction", attr_kind::string, "update"}}, infer_scatter_nd, op_pattern::opaque,
+         "x with the slices the index tuples name replaced by (or combined with) the updates (ONNX ScatterND)"});
   r.add({"gather_elements", {"x", "indices"}, {{"axis", attr_kind::integer, std::int64_t{0}}}, infer_gather_elements, op_pattern::injective,
          "out[i...] = x[i...] with its index along the axis replaced by indices[i...] (numpy take_along_axis)"});
 }

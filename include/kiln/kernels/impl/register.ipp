@@ -142,6 +142,10 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
   r.add("kernels.scatter_elements", [](tensor x, tensor indices, tensor updates, std::int64_t axis, const std::string& reduction, tensor out) {
     scatter_elements(x, indices, updates, axis, parse_scatter_reduction("scatter_elements", reduction), out);
   });
+  r.add("kernels.gather_nd", [](tensor x, tensor indices, std::int64_t batch_dims, tensor out) { gather_nd(x, indices, batch_dims, out); });
+  r.add("kernels.scatter_nd", [](tensor x, tensor indices, tensor updates, const std::string& reduction, tensor out) {
+    scatter_nd(x, indices, updates, parse_scatter_reduction("scatter_nd", reduction), out);
+  });
   r.add("kernels.gather_elements", [](tensor x, tensor indices, std::int64_t axis, tensor out) { gather_elements(x, indices, axis, out); });
   r.add("kernels.cumsum", [=](tensor x, const vm::value& axis, bool exclusive, bool reverse, tensor out) {
     cumsum(x, optional_axis(axis), exclusive, reverse, out);
