@@ -104,6 +104,9 @@ const std::vector<op_case>& cases() {
                  R"(R.Tensor((2, 3), "int32"))"});
     c.push_back({"scatter_nd", R"(x: R.Tensor((5, 3), "float32"), i: R.Tensor((4, 1), "int64"), u: R.Tensor((4, 3), "float32"))",
                  R"(R.scatter_nd(x, i, u, reduction="add"))", R"(R.Tensor((5, 3), "float32"))"});
+    c.push_back({"topk", R"(x: R.Tensor((3, 5), "float32"))", "R.topk(x, k=2)", R"(R.Tuple(R.Tensor((3, 2), "float32"), R.Tensor((3, 2), "int64")))"});
+    c.push_back({"topk", R"(x: R.Tensor((3, 5), "int32"))", "R.topk(x, k=3, axis=0, largest=False, dtype=\"int32\")",
+                 R"(R.Tuple(R.Tensor((3, 5), "int32"), R.Tensor((3, 5), "int32")))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "float32"))", "R.cumsum(x, axis=1)", R"(R.Tensor((3, 5), "float32"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "int64"))", "R.cumsum(x, axis=0, exclusive=True, reverse=True)", R"(R.Tensor((3, 5), "int64"))"});
     c.push_back({"cumsum", R"(x: R.Tensor((3, 5), "float64"))", "R.cumsum(x)", R"(R.Tensor((15,), "float64"))"});

@@ -171,3 +171,13 @@ TEST_CASE("conv2d_transpose: output sizes with stride, padding, output padding, 
   CHECK(message_of<ir::type_error>([&] { ir::call_op("nn.conv2d_transpose", {x, v("w", f32({4, 2, 3, 3}))}, {{"kernel_layout", "OIHW"}}); }) ==
         "nn.conv2d_transpose: attribute 'kernel_layout' is \"OIHW\", but only \"IOHW\" is supported");
 }
+
+TEST_CASE("topk returns values and indices with k along the axis") {
+  auto x = v("x", f32({3, 7}));
+  CHECK(type_of(ir::call_op("topk", {x}, {{"k", 2}})) == "R.Tuple(R.Tensor((3, 2), \"float32\"), R.Tensor((3, 2), \"int64\"))");
+  CHECK(type_of(ir::call_op("topk", {x}, {{"k", 1}, {"axis", 0}, {"dtype", "int32"}})) ==
+        "R.Tuple(R.Tensor((1, 7), \"float32\"), R.Tensor((1, 7), \"int32\"))");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("topk", {x}, {{"k", 8}}); }) == "topk: attribute 'k' (8) is larger than axis 1's extent 7");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("topk", {x}, {{"k", 1}, {"dtype", "float32"}}); }) ==
+        "topk: attribute 'dtype' (of the indices) must be int64 or int32, not float32");
+}

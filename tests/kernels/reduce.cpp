@@ -308,3 +308,31 @@ TEST_CASE("bad reduction arguments are clear errors") {
   CHECK(message_of<kernel_error>([&] { log_softmax(tensor::zeros({3}, dtype::int64)); }) ==
         "kiln::kernels::log_softmax: needs a float32 or float64 tensor, got int64[3]");
 }
+
+TEST_CASE("topk: largest or smallest along an axis, ties by index, NaN largest, unsorted in index order; errors") {
+  const tensor x = tensor::from_values<float>({2, 4}, {3, 1, 3, 2, 0, -1, 5, 5});
+  auto [v, i] = topk(x, 2);
+  CHECK(v.to_vector<float>() == std::vector<float>{3, 3, 5, 5});
+  CHECK(i.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 2, 2, 3});
+  auto [sv, si] = topk(x, 3, 1, false);
+  CHECK(sv.to_vector<float>() == std::vector<float>{1, 2, 3, -1, 0, 5});
+  CHECK(si.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 3, 0, 5 - 4, 0, 2});
+  auto [cv, ci] = topk(x, 1, 0);  // along axis 0
+  CHECK(cv.to_vector<float>() == std::vector<float>{3, 1, 5, 5});
+  CHECK(ci.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 0, 1, 1});
+  auto [uv, ui] = topk(x, 2, 1, true, false);  // the same two, in index order
+  CHECK(ui.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 2, 2, 3});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto [nv, ni] = topk(tensor::from_values<float>({3}, {1, nan, 2}), 2);
+  CHECK(ni.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 2});
+  auto [mv, mi] = topk(tensor::from_values<float>({3}, {1, nan, 2}), 2, 0, false);
+  CHECK(mi.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 2});
+  const tensor iv = tensor::empty({2, 1}, dtype::int32), ii = tensor::empty({2, 1}, dtype::int32);
+  topk(tensor::from_values<std::int32_t>({2, 3}, {4, 9, 9, -1, -2, -3}), 1, -1, true, true, iv, ii);
+  CHECK(iv.to_vector<std::int32_t>() == std::vector<std::int32_t>{9, -1});
+  CHECK(ii.to_vector<std::int32_t>() == std::vector<std::int32_t>{1, 0});
+  CHECK(message_of([&] { (void)topk(x, 5); }) == "kiln::kernels::topk: k = 5 must be in [0, 4], the extent of axis 1 of float32[2, 4]");
+  CHECK(message_of([&] { (void)topk(tensor::zeros({2}, dtype::bool_), 1); }) == "kiln::kernels::topk: does not take bool tensors");
+  CHECK(message_of([&] { topk(x, 1, -1, true, true, tensor::empty({2, 1}, dtype::float32), tensor::empty({2, 1}, dtype::float32)); }) ==
+        "kiln::kernels::topk: the indices output must be int64 or int32[2, 1], got float32[2, 1]");
+}

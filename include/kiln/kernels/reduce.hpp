@@ -20,7 +20,10 @@
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/transform.hpp>
 
+#include <algorithm>
+#include <numeric>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace kiln::kernels {
@@ -333,6 +336,86 @@ inline tensor argmax(const tensor& x, std::optional<std::int64_t> axis = std::nu
 }
 inline tensor argmin(const tensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdims = false) {
   return detail::arg_extreme_new<false>("argmin", x, axis, keepdims);
+}
+
+// ---- topk ----------------------------------------------------------------------------------------------
+
+namespace detail {
+inline shape_vector topk_shape(std::string_view op, const tensor& x, std::int64_t k, std::int64_t axis, std::size_t& a) {
+  if (!x.defined()) fail(op, "the operand is undefined");
+  if (!ops::is_numeric(x.type())) fail(op, kiln::detail::concat("does not take ", name(x.type()), " tensors"));
+  if (x.ndim() == 0) fail(op, "needs a tensor of rank at least 1, got a scalar");
+  a = normalize_axis(op, axis, x.ndim());
+  if (k < 0 || k > x.shape(a))
+    fail(op, kiln::detail::concat("k = ", k, " must be in [0, ", x.shape(a), "], the extent of axis ", a, " of ", describe_operand(x)));
+  shape_vector s = x.shape();
+  s[a] = k;
+  return s;
+}
+}  // namespace detail
+
+/// The k largest (or smallest) elements along `axis` and their indices (int32 or int64): sorted
+/// from the most extreme, equal elements by index (ONNX's TopK); without `sorted` the same
+/// elements, in index order. NaN counts as larger than every number.
+inline void topk(const tensor& x, std::int64_t k, std::int64_t axis, bool largest, bool sorted, const tensor& values, const tensor& indices) {
+  constexpr std::string_view op = "topk";
+  std::size_t a = 0;
+  const shape_vector s = detail::topk_shape(op, x, k, axis, a);
+  check_output(op, values, x.type(), s);
+  if (!indices.defined() || (indices.type() != dtype::int64 && indices.type() != dtype::int32) || indices.shape() != s)
+    fail(op, kiln::detail::concat("the indices output must be int64 or int32", runtime::shape_to_string(s), ", got ",
+                                  indices.defined() ? describe_operand(indices) : std::string("nothing")));
+  if (overlaps(values, x) || overlaps(indices, x) || overlaps(values, indices)) fail(op, "the outputs must not overlap the input or each other");
+  const tensor src = x.contiguous();
+  const bool direct = values.is_contiguous() && indices.is_contiguous();
+  const tensor vals = direct ? values : new_output(s, x.type()), idx = direct ? indices : new_output(s, indices.type());
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < a; ++i) outer *= src.shape(i);
+  for (std::size_t i = a + 1; i < src.ndim(); ++i) inner *= src.shape(i);
+  const std::int64_t n = src.shape(a);
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    const T* in = static_cast<const T*>(src.data());
+    T* ov = static_cast<T*>(vals.data());
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+    const auto nan = [](T v) {
+      if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+      else return (void)v, false;
+    };
+    for (std::int64_t b = 0; b < outer; ++b)
+      for (std::int64_t j = 0; j < inner; ++j) {
+        const T* line = in + b * n * inner + j;
+        const auto at = [&](std::int64_t i) { return line[i * inner]; };
+        // "a before b": more extreme first, then the lower index
+        const auto before = [&](std::int64_t p, std::int64_t q) {
+          const T u = at(p), v = at(q);
+          const bool un = nan(u), vn = nan(v);
+          if (un || vn) return un != vn ? (largest ? un : vn) : p < q;
+          if (u != v) return largest ? v < u : u < v;
+          return p < q;
+        };
+        std::iota(order.begin(), order.end(), std::int64_t{0});
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+        if (!sorted) std::sort(order.begin(), order.begin() + k);
+        for (std::int64_t t = 0; t < k; ++t) {
+          const std::int64_t at_out = (b * k + t) * inner + j;
+          ov[at_out] = at(order[std::size_t(t)]);
+          if (idx.type() == dtype::int64) static_cast<std::int64_t*>(idx.data())[at_out] = order[std::size_t(t)];
+          else static_cast<std::int32_t*>(idx.data())[at_out] = static_cast<std::int32_t>(order[std::size_t(t)]);
+        }
+      }
+  });
+  if (!direct) {
+    detail::copy_unchecked(vals, values);
+    detail::copy_unchecked(idx, indices);
+  }
+}
+/// {values, indices (int64)}.
+inline std::pair<tensor, tensor> topk(const tensor& x, std::int64_t k, std::int64_t axis = -1, bool largest = true, bool sorted = true) {
+  std::size_t a = 0;
+  const shape_vector s = detail::topk_shape("topk", x, k, axis, a);
+  tensor values = new_output(s, x.type()), indices = new_output(s, dtype::int64);
+  topk(x, k, axis, largest, sorted, values, indices);
+  return {values, indices};
 }
 
 // ---- cumsum ------------------------------------------------------------------------------------------

@@ -257,6 +257,11 @@ inline void add_builtin_lowerings(kernel_lowering& t) {
                 string(attr<std::string>(c, "coordinate_transformation_mode")), string(attr<std::string>(c, "rounding_method")),
                 real(attr<double>(c, "cubic_alpha")), boolean(attr<bool>(c, "cubic_exclude")), real(attr<double>(c, "extrapolation_value"))});
   });
+  t.add("topk", [](const call_node& c) {
+    return dps("kernels.topk", c,
+               {integer(attr<std::int64_t>(c, "k")), integer(attr<std::int64_t>(c, "axis")), boolean(attr<bool>(c, "largest")),
+                boolean(attr<bool>(c, "sorted"))});
+  });
   t.add("gather_nd", [](const call_node& c) { return dps("kernels.gather_nd", c, {integer(attr<std::int64_t>(c, "batch_dims"))}); });
   t.add("scatter_nd", [](const call_node& c) { return dps("kernels.scatter_nd", c, {string(attr<std::string>(c, "reduction"))}); });
   t.add("gather_elements", [](const call_node& c) { return dps("kernels.gather_elements", c, {integer(attr<std::int64_t>(c, "axis"))}); });

@@ -1050,6 +1050,20 @@ inline const converter_table& converter_table::builtin() {
         return one(c.call("scatter_elements", {c.input(0), c.input(1), c.input(2)},
                           {{"axis", c.axis(c.attr_int("axis", 0), c.rank(0))}, {"reduction", reduction == "none" ? std::string("update") : reduction}}));
       });
+    const auto topk = [](node_context& c, std::int64_t k) {
+      const ir::expr both = c.call("topk", {c.input(0)},
+                                   {{"k", k},
+                                    {"axis", c.axis(c.attr_int("axis", -1), c.rank(0))},
+                                    {"largest", c.attr_int("largest", 1) != 0},
+                                    {"sorted", c.attr_int("sorted", 1) != 0}});
+      return exprs{c.fold_or_emit(ir::make_tuple_get_item(both, 0)), c.fold_or_emit(ir::make_tuple_get_item(both, 1))};
+    };
+    t.add("TopK", 1, [=](node_context& c) { return topk(c, c.attr_int("k")); });
+    t.add("TopK", 10, [=](node_context& c) {
+      const auto k = c.constant_ints(1, "K");
+      if (k.size() != 1) c.fail("K must hold one integer, got " + std::to_string(k.size()));
+      return topk(c, k[0]);
+    });
     t.add("GatherND", 11, [](node_context& c) {
       return one(c.call("gather_nd", {c.input(0), c.input(1)}, {{"batch_dims", c.attr_int("batch_dims", 0)}}));
     });

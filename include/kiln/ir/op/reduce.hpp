@@ -51,6 +51,32 @@ inline void register_reduce_ops(op_registry& r) {
            },
            op_pattern::reduction,
            "index of the extreme element along an axis (over the flattened tensor when None), int64"});
+  r.add({"topk",
+         {"data"},
+         {{"k", attr_kind::integer, {}, true},
+          {"axis", attr_kind::integer, std::int64_t{-1}},
+          {"largest", attr_kind::boolean, true},
+          {"sorted", attr_kind::boolean, true},
+          {"dtype", attr_kind::data_type, dtype::int64}},
+         [](const call_context& ctx) {
+           auto& t = ctx.tensor(0);
+           if (is_known(t.dt) && (t.dt == dtype::bool_ || t.dt == dtype::float16))
+             ctx.fail_arg(0, "must be a numeric tensor, but its dtype is " + std::string(name(t.dt)));
+           const dtype idx = ctx.attr<dtype>("dtype");
+           if (idx != dtype::int64 && idx != dtype::int32) ctx.fail("attribute 'dtype' (of the indices) must be int64 or int32, not " + std::string(name(idx)));
+           const std::int64_t k = ctx.attr<std::int64_t>("k");
+           if (k < 0) ctx.fail("attribute 'k' must not be negative, but is " + std::to_string(k));
+           if (t.ndim == 0) ctx.fail_arg(0, "must have rank at least 1");
+           if (!t.shape) return tuple_type({tensor_type_of_rank(t.dt, t.ndim), tensor_type_of_rank(idx, t.ndim)});
+           const std::size_t a = std::size_t(normalize_axis(ctx, ctx.attr<std::int64_t>("axis"), t.ndim));
+           std::vector<prim_expr> s = *t.shape;
+           if (auto n = as_int(s[a]); n && k > *n)
+             ctx.fail("attribute 'k' (" + std::to_string(k) + ") is larger than axis " + std::to_string(a) + "'s extent " + std::to_string(*n));
+           s[a] = make_int(k);
+           return tuple_type({tensor_type(s, t.dt), tensor_type(s, idx)});
+         },
+         op_pattern::opaque,
+         "the k largest (or smallest) elements along an axis and their indices, most extreme first (equal ones by index); a tuple"});
   r.add({"cumsum",
          {"x"},
          {{"axis", attr_kind::integer, {}, false, true}, {"exclusive", attr_kind::boolean, false}, {"reverse", attr_kind::boolean, false}},

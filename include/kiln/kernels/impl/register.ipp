@@ -142,6 +142,11 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
   r.add("kernels.scatter_elements", [](tensor x, tensor indices, tensor updates, std::int64_t axis, const std::string& reduction, tensor out) {
     scatter_elements(x, indices, updates, axis, parse_scatter_reduction("scatter_elements", reduction), out);
   });
+  r.add("kernels.topk", [=](tensor x, std::int64_t k, std::int64_t axis, bool largest, bool sorted, const vm::value& outs) {
+    const auto o = tensors_of("topk", "the outputs", outs);
+    if (o.size() != 2) fail("topk", kiln::detail::concat("needs two outputs (values, indices), got ", o.size()));
+    topk(x, k, axis, largest, sorted, o[0], o[1]);
+  });
   r.add("kernels.gather_nd", [](tensor x, tensor indices, std::int64_t batch_dims, tensor out) { gather_nd(x, indices, batch_dims, out); });
   r.add("kernels.scatter_nd", [](tensor x, tensor indices, tensor updates, const std::string& reduction, tensor out) {
     scatter_nd(x, indices, updates, parse_scatter_reduction("scatter_nd", reduction), out);
