@@ -151,18 +151,21 @@ struct floor_divide : numeric_operator_vectorized_for_floats {
 /// The remainder of truncated division, with the dividend's sign (C's fmod and %, numpy's fmod,
 /// ONNX's Mod with fmod = 1). Floats: exact (std::fmod), NaN for a zero divisor. Integers: error on
 /// zero; MIN fmod -1 is 0.
-struct fmod : numeric_operator_vectorized_for_floats {
+/// Scalar for every dtype: xsimd's fmod is a - trunc(a / b) * b, which loses the exact remainder
+/// when a / b rounds.
+struct fmod {
   static constexpr std::string_view name = "fmod";
+  static bool accepts(dtype t) { return is_numeric(t); }
+  template <class T>
+  static constexpr bool vectorized = false;
   template <class V>
   V operator()(const V& a, const V& b) const {
     if constexpr (std::is_integral_v<V>) {
       if (b == 0) detail::division_by_zero(name);
       if (b == -1) return V(0);
       return V(a % b);
-    } else if constexpr (std::is_floating_point_v<V>) {
-      return std::fmod(a, b);
     } else {
-      return xsimd::fmod(a, b);
+      return std::fmod(a, b);
     }
   }
 };

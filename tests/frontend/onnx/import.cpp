@@ -4,6 +4,7 @@
 // import, and every kind of bad model with its message.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/kernels/linalg.hpp>
 #include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/vm/vm.hpp>
 
@@ -13,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -596,6 +598,64 @@ TEST_CASE("LRN sums squares over neighbouring channels; BatchNormalization in tr
       CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
             "kiln::frontend::onnx: node 'd' (Dropout): training mode with a nonzero ratio (random dropout) is not supported; inference ignores dropout");
   }
+}
+
+TEST_CASE("Einsum: attention's contractions, implicit outputs, ellipsis, diagonals, sums; errors name the equation") {
+  const auto einsum = [](const char* eq, std::vector<std::vector<std::string>> shapes) {
+    model_builder b(12);
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      b.input(names.back(), shapes[i]);
+    }
+    model_builder::attr(b.node("Einsum", names, {"y"}, "e"), "equation", eq);
+    b.output("y", {});
+    return b;
+  };
+  std::mt19937 gen(3);
+  const auto rand = [&](runtime::shape_vector s) {
+    std::uniform_real_distribution<float> u(-1, 1);
+    runtime::tensor t = runtime::tensor::empty(s, dtype::float32);
+    for (std::int64_t i = 0; i < t.numel(); ++i) static_cast<float*>(t.data())[i] = u(gen);
+    return t;
+  };
+  const auto close = [](const runtime::tensor& got, const runtime::tensor& want) {
+    REQUIRE(got.shape() == want.shape());
+    const auto g = got.to_vector<float>(), w = want.to_vector<float>();
+    for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(1e-5));
+  };
+  {  // q k^T per batch and head
+    const auto q = rand({2, 3, 4, 5}), k = rand({2, 3, 6, 5});
+    auto b = einsum("bhqd,bhkd->bhqk", {{"2", "3", "4", "5"}, {"2", "3", "6", "5"}});
+    close(run(kx::import_model(b.m), {vm::value(q), vm::value(k)}).as_tensor(), kernels::matmul(q, k, false, true));
+  }
+  {  // implicit output (i, k) and an ellipsis of batch axes
+    const auto x = rand({3, 4}), y = rand({4, 5});
+    auto b = einsum("ij,jk", {{"3", "4"}, {"4", "5"}});
+    close(run(kx::import_model(b.m), {vm::value(x), vm::value(y)}).as_tensor(), kernels::matmul(x, y));
+    const auto u = rand({2, 3, 4}), v = rand({2, 4, 5});
+    auto e = einsum("...ij,...jk->...ik", {{"2", "3", "4"}, {"2", "4", "5"}});
+    close(run(kx::import_model(e.m), {vm::value(u), vm::value(v)}).as_tensor(), kernels::matmul(u, v));
+  }
+  {  // a diagonal, summed: the trace of each matrix
+    auto b = einsum("bii->b", {{"2", "2", "2"}});
+    CHECK(run(kx::import_model(b.m), {vm::value(floats({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}))}).as_tensor().to_vector<float>() ==
+          std::vector<float>{5, 13});
+  }
+  {  // an outer product, transposed
+    auto b = einsum("i,j->ji", {{"2"}, {"3"}});
+    CHECK(run(kx::import_model(b.m), {vm::value(floats({2}, {1, 2})), vm::value(floats({3}, {1, 10, 100}))}).as_tensor().to_vector<float>() ==
+          std::vector<float>{1, 2, 10, 20, 100, 200});
+  }
+  const auto fails = [&](const char* eq, std::vector<std::vector<std::string>> shapes) {
+    auto b = einsum(eq, shapes);
+    return message_of<kx::import_error>([&] { kx::import_model(b.m); });
+  };
+  CHECK(fails("i,i,i", {{"2"}, {"2"}, {"2"}}) == "kiln::frontend::onnx: node 'e' (Einsum): Einsum of more than two operands is not supported");
+  CHECK(fails("ij", {{"2"}}) == "kiln::frontend::onnx: node 'e' (Einsum): the term 'ij' does not match an operand of rank 1");
+  CHECK(fails("i,j->k", {{"2"}, {"3"}}) == "kiln::frontend::onnx: node 'e' (Einsum): the output label 'k' is in no operand");
+  CHECK(fails("ij,jk", {{"2", "3"}, {"4", "5"}}) == "kiln::frontend::onnx: node 'e' (Einsum): label extents differ between the operands: 3 and 4");
+  CHECK(fails("i1", {{"2", "2"}}) == "kiln::frontend::onnx: node 'e' (Einsum): unexpected character '1' in the equation 'i1'");
 }
 
 TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod needs fmod 1") {

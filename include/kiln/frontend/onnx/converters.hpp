@@ -16,6 +16,7 @@
 #include <kiln/frontend/onnx/node_context.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -548,6 +549,140 @@ inline exprs conv_transpose(node_context& c) {
   return one(y);
 }
 
+/// Einsum of one or two operands, lowered to kiln's operators: a repeated label within an
+/// operand takes the diagonal (a mask and a sum), labels found nowhere else are summed out, and
+/// two operands become one batched matmul ([batch, left, contracted] x [batch, contracted,
+/// right], as ONNX Runtime does) between transposes and reshapes. Labels are letters; "..."
+/// stands for the leading axes an operand has beyond its letters (the same count and sizes in
+/// both operands).
+inline exprs einsum(node_context& c) {
+  std::string eq;
+  for (char ch : c.attr_string("equation", "")) if (ch != ' ') eq += ch;
+  const auto arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms(1);
+  for (char ch : lhs) {
+    if (ch == ',') terms.emplace_back();
+    else terms.back().push_back(ch);
+  }
+  if (terms.size() != c.num_inputs()) c.fail("the equation has " + std::to_string(terms.size()) + " operands, but the node " + std::to_string(c.num_inputs()));
+  if (terms.size() > 2) c.fail("Einsum of more than two operands is not supported");
+  // labels: letters as their character, the ellipsis' axes as 256 + k (k counted from the last)
+  const auto parse = [&](const std::string& t, int rank) {
+    std::vector<int> labels;
+    const auto dots = t.find("...");
+    const std::string letters = dots == std::string::npos ? t : t.substr(0, dots) + t.substr(dots + 3);
+    for (char ch : letters)
+      if (!std::isalpha(static_cast<unsigned char>(ch))) c.fail(std::string("unexpected character '") + ch + "' in the equation '" + eq + "'");
+    const int ell = rank < 0 ? 0 : rank - int(letters.size());
+    if (ell < 0 || (dots == std::string::npos && rank >= 0 && ell != 0))
+      c.fail("the term '" + t + "' does not match an operand of rank " + std::to_string(rank));
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (dots != std::string::npos && i == dots) {
+        for (int k = ell; k-- > 0;) labels.push_back(256 + k);
+        i += 2;
+      } else {
+        labels.push_back(static_cast<unsigned char>(t[i]));
+      }
+    }
+    return labels;
+  };
+  std::vector<std::vector<int>> in;
+  std::vector<ir::expr> ops;
+  int ell_rank = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    in.push_back(parse(terms[i], c.rank(i)));
+    ops.push_back(c.input(i));
+    for (int l : in.back()) ell_rank = std::max(ell_rank, l >= 256 ? l - 255 : 0);
+  }
+  std::vector<int> out;
+  if (arrow != std::string::npos) {
+    // the output's "..." has the operands' ellipsis rank
+    const std::string rhs = eq.substr(arrow + 2);
+    const auto dots = rhs.find("...");
+    for (std::size_t i = 0; i < rhs.size(); ++i) {
+      if (dots != std::string::npos && i == dots) {
+        for (int k = ell_rank; k-- > 0;) out.push_back(256 + k);
+        i += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(rhs[i])) && !std::count(out.begin(), out.end(), rhs[i])) {
+        out.push_back(static_cast<unsigned char>(rhs[i]));
+      } else {
+        c.fail(std::string("unexpected or repeated character '") + rhs[i] + "' in the output of the equation '" + eq + "'");
+      }
+    }
+  } else {  // implicit: the ellipsis, then the letters used once, in alphabetical order
+    for (int k = ell_rank; k-- > 0;) out.push_back(256 + k);
+    std::map<int, int> uses;
+    for (auto& t : in) for (int l : t) if (l < 256) ++uses[l];
+    for (auto [l, n] : uses) if (n == 1) out.push_back(l);
+  }
+  const auto dims_of = [](const ir::expr& e) { return ir::dyn_cast<ir::tensor_type_node>(e->checked_type)->shape.value(); };
+  const auto permute = [&](const ir::expr& x, std::vector<int>& labels, const std::vector<int>& order) {
+    ir::int_array axes;
+    for (int l : order) axes.push_back(std::find(labels.begin(), labels.end(), l) - labels.begin());
+    labels = order;
+    bool identity = true;
+    for (std::size_t i = 0; i < axes.size(); ++i) identity = identity && axes[i] == std::int64_t(i);
+    return identity ? x : c.call("permute_dims", {x}, {{"axes", axes}});
+  };
+  const auto count = [](const std::vector<int>& v, int l) { return std::count(v.begin(), v.end(), l); };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    auto& labels = in[i];
+    // a repeated label: keep the diagonal (mask the rest to 0, sum the second axis away)
+    for (std::size_t p = 0; p < labels.size(); ++p)
+      for (std::size_t q = p + 1; q < labels.size();) {
+        if (labels[q] != labels[p]) {
+          ++q;
+          continue;
+        }
+        const auto d = dims_of(ops[i]);
+        const auto n = ir::as_int(d[p]);
+        if (!n || ir::as_int(d[q]) != n) c.fail("a repeated label needs equal static extents");
+        const ir::expr mask = c.call("equal", {iota_along(c, *n, d.size(), p), iota_along(c, *n, d.size(), q)});
+        ops[i] = c.call("sum", {c.call("where", {mask, ops[i], c.scalar(0, c.input_dtype(i))})}, {{"axis", ir::int_array{std::int64_t(q)}}, {"keepdims", false}});
+        labels.erase(labels.begin() + std::ptrdiff_t(q));
+      }
+    // labels found nowhere else are summed out
+    ir::int_array alone;
+    std::vector<int> kept;
+    for (std::size_t a = 0; a < labels.size(); ++a) {
+      const bool elsewhere = count(out, labels[a]) || (ops.size() == 2 && count(in[1 - i], labels[a]));
+      if (elsewhere) kept.push_back(labels[a]);
+      else alone.push_back(std::int64_t(a));
+    }
+    if (!alone.empty()) ops[i] = c.call("sum", {ops[i]}, {{"axis", alone}, {"keepdims", false}});
+    labels = kept;
+  }
+  for (int l : out)
+    if (std::none_of(in.begin(), in.end(), [&](auto& t) { return count(t, l) > 0; }))
+      c.fail("the output label '" + std::string(1, char(l < 256 ? l : '.')) + "' is in no operand");
+  if (ops.size() == 1) return one(permute(ops[0], in[0], out));
+  std::vector<int> batch, left, right, contracted;
+  for (int l : in[0]) (count(in[1], l) ? (count(out, l) ? batch : contracted) : left).push_back(l);
+  for (int l : in[1])
+    if (!count(in[0], l)) right.push_back(l);
+  const auto cat = [](std::initializer_list<const std::vector<int>*> parts) {
+    std::vector<int> v;
+    for (auto* p : parts) v.insert(v.end(), p->begin(), p->end());
+    return v;
+  };
+  const ir::expr a = permute(ops[0], in[0], cat({&batch, &left, &contracted}));
+  const ir::expr b = permute(ops[1], in[1], cat({&batch, &contracted, &right}));
+  const auto da = dims_of(a), db = dims_of(b);
+  for (std::size_t k = 0; k < batch.size() + contracted.size(); ++k) {
+    const std::size_t ia = k < batch.size() ? k : k + left.size(), ib = k;
+    const auto x = ir::as_int(da[ia]), y = ir::as_int(db[ib]);
+    if (x && y && *x != *y) c.fail("label extents differ between the operands: " + std::to_string(*x) + " and " + std::to_string(*y));
+  }
+  const std::size_t nb = batch.size(), nl = left.size(), nc = contracted.size(), nr = right.size();
+  const ir::expr a3 = reshape_to(c, a, {product(da, 0, nb), product(da, nb, nb + nl), product(da, nb + nl, nb + nl + nc)});
+  const ir::expr b3 = reshape_to(c, b, {product(db, 0, nb), product(db, nb, nb + nc), product(db, nb + nc, nb + nc + nr)});
+  std::vector<ir::prim_expr> full(da.begin(), da.begin() + std::ptrdiff_t(nb + nl));
+  full.insert(full.end(), db.begin() + std::ptrdiff_t(nb + nc), db.end());
+  std::vector<int> labels = cat({&batch, &left, &right});
+  return one(permute(reshape_to(c, c.call("matmul", {a3, b3}), full), labels, out));
+}
+
 }  // namespace detail
 
 inline const converter_table& converter_table::builtin() {
@@ -1064,6 +1199,7 @@ inline const converter_table& converter_table::builtin() {
       if (k.size() != 1) c.fail("K must hold one integer, got " + std::to_string(k.size()));
       return topk(c, k[0]);
     });
+    t.add("Einsum", 12, einsum);
     t.add("GatherND", 11, [](node_context& c) {
       return one(c.call("gather_nd", {c.input(0), c.input(1)}, {{"batch_dims", c.attr_int("batch_dims", 0)}}));
     });
