@@ -14,9 +14,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace kiln;
 namespace kx = kiln::frontend::onnx;
@@ -656,6 +660,64 @@ TEST_CASE("Einsum: attention's contractions, implicit outputs, ellipsis, diagona
   CHECK(fails("i,j->k", {{"2"}, {"3"}}) == "kiln::frontend::onnx: node 'e' (Einsum): the output label 'k' is in no operand");
   CHECK(fails("ij,jk", {{"2", "3"}, {"4", "5"}}) == "kiln::frontend::onnx: node 'e' (Einsum): label extents differ between the operands: 3 and 4");
   CHECK(fails("i1", {{"2", "2"}}) == "kiln::frontend::onnx: node 'e' (Einsum): unexpected character '1' in the equation 'i1'");
+}
+
+TEST_CASE("external data: tensors read from files beside the model; bad locations, sizes and files are errors naming them") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kiln_external_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "weights");
+  const auto write = [](const std::filesystem::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; };
+  const std::vector<float> w{1, 2, 3, 4};
+  std::string blob = "pad!";  // 4 bytes before the tensor
+  blob.append(reinterpret_cast<const char*>(w.data()), 16);
+  write(dir / "weights" / "w.bin", blob);
+  const auto model = [&](const std::string& location, const std::string& offset, const std::string& length) {
+    model_builder b(13);
+    b.input("x", {"2", "2"});
+    auto* t = b.g().add_initializer();
+    t->set_name("w");
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    t->add_dims(2);
+    t->add_dims(2);
+    t->set_data_location(::onnx::TensorProto::EXTERNAL);
+    const auto entry = [&](const char* k, const std::string& v) {
+      if (v.empty()) return;
+      auto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    entry("location", location);
+    entry("offset", offset);
+    entry("length", length);
+    b.node("Add", {"x", "w"}, {"y"});
+    b.output("y", {"2", "2"});
+    write(dir / "model.onnx", b.m.SerializeAsString());
+    return b;
+  };
+  model("weights/w.bin", "4", "16");
+  CHECK(run(kx::import_file(dir / "model.onnx"), {vm::value(floats({2, 2}, {10, 20, 30, 40}))}).as_tensor().to_vector<float>() ==
+        std::vector<float>{11, 22, 33, 44});
+  const auto b = model("weights/w.bin", "4", "");  // no length: to the end of the file
+  CHECK(run(kx::import_file(dir / "model.onnx"), {vm::value(floats({2, 2}, {0, 0, 0, 0}))}).as_tensor().to_vector<float>() == w);
+  const auto bytes = b.bytes();
+  CHECK(message_of<kx::import_error>([&] { kx::import_bytes(bytes); }) ==
+        "kiln::frontend::onnx: model bytes: tensor 'w': its data is stored outside the model file (external data); import the model with "
+        "import_file, or give import_options::external_data_dir");
+  kx::import_options opts;
+  opts.external_data_dir = dir;
+  CHECK(run(kx::import_bytes(bytes, "model bytes", opts), {vm::value(floats({2, 2}, {0, 0, 0, 0}))}).as_tensor().to_vector<float>() == w);
+  const auto fails = [&](const std::string& location, const std::string& offset, const std::string& length) {
+    model(location, offset, length);
+    return message_of<kx::import_error>([&] { kx::import_file(dir / "model.onnx"); });
+  };
+  const std::string at = "kiln::frontend::onnx: '" + (dir / "model.onnx").string() + "': tensor 'w': ";
+  CHECK(fails("weights/w.bin", "8", "16") == at + "external data '" + (dir / "weights" / "w.bin").string() + "' has 20 bytes, fewer than offset 8 + length 16");
+  CHECK(fails("weights/none.bin", "", "") == at + "cannot open its external data file '" + (dir / "weights" / "none.bin").string() + "'");
+  CHECK(fails("../w.bin", "", "") == at + "external data location '../w.bin' leaves the model's folder");
+  CHECK(fails("/etc/passwd", "", "") == at + "external data location '/etc/passwd' must be a path relative to the model's folder");
+  CHECK(fails("weights/w.bin", "x", "") == at + "external data offset 'x' is not a number");
+  CHECK(fails("weights/w.bin", "2", "") == "kiln::frontend::onnx: '" + (dir / "model.onnx").string() +
+                                                "': initializer 'w': raw_data holds 18 bytes for 4 elements of 4 bytes");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod needs fmod 1") {

@@ -53,7 +53,17 @@ struct import_options {
   bool check_model = true;
   /// The converters to use (kiln's by default; a user's table may add operators).
   const converter_table* converters = nullptr;
+  /// Where tensors stored outside the model (ONNX's external data, as models over 2 GiB are
+  /// saved) are looked up: their `location`s are relative to it. `import_file` uses the model's
+  /// folder when this is empty; `import_bytes` reads no external data without it.
+  std::filesystem::path external_data_dir = {};
 };
+
+/// Reads every tensor of `model` stored as external data (initializers and Constant nodes'
+/// values, in the main graph and its subgraphs) from its file under `dir` into the tensor's
+/// raw_data, as ONNX's `load_external_data_for_model` does. A location must be a relative path
+/// inside `dir`; the file must hold offset + length bytes. Errors name the tensor and the file.
+KILN_DECL void load_external_data(::onnx::ModelProto& model, const std::filesystem::path& dir);
 
 namespace detail {
 

@@ -7,7 +7,7 @@
 /// (`float_data`, `int32_data` — which also carries int8, uint8, bool and float16 bit patterns —
 /// `int64_data`, `double_data`). Every count is checked against the dimensions, so a truncated or
 /// inconsistent tensor is an `import_error` naming it, never a read past the end. Tensors stored
-/// outside the model file (external data) and element types kiln has no kernels for (strings,
+/// outside the model file (external data, read beforehand by `load_external_data`) and element types kiln has no kernels for (strings,
 /// int16, the unsigned types beyond uint8, bfloat16, complex) are errors that say so.
 #pragma once
 
@@ -67,7 +67,8 @@ inline dtype require_dtype(int onnx_type, const std::string& what) {
 inline ir::ndarray to_ndarray(const ::onnx::TensorProto& t, const std::string& what) {
   auto fail = [&](const std::string& msg) -> void { throw import_error("kiln::frontend::onnx: " + what + ": " + msg); };
   if (t.data_location() == ::onnx::TensorProto::EXTERNAL)
-    fail("its data is stored outside the model file (external data), which kiln does not read yet");
+    fail("its data is stored outside the model file (external data); import the model with import_file, or give "
+         "import_options::external_data_dir");
   if (t.has_segment()) fail("it is segmented, which kiln does not support");
   const dtype dt = require_dtype(t.data_type(), what);
   std::vector<std::int64_t> shape(t.dims().begin(), t.dims().end());

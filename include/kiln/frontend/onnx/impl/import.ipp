@@ -6,9 +6,95 @@
 #include <kiln/frontend/onnx/import.hpp>
 #include <kiln/support/strings.hpp>
 
+#include <charconv>
+#include <fstream>
+
 namespace kiln::frontend::onnx {
 
+namespace detail {
+
+inline void load_external_tensor(::onnx::TensorProto& t, const std::filesystem::path& dir) {
+  const std::string what = "kiln::frontend::onnx: tensor '" + t.name() + "'";
+  std::string location;
+  std::uint64_t offset = 0, length = 0;
+  bool has_length = false;
+  const auto number = [&](const std::string& key, const std::string& v) {
+    std::uint64_t n = 0;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (r.ec != std::errc() || r.ptr != v.data() + v.size()) throw import_error(what + ": external data " + key + " '" + v + "' is not a number");
+    return n;
+  };
+  for (const auto& e : t.external_data()) {
+    if (e.key() == "location") location = e.value();
+    else if (e.key() == "offset") offset = number("offset", e.value());
+    else if (e.key() == "length") length = number("length", e.value()), has_length = true;
+  }
+  if (location.empty()) throw import_error(what + ": its external data has no location");
+  const std::filesystem::path rel(location);
+  if (rel.is_absolute() || rel.has_root_name())
+    throw import_error(what + ": external data location '" + location + "' must be a path relative to the model's folder");
+  for (const auto& part : rel)
+    if (part == "..") throw import_error(what + ": external data location '" + location + "' leaves the model's folder");
+  const std::filesystem::path file = dir / rel;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw import_error(what + ": cannot open its external data file '" + file.string() + "'");
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  if (offset > size || (has_length && length > size - offset))
+    throw import_error(what + ": external data '" + file.string() + "' has " + std::to_string(size) + " bytes, fewer than offset " +
+                       std::to_string(offset) + (has_length ? " + length " + std::to_string(length) : std::string()));
+  if (!has_length) length = size - offset;
+  std::string bytes(static_cast<std::size_t>(length), '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(bytes.data(), static_cast<std::streamsize>(length));
+  if (!in) throw import_error(what + ": cannot read " + std::to_string(length) + " bytes of '" + file.string() + "'");
+  t.set_raw_data(std::move(bytes));
+  t.clear_external_data();
+  t.set_data_location(::onnx::TensorProto::DEFAULT);
+}
+
+inline void load_external_graph(::onnx::GraphProto& g, const std::filesystem::path& dir) {
+  for (auto& t : *g.mutable_initializer())
+    if (t.data_location() == ::onnx::TensorProto::EXTERNAL) load_external_tensor(t, dir);
+  for (auto& n : *g.mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_t() && a.t().data_location() == ::onnx::TensorProto::EXTERNAL) load_external_tensor(*a.mutable_t(), dir);
+      for (auto& t : *a.mutable_tensors())
+        if (t.data_location() == ::onnx::TensorProto::EXTERNAL) load_external_tensor(t, dir);
+      if (a.has_g()) load_external_graph(*a.mutable_g(), dir);
+      for (auto& sub : *a.mutable_graphs()) load_external_graph(sub, dir);
+    }
+}
+
+/// The first tensor of `g` (or its subgraphs) still stored as external data, or null.
+inline const ::onnx::TensorProto* find_external(const ::onnx::GraphProto& g) {
+  for (const auto& t : g.initializer())
+    if (t.data_location() == ::onnx::TensorProto::EXTERNAL) return &t;
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t() && a.t().data_location() == ::onnx::TensorProto::EXTERNAL) return &a.t();
+      for (const auto& t : a.tensors())
+        if (t.data_location() == ::onnx::TensorProto::EXTERNAL) return &t;
+      if (a.has_g())
+        if (auto* t = find_external(a.g())) return t;
+      for (const auto& sub : a.graphs())
+        if (auto* t = find_external(sub)) return t;
+    }
+  return nullptr;
+}
+
+}  // namespace detail
+
+KILN_DECL void load_external_data(::onnx::ModelProto& model, const std::filesystem::path& dir) {
+  detail::load_external_graph(*model.mutable_graph(), dir);
+}
+
 KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const import_options& options) {
+  // before ONNX's checker, which would look for the files relative to the working directory
+  if (const auto* t = detail::find_external(model.graph()))
+    throw import_error("kiln::frontend::onnx: tensor '" + t->name() +
+                       "': its data is stored outside the model file (external data); import the model with import_file, or give "
+                       "import_options::external_data_dir");
   return detail::importer(model, options).run();
 }
 
@@ -20,6 +106,7 @@ KILN_DECL ir::ir_module import_bytes(std::span<const std::byte> bytes, const std
     throw import_error("kiln::frontend::onnx: " + source + " is not an ONNX model (the protobuf does not parse: truncated or not ONNX)");
   if (!model.has_graph()) throw import_error("kiln::frontend::onnx: " + source + " has no graph");
   try {
+    if (!options.external_data_dir.empty()) load_external_data(model, options.external_data_dir);
     return import_model(model, options);
   } catch (const import_error& e) {
     throw import_error(std::string(e.what()).insert(std::string("kiln::frontend::onnx: ").size(), source + ": "));
@@ -28,7 +115,10 @@ KILN_DECL ir::ir_module import_bytes(std::span<const std::byte> bytes, const std
 
 KILN_DECL ir::ir_module import_file(const std::filesystem::path& path, const import_options& options) {
   const auto bytes = kiln::detail::read_file(path, "kiln::frontend::onnx::import_file");
-  return import_bytes(bytes, kiln::detail::quote(path.string()), options);
+  if (!options.external_data_dir.empty()) return import_bytes(bytes, kiln::detail::quote(path.string()), options);
+  import_options with_dir = options;
+  with_dir.external_data_dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  return import_bytes(bytes, kiln::detail::quote(path.string()), with_dir);
 }
 
 }  // namespace kiln::frontend::onnx
