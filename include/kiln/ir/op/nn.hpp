@@ -48,19 +48,34 @@ inline prim_expr spatial_out(const call_context& ctx, const prim_expr& in, std::
   return o;
 }
 
-inline type infer_conv2d(const call_context& ctx) {
+/// What conv2d and conv2d_transpose check alike: layouts, ranks, the result dtype and the window
+/// attributes.
+struct conv_attrs {
+  dtype d;
+  int_array strides, dilation, pad;
+  std::int64_t groups;
+};
+inline conv_attrs check_conv_attrs(const call_context& ctx, const char* kernel_layout) {
   auto& x = ctx.tensor(0);
   auto& w = ctx.tensor(1);
   require_layout(ctx, "data_layout", "NCHW");
-  require_layout(ctx, "kernel_layout", "OIHW");
+  require_layout(ctx, "kernel_layout", kernel_layout);
   if (x.ndim >= 0 && x.ndim != 4) ctx.fail_arg(0, "must have rank 4 (NCHW), but has rank " + std::to_string(x.ndim));
-  if (w.ndim >= 0 && w.ndim != 4) ctx.fail_arg(1, "must have rank 4 (OIHW), but has rank " + std::to_string(w.ndim));
+  if (w.ndim >= 0 && w.ndim != 4) ctx.fail_arg(1, "must have rank 4 (" + std::string(kernel_layout) + "), but has rank " + std::to_string(w.ndim));
   dtype d = ctx.attr<dtype>("out_dtype");
   if (!is_known(d)) d = common_dtype(ctx, {0, 1});
-  const int_array strides = positive(ctx, "strides", 2), dilation = positive(ctx, "dilation", 2);
-  const int_array pad = padding4(ctx);
-  const std::int64_t groups = ctx.attr<std::int64_t>("groups");
-  if (groups <= 0) ctx.fail("attribute 'groups' must be positive, but is " + std::to_string(groups));
+  conv_attrs a{d, positive(ctx, "strides", 2), positive(ctx, "dilation", 2), padding4(ctx), ctx.attr<std::int64_t>("groups")};
+  if (a.groups <= 0) ctx.fail("attribute 'groups' must be positive, but is " + std::to_string(a.groups));
+  return a;
+}
+
+inline type infer_conv2d(const call_context& ctx) {
+  auto& x = ctx.tensor(0);
+  auto& w = ctx.tensor(1);
+  const conv_attrs a = check_conv_attrs(ctx, "OIHW");
+  const dtype d = a.d;
+  const int_array &strides = a.strides, &dilation = a.dilation, &pad = a.pad;
+  const std::int64_t groups = a.groups;
   if (!x.shape || !w.shape) return tensor_type_of_rank(d, 4);
   const auto &xs = *x.shape, &ws = *w.shape;
   if (auto o = as_int(ws[0]); o && *o % groups != 0)
@@ -79,22 +94,16 @@ inline type infer_conv2d(const call_context& ctx) {
 inline type infer_conv2d_transpose(const call_context& ctx) {
   auto& x = ctx.tensor(0);
   auto& w = ctx.tensor(1);
-  require_layout(ctx, "data_layout", "NCHW");
-  require_layout(ctx, "kernel_layout", "IOHW");
-  if (x.ndim >= 0 && x.ndim != 4) ctx.fail_arg(0, "must have rank 4 (NCHW), but has rank " + std::to_string(x.ndim));
-  if (w.ndim >= 0 && w.ndim != 4) ctx.fail_arg(1, "must have rank 4 (IOHW), but has rank " + std::to_string(w.ndim));
-  dtype d = ctx.attr<dtype>("out_dtype");
-  if (!is_known(d)) d = common_dtype(ctx, {0, 1});
-  const int_array strides = positive(ctx, "strides", 2), dilation = positive(ctx, "dilation", 2);
-  const int_array pad = padding4(ctx);
+  const conv_attrs a = check_conv_attrs(ctx, "IOHW");
+  const dtype d = a.d;
+  const int_array &strides = a.strides, &dilation = a.dilation, &pad = a.pad;
+  const std::int64_t groups = a.groups;
   const int_array out_pad = expand_to(ctx, "output_padding", 2);
   for (int i = 0; i < 2; ++i) {
     const auto u = std::size_t(i);
     if (out_pad[u] < 0 || (out_pad[u] >= strides[u] && out_pad[u] >= dilation[u]))
       ctx.fail("attribute 'output_padding' (" + std::to_string(out_pad[u]) + ") must be smaller than the stride or the dilation");
   }
-  const std::int64_t groups = ctx.attr<std::int64_t>("groups");
-  if (groups <= 0) ctx.fail("attribute 'groups' must be positive, but is " + std::to_string(groups));
   if (!x.shape || !w.shape) return tensor_type_of_rank(d, 4);
   const auto &xs = *x.shape, &ws = *w.shape;
   if (prove_not_equal(xs[1], ws[0]))
