@@ -4,6 +4,7 @@
 // import, and every kind of bad model with its message.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/vm/vm.hpp>
@@ -718,6 +719,27 @@ TEST_CASE("external data: tensors read from files beside the model; bad location
   CHECK(fails("weights/w.bin", "2", "") == "kiln::frontend::onnx: '" + (dir / "model.onnx").string() +
                                                 "': initializer 'w': raw_data holds 18 bytes for 4 elements of 4 bytes");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("float16 arithmetic computes in float32 and rounds back; storage operators keep float16") {
+  model_builder b(13);
+  b.input("x", {"3"}, ::onnx::TensorProto::FLOAT16);
+  b.input("y", {"3"}, ::onnx::TensorProto::FLOAT16);
+  b.node("Max", {"x", "y"}, {"m"});
+  b.node("Reshape", {"m", "shape"}, {"z"});
+  b.ints_initializer("shape", {3, 1});
+  b.output("z", {"3", "1"}, ::onnx::TensorProto::FLOAT16);
+  const ir::ir_module m = kx::import_model(b.m);
+  const std::string text = ir::print(m);
+  CHECK(text.find("R.maximum(") != std::string::npos);
+  CHECK(text.find("dtype=\"float32\"") != std::string::npos);
+  CHECK(text.find("R.Tensor((3, 1), \"float16\")") != std::string::npos);
+  const auto half = [](std::vector<float> v) {
+    return kernels::cast(runtime::tensor::from_values<float>({std::int64_t(v.size())}, v), dtype::float16);
+  };
+  const runtime::tensor z = run(m, {vm::value(half({1, -2, 3.5})), vm::value(half({0.5, -1, 7}))}).as_tensor();
+  CHECK(z.type() == dtype::float16);
+  CHECK(kernels::cast(z, dtype::float32).to_vector<float>() == std::vector<float>{1, -1, 7});
 }
 
 TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod needs fmod 1") {

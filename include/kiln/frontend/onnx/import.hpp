@@ -31,6 +31,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -224,6 +225,21 @@ private:
     return it->second;
   }
 
+  static bool is_float16(const ir::expr& e) {
+    auto* t = ir::dyn_cast<ir::tensor_type_node>(e->checked_type);
+    return t && t->dt == dtype::float16;
+  }
+  /// Whether node `n` reads float16 tensors and is not one of the operators that only move,
+  /// reshape, inspect or convert them (those keep float16).
+  static bool computes_in_float32(const ::onnx::NodeProto& n, const std::vector<ir::expr>& inputs) {
+    static const std::set<std::string> storage = {"Cast",      "CastLike", "Shape",     "Size",    "Identity", "Constant", "Reshape",
+                                                  "Flatten",   "Squeeze",  "Unsqueeze", "Transpose", "Concat", "Split",    "Slice",
+                                                  "Gather",    "Expand",   "Tile",      "EyeLike"};
+    if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
+    if (storage.count(n.op_type())) return false;
+    return std::any_of(inputs.begin(), inputs.end(), [](const ir::expr& e) { return e && is_float16(e); });
+  }
+
   void convert(const ::onnx::NodeProto& n, int index) {
     const std::string where = "node '" + (n.name().empty() ? "#" + std::to_string(index) : n.name()) + "' (" + n.op_type() + ")";
     std::vector<ir::expr> inputs;
@@ -232,7 +248,21 @@ private:
     node_context ctx(n, opset_, inputs, bb_, eval_, where);
     std::vector<ir::expr> outs;
     try {
-      outs = table_.find(n.op_type(), opset_)->fn(ctx);
+      // float16 is a storage type for kiln's kernels: an operator that computes on float16
+      // tensors computes in float32, its float results rounded back to float16 (exact for the
+      // operators that only move elements; what ONNX Runtime's CPU kernels do for most others)
+      if (computes_in_float32(n, inputs)) {
+        std::vector<ir::expr> wide = inputs;
+        for (auto& e : wide)
+          if (e && is_float16(e)) e = ctx.call("astype", {e}, {{"dtype", dtype::float32}});
+        node_context wctx = ctx.with_inputs(wide);
+        outs = table_.find(n.op_type(), opset_)->fn(wctx);
+        for (auto& o : outs)
+          if (auto* t = o ? ir::dyn_cast<ir::tensor_type_node>(o->checked_type) : nullptr; t && t->dt == dtype::float32)
+            o = ctx.call("astype", {o}, {{"dtype", dtype::float16}});
+      } else {
+        outs = table_.find(n.op_type(), opset_)->fn(ctx);
+      }
     } catch (const import_error&) {
       throw;
     } catch (const kiln::error& e) {
