@@ -170,6 +170,8 @@ TEST_CASE("conv2d_transpose: output sizes with stride, padding, output padding, 
         "nn.conv2d_transpose: the padding crops the whole output (-1 along spatial axis 0)");
   CHECK(message_of<ir::type_error>([&] { ir::call_op("nn.conv2d_transpose", {x, v("w", f32({4, 2, 3, 3}))}, {{"kernel_layout", "OIHW"}}); }) ==
         "nn.conv2d_transpose: attribute 'kernel_layout' is \"OIHW\", but only \"IOHW\" is supported");
+  CHECK(message_of<ir::type_error>([&] { ir::call_op("nn.conv2d_transpose", {x, v("w", f32({4, 2, 3, 3}))}, {{"strides", ir::int_array{std::int64_t(1) << 40, 1}}}); }) ==
+        "nn.conv2d_transpose: strides, dilation, padding and output padding must be at most 2^31, got 1099511627776");
 }
 
 TEST_CASE("topk returns values and indices with k along the axis") {

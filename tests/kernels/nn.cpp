@@ -439,6 +439,10 @@ TEST_CASE("conv2d_transpose: errors name the operands") {
   p.padding = {3, 0, 3, 0};
   CHECK(message_of([&] { (void)conv2d_transpose(x, tensor::zeros({4, 2, 3, 3}, dtype::float32), p); }) ==
         "kiln::kernels::conv2d_transpose: the padding crops the whole output of float32[1, 4, 3, 3] with the weight float32[4, 2, 3, 3]");
+  p = {};
+  p.strides = {std::int64_t(1) << 62, 1};
+  CHECK(message_of([&] { (void)conv2d_transpose(x, tensor::zeros({4, 2, 3, 3}, dtype::float32), p); }) ==
+        "kiln::kernels::conv2d_transpose: the output extent of float32[1, 4, 3, 3] overflows");
   CHECK(message_of([&] { (void)conv2d_transpose(tensor::zeros({1, 4, 3, 3}, dtype::int32), tensor::zeros({4, 2, 3, 3}, dtype::int32)); }) ==
         "kiln::kernels::conv2d_transpose: needs float32 or float64 data, got int32[1, 4, 3, 3]");
   CHECK(message_of([&] { conv2d_transpose(x, tensor::zeros({4, 2, 3, 3}, dtype::float32), {}, tensor::zeros({1, 2, 5, 4}, dtype::float32)); }) ==

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -188,6 +189,22 @@ TEST_CASE("resize: float32, integers (nearest), strided inputs and outputs, empt
         std::vector<std::int64_t>{std::int64_t(1) << 60, std::int64_t(1) << 60, 7, 7, -5, -5, std::int64_t(1) << 60, std::int64_t(1) << 60, 7, 7, -5, -5});
   CHECK(resize(x, std::vector<std::int64_t>{0, 3}, p).numel() == 0);
   CHECK(resize(x, std::vector<std::int64_t>{2, 3}, p).to_vector<float>() == x.to_vector<float>());  // nothing changes
+}
+
+TEST_CASE("resize: extreme scales and a NaN region map far outside the input without undefined behaviour") {
+  const tensor x = tensor::from_values<double>({4}, {1, 2, 3, 4});
+  resize_params p;
+  p.method = resize_method::linear;
+  p.coordinates = resize_coordinates::asymmetric;
+  p.scales = {1e-300};  // every output position maps to +inf: the last element
+  CHECK(resize(x, std::vector<std::int64_t>{3}, p).to_vector<double>() == std::vector<double>{1, 4, 4});
+  p.scales = {1e300};  // everything maps to 0: the first element
+  CHECK(resize(x, std::vector<std::int64_t>{2}, p).to_vector<double>() == std::vector<double>{1, 1});
+  p.scales.clear();
+  p.coordinates = resize_coordinates::tf_crop_and_resize;
+  p.roi = {std::numeric_limits<double>::quiet_NaN(), 1};
+  p.extrapolation_value = -5;
+  CHECK(resize(x, std::vector<std::int64_t>{2}, p).to_vector<double>() == std::vector<double>{-5, -5});
 }
 
 TEST_CASE("resize: bad operands are errors that name them") {

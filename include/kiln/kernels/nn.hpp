@@ -446,8 +446,15 @@ inline conv_transpose_geometry check_conv2d_transpose(const tensor& x, const ten
         (p.output_padding[std::size_t(i)] >= p.strides[std::size_t(i)] && p.output_padding[std::size_t(i)] >= p.dilation[std::size_t(i)]))
       fail(op, kiln::detail::concat("output padding ", p.output_padding[std::size_t(i)], " must be smaller than the stride ", p.strides[std::size_t(i)],
                                     " or the dilation ", p.dilation[std::size_t(i)]));
-  g.oh = (g.h - 1) * p.strides[0] + p.dilation[0] * (g.kh - 1) + 1 + p.output_padding[0] - p.padding[0] - p.padding[2];
-  g.ow = (g.w - 1) * p.strides[1] + p.dilation[1] * (g.kw - 1) + 1 + p.output_padding[1] - p.padding[1] - p.padding[3];
+  const auto extent = [&](std::int64_t in, std::int64_t k, std::size_t i, std::int64_t before, std::int64_t after) {
+    std::int64_t a = 0, b = 0, r = 0;
+    if (__builtin_mul_overflow(in - 1, p.strides[i], &a) || __builtin_mul_overflow(k - 1, p.dilation[i], &b) || __builtin_add_overflow(a, b, &r) ||
+        __builtin_add_overflow(r, 1 + p.output_padding[i], &r) || __builtin_sub_overflow(r, before, &r) || __builtin_sub_overflow(r, after, &r))
+      fail(op, kiln::detail::concat("the output extent of ", describe_operand(x), " overflows"));
+    return r;
+  };
+  g.oh = extent(g.h, g.kh, 0, p.padding[0], p.padding[2]);
+  g.ow = extent(g.w, g.kw, 1, p.padding[1], p.padding[3]);
   if (g.h == 0 || g.w == 0) fail(op, kiln::detail::concat("the data ", describe_operand(x), " has an empty spatial axis"));
   if (g.oh <= 0 || g.ow <= 0)
     fail(op, kiln::detail::concat("the padding crops the whole output of ", describe_operand(x), " with the weight ", describe_operand(w)));

@@ -122,9 +122,13 @@ inline resize_axis plan_resize_axis(const resize_params& p, std::int64_t in, std
       case resize_coordinates::tf_half_pixel_for_nn: c = (x + 0.5) / scale; break;
       case resize_coordinates::tf_crop_and_resize:
         c = (out_extent == 1 ? (roi_end - roi_start) * last / 2 : x * (roi_end - roi_start) * last / (out_extent - 1)) + roi_start * last;
-        if (c < 0 || c > last) ax.outside[std::size_t(o)] = 1;
+        if (!(c >= 0 && c <= last)) ax.outside[std::size_t(o)] = 1;  // NaN too
         break;
     }
+    // Far outside the input every tap reads the edge (or is excluded) whatever the fraction; the
+    // bound keeps the index arithmetic in range for extreme scales and turns NaN into a number.
+    if (!(c >= -8)) c = -8;
+    if (!(c <= last + 8)) c = last + 8;
     // the lower tap: floor(c), or c - 1 when c is whole (the fraction is then 1)
     const double fl = std::floor(c);
     const bool whole = fl == c;

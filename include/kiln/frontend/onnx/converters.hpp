@@ -184,7 +184,10 @@ inline exprs resize(node_context& c, resize_spec s) {
     if (!s.scales.empty()) {
       if (!(s.scales[k] > 0) || !std::isfinite(s.scales[k])) c.fail("scales must be positive, got " + std::to_string(s.scales[k]));
       scales[d] = s.scales[k];
-      size[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(in[d]) * s.scales[k]));
+      const double extent = std::floor(static_cast<double>(in[d]) * s.scales[k]);
+      if (!(extent <= double(std::int64_t(1) << 40)))
+        c.fail("scale " + std::to_string(s.scales[k]) + " makes axis " + std::to_string(d) + " larger than 2^40 elements");
+      size[d] = static_cast<std::int64_t>(extent);
     } else {
       if (s.sizes[k] < 0) c.fail("sizes must not be negative, got " + std::to_string(s.sizes[k]));
       size[d] = s.sizes[k];
@@ -507,6 +510,8 @@ inline exprs conv_transpose(node_context& c) {
     for (std::size_t i = 0; i < sr; ++i) out_shape->push_back(in[2 + i] * strides[i]);
   }
   for (std::size_t i = 0; i < sr; ++i) {
+    if (in[2 + i] > (std::int64_t(1) << 30) || kernel[i] > (std::int64_t(1) << 30))
+      c.fail("spatial extents above 2^30 are not supported, got " + std::to_string(in[2 + i]) + " and a window of " + std::to_string(kernel[i]));
     const std::int64_t full = (in[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1;
     if (out_shape) {
       const std::int64_t want = (*out_shape)[i];

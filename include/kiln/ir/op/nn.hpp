@@ -99,6 +99,10 @@ inline type infer_conv2d_transpose(const call_context& ctx) {
   const int_array &strides = a.strides, &dilation = a.dilation, &pad = a.pad;
   const std::int64_t groups = a.groups;
   const int_array out_pad = expand_to(ctx, "output_padding", 2);
+  constexpr std::int64_t limit = std::int64_t(1) << 31;  // keeps the output-size arithmetic in range
+  for (const int_array* v : {&strides, &dilation, &pad, &out_pad})
+    for (auto e : *v)
+      if (e > limit) ctx.fail("strides, dilation, padding and output padding must be at most 2^31, got " + std::to_string(e));
   for (int i = 0; i < 2; ++i) {
     const auto u = std::size_t(i);
     if (out_pad[u] < 0 || (out_pad[u] >= strides[u] && out_pad[u] >= dilation[u]))
@@ -113,6 +117,9 @@ inline type infer_conv2d_transpose(const call_context& ctx) {
     ctx.fail_arg(0, "has " + std::to_string(*c) + " channels, which is not divisible by groups = " + std::to_string(groups));
   auto kh = as_int(ws[2]), kw = as_int(ws[3]);
   if (!kh || !kw) return tensor_type_of_rank(d, 4);
+  if (*kh > limit || *kw > limit) ctx.fail_arg(1, "has a window larger than 2^31");
+  for (std::size_t i = 2; i < 4; ++i)
+    if (auto e = as_int(xs[i]); e && *e > limit) ctx.fail_arg(0, "has a spatial extent larger than 2^31");
   auto out = [&](const prim_expr& in, std::size_t i, std::int64_t k, std::int64_t pad_total) {
     prim_expr o = (in - make_int(1)) * make_int(strides[i]) + make_int(dilation[i] * (k - 1) + 1 + out_pad[i] - pad_total);
     if (auto c = as_int(o); c && *c <= 0) ctx.fail("the padding crops the whole output (" + std::to_string(*c) + " along spatial axis " + std::to_string(i) + ")");
