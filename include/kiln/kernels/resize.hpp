@@ -180,7 +180,8 @@ inline resize_axis plan_resize_axis(const resize_params& p, std::int64_t in, std
   return ax;
 }
 
-/// Resizes axis `a` of the row-major `src` (shape `shape`) into `dst`, with `Acc` arithmetic.
+/// Resizes axis `a` of the row-major `src` (shape `shape`) into `dst`: nearest copies the chosen
+/// element, the others sum their taps in double and convert once.
 template <class In, class Out>
 void resize_along(const In* src, Out* dst, const dims& shape, std::size_t a, const resize_axis& ax, double extrapolation, bool nearest) {
   std::int64_t outer = 1, inner = 1;
