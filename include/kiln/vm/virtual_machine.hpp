@@ -232,10 +232,14 @@ public:
   /// Stores the arguments for `invoke_stateful(name)`.
   template <class... Args>
   void set_input(std::string_view name, Args&&... args) {
+    const value vals[] = {value(std::forward<Args>(args))..., value()};
+    set_input_span(name, std::span<const value>(vals, sizeof...(Args)));
+  }
+  /// `set_input` with the arguments in a span (for bindings that gather them at run time).
+  void set_input_span(std::string_view name, std::span<const value> args) {
     const std::size_t index = function_index(name);
-    std::vector<value> vals{value(std::forward<Args>(args))...};
-    if (callees_[index].kind != function_kind::native) check_arity(callees_[index], "kiln::vm::set_input: function", vals.size());
-    inputs_[std::string(name)] = std::move(vals);
+    if (callees_[index].kind != function_kind::native) check_arity(callees_[index], "kiln::vm::set_input: function", args.size());
+    inputs_[std::string(name)] = std::vector<value>(args.begin(), args.end());
   }
   /// Runs `name` on the arguments `set_input` stored, keeping the result for `get_outputs`.
   void invoke_stateful(std::string_view name) {
@@ -262,6 +266,11 @@ public:
   /// The same, with TVM's `include_return` option.
   template <class... Args>
   void save_function(std::string_view name, std::string saved_name, save_options options, Args&&... args) {
+    const value vals[] = {value(std::forward<Args>(args))..., value()};
+    save_function_span(name, std::move(saved_name), options, std::span<const value>(vals, sizeof...(Args)));
+  }
+  /// `save_function` with the arguments in a span.
+  void save_function_span(std::string_view name, std::string saved_name, save_options options, std::span<const value> args) {
     const std::size_t index = function_index(name);
     if (saved_name.empty()) throw usage_error("kiln::vm::save_function: the saved name is empty");
     if (index_.find(saved_name) != index_.end())
@@ -269,7 +278,7 @@ public:
     auto& slot = saved_[saved_name];
     slot.name = std::move(saved_name);
     slot.index = index;  // in place: handles to this name stay valid
-    slot.args = {value(std::forward<Args>(args))...};
+    slot.args = std::vector<value>(args.begin(), args.end());
     slot.include_return = options.include_return;
   }
 

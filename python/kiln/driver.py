@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kiln.compile: an IR module in, an executable the virtual machine runs out (the design's tvm.compile)."""
+from . import _kiln
+from .transform import Pass
+
+
+def compile(mod, pipeline=None, opt_level=None):  # noqa: A001 - the design's name
+    """Compiles `mod` under the current pass context (kiln.transform.PassContext.current()).
+
+    pipeline: None for kiln's default pipeline; pipeline text ("legalize_ops,kiln.lower_to_vm");
+              or a Pass / Sequential, which may contain Python passes.
+    opt_level: the opt level when no PassContext is entered (default 2).
+    """
+    if isinstance(pipeline, Pass):
+        return _kiln._compile_with_pass(mod, pipeline._handle)
+    if pipeline is not None and not isinstance(pipeline, str):
+        raise TypeError("kiln.compile: pipeline must be None, pipeline text or a kiln.transform.Pass, not "
+                        + type(pipeline).__name__)
+    return _kiln.compile(mod, pipeline, opt_level)

@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The executable and kiln's virtual machine.
+
+    ex = kiln.compile(mod)
+    vm = kiln.runtime.VirtualMachine(ex)
+    y = vm["main"](x, w)                       # numpy arrays in and out, without copies
+    vm.set_input("main", x, w); vm.invoke_stateful("main"); y = vm.get_outputs("main")
+    timer = vm.time_evaluator("main", number=100); print(timer(x, w).median)
+    ex.save("model.kx"); ex2 = kiln.runtime.load_executable("model.kx")
+
+Arrays: a C-contiguous numpy array of dtype bool, int8, int32, int64, uint8, float16, float32 or
+float64 is passed to kiln without a copy (kiln never writes to its inputs); other arrays are
+converted first. Results are numpy arrays over kiln's memory, which they keep alive.
+"""
+import enum
+
+from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult,  # noqa: F401
+                            load_executable, executable_from_bytes, set_num_threads, num_threads)
+
+
+class VMInstrumentReturnKind(enum.IntEnum):
+    """What a VM instrument returns before a call: run it (NO_OP, or None) or skip it."""
+    NO_OP = 0
+    SKIP_RUN = 1
+
+
+__all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "load_executable", "executable_from_bytes",
+           "set_num_threads", "num_threads", "VMInstrumentReturnKind"]

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: Apache-2.0
+// kiln.compile and kiln.runtime from Python: compiling a module to an executable, the virtual
+// machine, and numpy arrays in and out without copies.
+//
+// Arrays in: a C-contiguous numpy array of a dtype kiln has becomes a kiln tensor over the array's
+// own memory (a storage whose allocator holds a reference to the array); anything else that numpy
+// can turn into such an array is converted first. Arrays out: a kiln tensor becomes a numpy array
+// over the tensor's memory, keeping the tensor alive. The GIL is released while the VM runs.
+#include "bindings.hpp"
+
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+namespace kiln::python {
+
+namespace {
+
+using runtime::tensor;
+using vm::value;
+
+// ---- numpy <-> kiln --------------------------------------------------------------------------------
+
+std::optional<dtype> dtype_of(const py::dtype& d) {
+  const char kind = d.kind();
+  const auto size = d.itemsize();
+  if (kind == 'b' && size == 1) return dtype::bool_;
+  if (kind == 'i' && size == 1) return dtype::int8;
+  if (kind == 'i' && size == 4) return dtype::int32;
+  if (kind == 'i' && size == 8) return dtype::int64;
+  if (kind == 'u' && size == 1) return dtype::uint8;
+  if (kind == 'f' && size == 2) return dtype::float16;
+  if (kind == 'f' && size == 4) return dtype::float32;
+  if (kind == 'f' && size == 8) return dtype::float64;
+  return std::nullopt;
+}
+
+py::dtype numpy_dtype(dtype t) {
+  switch (t) {
+    case dtype::bool_: return py::dtype("bool");
+    case dtype::int8: return py::dtype("int8");
+    case dtype::int32: return py::dtype("int32");
+    case dtype::int64: return py::dtype("int64");
+    case dtype::uint8: return py::dtype("uint8");
+    case dtype::float16: return py::dtype("float16");
+    case dtype::float32: return py::dtype("float32");
+    case dtype::float64: return py::dtype("float64");
+    case dtype::void_: break;
+  }
+  throw py::type_error("kiln: a tensor of dtype void has no numpy form");
+}
+
+/// Hands out the memory of one numpy array, once, and holds the array until kiln lets go of it.
+class borrowed_array_allocator final : public runtime::allocator {
+public:
+  borrowed_array_allocator(py::array a) : allocator(runtime::cpu()), data_(a.mutable_data()), array_(std::move(a)) {}
+  std::string_view type_name() const noexcept override { return "python.BorrowedArray"; }
+  runtime::allocator_kind kind() const noexcept override { return runtime::allocator_kind::naive; }
+  void* allocate(std::size_t) override { return data_; }
+  void free(void*, std::size_t) noexcept override {}
+  runtime::allocator_stats stats() const override { return {}; }
+
+private:
+  void* data_;
+  py_handle array_;
+};
+
+/// `o` as a kiln tensor: the same memory when it is a C-contiguous array of a dtype kiln has (and
+/// writeable or not: kiln never writes to its inputs), a converted copy otherwise.
+tensor tensor_from_python(const py::handle& o, const std::string& what) {
+  py::array a = py::array::ensure(o);
+  if (!a) throw py::type_error(what + ": a " + std::string(py::str(o.get_type().attr("__name__"))) + " is not an array");
+  std::optional<dtype> t = dtype_of(a.dtype());
+  if (!t)
+    throw py::type_error(what + ": numpy dtype " + std::string(py::str(a.dtype())) +
+                         " has no kiln counterpart (kiln has bool, int8, int32, int64, uint8, float16, float32, float64)");
+  if (!(a.flags() & py::array::c_style)) a = py::array::ensure(a, py::array::c_style);
+  runtime::shape_vector shape(a.shape(), a.shape() + a.ndim());
+  const std::size_t nbytes = std::size_t(a.nbytes());
+  auto alloc = runtime::make_object<borrowed_array_allocator>(a);
+  auto st = runtime::make_storage(nbytes, *alloc);
+  return tensor::from_storage(st, 0, *t, std::move(shape));
+}
+
+/// A tensor as a numpy array over its memory (strides kept), which keeps the tensor alive.
+py::array tensor_to_numpy(const tensor& t) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides;
+  const auto item = py::ssize_t(size_of(t.type()));
+  for (std::int64_t s : t.strides()) strides.push_back(py::ssize_t(s) * item);
+  auto* keep = new tensor(t);
+  py::capsule owner(keep, [](void* p) { delete static_cast<tensor*>(p); });
+  return py::array(numpy_dtype(t.type()), std::move(shape), std::move(strides), t.data(), owner);
+}
+
+value value_from_python(const py::handle& o, const std::string& what) {
+  if (o.is_none()) return value();
+  if (py::isinstance<py::bool_>(o)) return value(o.cast<bool>());
+  if (py::isinstance<py::int_>(o)) return value(o.cast<std::int64_t>());
+  if (py::isinstance<py::float_>(o)) return value(o.cast<double>());
+  if (py::isinstance<py::str>(o)) return value(o.cast<std::string>());
+  if (py::isinstance<py::tuple>(o) || py::isinstance<py::list>(o)) {
+    std::vector<value> items;
+    for (auto item : o.cast<py::sequence>()) items.push_back(value_from_python(item, what));
+    return value::tuple(std::move(items));
+  }
+  return value(tensor_from_python(o, what));
+}
+
+py::object value_to_python(const value& v) {
+  switch (v.kind()) {
+    case vm::value_kind::null: return py::none();
+    case vm::value_kind::int_: return py::int_(v.as_int());
+    case vm::value_kind::float_: return py::float_(v.as_float());
+    case vm::value_kind::bool_: return py::bool_(v.as_bool());
+    case vm::value_kind::string: return py::str(std::string(v.as_string()));
+    case vm::value_kind::tensor: return tensor_to_numpy(v.as_tensor());
+    case vm::value_kind::shape: {
+      py::tuple t(v.as_shape().size());
+      for (std::size_t i = 0; i < v.as_shape().size(); ++i) t[i] = py::int_(v.as_shape()[i]);
+      return t;
+    }
+    case vm::value_kind::tuple: {
+      std::span<const value> items = v.as_tuple();
+      py::tuple t(items.size());
+      for (std::size_t i = 0; i < items.size(); ++i) t[i] = value_to_python(items[i]);
+      return t;
+    }
+    default: return py::str("<kiln " + std::string(vm::name(v.kind())) + ">");
+  }
+}
+
+std::vector<value> values_from_python(const py::args& args, const std::string& what) {
+  std::vector<value> out;
+  out.reserve(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) out.push_back(value_from_python(args[i], what + " argument " + std::to_string(i)));
+  return out;
+}
+
+// ---- the virtual machine ---------------------------------------------------------------------------
+
+/// kiln.runtime.VirtualMachine: a VM over an executable, with kiln's kernels.
+struct py_vm {
+  std::shared_ptr<const vm::executable> exec;
+  std::unique_ptr<vm::virtual_machine> machine;
+  py_handle instrument;  // the Python callback set_instrument installed, if any
+
+  explicit py_vm(std::shared_ptr<const vm::executable> e) : exec(std::move(e)) {
+    machine = std::make_unique<vm::virtual_machine>(exec, vm::vm_options{}, kernels::global_registry());
+  }
+
+  py::object call(const std::string& name, const py::args& args) {
+    std::vector<value> in = values_from_python(args, "kiln.runtime.VirtualMachine['" + name + "']");
+    value out;
+    {
+      py::gil_scoped_release release;
+      out = machine->invoke_span(name, in);
+    }
+    return value_to_python(out);
+  }
+};
+
+/// vm["main"]: a function of a VM, callable with numpy arrays.
+struct py_vm_function {
+  std::shared_ptr<py_vm> vm;
+  std::string name;
+  py::object operator()(const py::args& args) const { return vm->call(name, args); }
+};
+
+struct py_timing {
+  vm::timing_result r;
+};
+
+}  // namespace
+
+void init_runtime(py::module_& m) {
+  py::module_ rt = m.def_submodule("runtime", "The executable and the virtual machine");
+
+  py::class_<vm::executable, std::shared_ptr<vm::executable>>(rt, "Executable", "A compiled module: bytecode and constants")
+      .def("as_text", &vm::executable::as_text, "The bytecode as text")
+      .def("as_python", &vm::executable::as_python, "The bytecode as the Python-like form TVM prints")
+      .def("stats", &vm::executable::stats, "Functions, instructions and constants, summarised")
+      .def_property_readonly("function_names",
+                             [](const vm::executable& e) {
+                               std::vector<std::string> out;
+                               for (const auto& f : e.functions) out.push_back(f.name);
+                               return out;
+                             })
+      .def("save", [](const vm::executable& e, const std::string& path) { vm::save_executable(e, path); }, py::arg("path"),
+           "Writes the executable to `path` (kiln's executable format)")
+      .def("__bytes__",
+           [](const vm::executable& e) {
+             std::vector<std::byte> b = vm::serialize(e);
+             return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+           });
+  rt.def(
+      "load_executable",
+      [](const std::string& path) { return std::make_shared<vm::executable>(vm::load_executable(path)); }, py::arg("path"),
+      "Reads an executable `save` wrote; a kiln.KilnError naming what is wrong with a bad file");
+  rt.def(
+      "executable_from_bytes",
+      [](const py::bytes& data) {
+        std::string_view v = data;
+        return std::make_shared<vm::executable>(
+            vm::deserialize(std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), v.size())));
+      },
+      py::arg("data"));
+
+  py::class_<py_timing>(rt, "BenchmarkResult", "Times from time_evaluator, in seconds (TVM's BenchmarkResult)")
+      .def_property_readonly("results", [](const py_timing& t) { return t.r.results; })
+      .def_property_readonly("mean", [](const py_timing& t) { return t.r.mean(); })
+      .def_property_readonly("median", [](const py_timing& t) { return t.r.median(); })
+      .def_property_readonly("min", [](const py_timing& t) { return t.r.min(); })
+      .def_property_readonly("max", [](const py_timing& t) { return t.r.max(); })
+      .def_property_readonly("std", [](const py_timing& t) { return t.r.stddev(); })
+      .def_property_readonly("number", [](const py_timing& t) { return t.r.number; })
+      .def("__repr__", [](const py_timing& t) {
+        char line[200];
+        std::snprintf(line, sizeof line, "BenchmarkResult(mean=%.6g s, median=%.6g s, min=%.6g s, max=%.6g s, std=%.3g s, %zu repeats of %d)",
+                      t.r.mean(), t.r.median(), t.r.min(), t.r.max(), t.r.stddev(), t.r.results.size(), t.r.number);
+        return std::string(line);
+      });
+
+  py::class_<py_vm_function>(rt, "Function", "A function of a virtual machine; call it with numpy arrays")
+      .def("__call__", &py_vm_function::operator())
+      .def_readonly("name", &py_vm_function::name);
+
+  py::class_<py_vm, std::shared_ptr<py_vm>>(rt, "VirtualMachine", "kiln's virtual machine running an executable")
+      .def(py::init([](std::shared_ptr<vm::executable> e) { return std::make_shared<py_vm>(std::move(e)); }), py::arg("exec"))
+      .def("__getitem__",
+           [](const std::shared_ptr<py_vm>& self, const std::string& name) {
+             if (!self->machine->has_function(name)) {
+               std::string names;
+               for (const auto& f : self->exec->functions)
+                 if (f.kind != vm::function_kind::native) names.append(names.empty() ? "" : ", ").append(f.name);
+               throw py::key_error("kiln.runtime.VirtualMachine: no function named '" + name + "' (the executable has: " + names + ")");
+             }
+             return py_vm_function{self, name};
+           })
+      .def("invoke", [](py_vm& self, const std::string& name, const py::args& args) { return self.call(name, args); },
+           py::arg("name"))
+      .def("set_input",
+           [](py_vm& self, const std::string& name, const py::args& args) {
+             self.machine->set_input_span(name, values_from_python(args, "kiln.runtime.VirtualMachine.set_input"));
+           },
+           py::arg("func_name"), "Stores the arguments for invoke_stateful(func_name)")
+      .def("invoke_stateful",
+           [](py_vm& self, const std::string& name) {
+             py::gil_scoped_release release;
+             self.machine->invoke_stateful(name);
+           },
+           py::arg("func_name"))
+      .def("get_outputs", [](const py_vm& self, const std::string& name) { return value_to_python(self.machine->get_outputs(name)); },
+           py::arg("func_name"))
+      .def("save_function",
+           [](py_vm& self, const std::string& name, const std::string& saved_name, const py::args& args, bool include_return) {
+             self.machine->save_function_span(name, saved_name, vm::save_options{include_return},
+                                              values_from_python(args, "kiln.runtime.VirtualMachine.save_function"));
+           },
+           py::arg("func_name"), py::arg("saved_name"), py::kw_only(), py::arg("include_return") = true,
+           "Binds arguments to func_name under saved_name (TVM's save_function)")
+      .def("time_evaluator",
+           [](const std::shared_ptr<py_vm>& self, const std::string& name, int number, int repeat, double min_repeat_ms) {
+             auto timer = self->machine->time_evaluator(name, number, repeat, min_repeat_ms);
+             return py::cpp_function([self, timer](const py::args& args) {
+               std::vector<value> in = values_from_python(args, "time_evaluator");
+               py_timing t;
+               py::gil_scoped_release release;
+               t.r = timer(in);
+               return t;
+             });
+           },
+           py::arg("func_name"), py::arg("number") = 10, py::arg("repeat") = 1, py::arg("min_repeat_ms") = 0.0,
+           "A function that runs func_name number x repeat times on its arguments and returns a BenchmarkResult")
+      .def("set_instrument",
+           [](py_vm& self, const py::object& fn) {
+             if (fn.is_none()) {
+               self.machine->set_instrument({});
+               return;
+             }
+             if (!PyCallable_Check(fn.ptr())) throw py::type_error("kiln.runtime.VirtualMachine.set_instrument: the instrument must be callable");
+             auto handle = std::make_shared<py_handle>(fn);
+             self.machine->set_instrument([handle](const value&, std::string_view symbol, bool before_run, const value& ret,
+                                                   vm::call_args args) {
+               py::gil_scoped_acquire gil;
+               py::list py_args;
+               for (std::size_t i = 0; i < args.size(); ++i) py_args.append(value_to_python(args[i]));
+               py::object r = handle->get()(py::str(std::string(symbol)), py::str(std::string(symbol)), before_run,
+                                            before_run ? py::object(py::none()) : value_to_python(ret), *py_args);
+               if (!r.is_none() && py::int_(r).cast<int>() == int(vm::instrument_action::skip_run))
+                 return vm::instrument_action::skip_run;
+               return vm::instrument_action::no_op;
+             });
+           },
+           py::arg("instrument"),
+           "Calls instrument(func, func_symbol, before_run, ret_value, *args) around every call the bytecode makes; "
+           "returning VMInstrumentReturnKind.SKIP_RUN before a call skips it. Arrays it receives are valid during the call only.");
+
+  rt.def("set_num_threads", [](std::size_t n) { kernels::set_num_threads(n); }, py::arg("n"),
+         "The threads kiln's kernels use (the calling thread and n - 1 workers)");
+  rt.def("num_threads", [] { return kernels::num_threads(); });
+  rt.def("_roundtrip", [](const py::object& o) { return value_to_python(value_from_python(o, "roundtrip")); },
+         "Converts to a kiln value and back (tests the zero-copy path)");
+
+  m.def(
+      "compile",
+      [](const ir::ir_module& mod, const std::optional<std::string>& pipeline, std::optional<int> opt_level) {
+        compile_options options;
+        options.pipeline = pipeline;
+        if (opt_level) options.opt_level = *opt_level;
+        py::gil_scoped_release release;
+        return std::make_shared<vm::executable>(kiln::compile(mod, options));
+      },
+      py::arg("mod"), py::arg("pipeline") = py::none(), py::arg("opt_level") = py::none(),
+      "Compiles a module to an executable (the design's tvm.compile), under the current pass context");
+  m.def(
+      "_compile_with_pass",
+      [](const ir::ir_module& mod, const kiln::pass<ir::ir_module>& pipeline) {
+        py::gil_scoped_release release;
+        return std::make_shared<vm::executable>(kiln::compile(mod, pipeline, pass_context::current()));
+      },
+      py::arg("mod"), py::arg("pipeline"));
+}
+
+}  // namespace kiln::python
