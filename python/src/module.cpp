@@ -14,16 +14,20 @@ namespace kiln::python {
 namespace {
 error_types* error_classes = nullptr;
 
-/// The Python exception a Python callback raised, when `e` (a pass_error, usually) carries one
-/// nested inside it: restores it and returns true.
-bool restore_nested_python_error(const std::exception& e) {
+/// The Python exception a Python callback raised, when `e` (a pass_error or a vm_error) carries
+/// one nested inside it: restores it, with kiln's account of where it happened as a note (Python
+/// 3.11's add_note), and returns true.
+bool restore_nested_python_error(const std::exception& e, const char* outermost = nullptr) {
+  if (!outermost) outermost = e.what();
   try {
     std::rethrow_if_nested(e);
   } catch (py::error_already_set& nested) {
+    py::object value = nested.value();
+    if (value && py::hasattr(value, "add_note")) value.attr("add_note")(std::string("(in kiln) ") + outermost);
     nested.restore();
     return true;
   } catch (const std::exception& inner) {
-    return restore_nested_python_error(inner);
+    return restore_nested_python_error(inner, outermost);
   } catch (...) {
   }
   return false;

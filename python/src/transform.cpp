@@ -126,18 +126,24 @@ private:
     if (info_.kind == pass_kind::module) {
       py::object out = fn_.get()(m, py_ctx);
       if (!py::isinstance<ir::ir_module>(out))
-        throw py::type_error("kiln.transform: module pass '" + name_ + "' returned " + type_name(out) +
-                             ", not a kiln.ir.IRModule");
+        raise_type_error("kiln.transform: module pass '" + name_ + "' returned " + type_name(out) + ", not a kiln.ir.IRModule");
       return out.cast<ir::ir_module>();
     }
     return module_traits<ir::ir_module>::map_functions(m, [&](std::string_view name, const ir::function& f) -> ir::function {
       if (ir::detail::has_skip_optimization(*f)) return f;
       py::object out = fn_.get()(ir::base_func(f), m, py_ctx);
       if (!py::isinstance<ir::base_func>(out) || !ir::isa<ir::function_node>(out.cast<ir::base_func>()))
-        throw py::type_error("kiln.transform: function pass '" + name_ + "' returned " + type_name(out) + " for function '" +
-                             std::string(name) + "', not a kiln.ir function");
+        raise_type_error("kiln.transform: function pass '" + name_ + "' returned " + type_name(out) + " for function '" +
+                         std::string(name) + "', not a kiln.ir function");
       return ir::function(static_cast<const ir::function_node*>(out.cast<ir::base_func>().get()));
     });
+  }
+
+  /// Raises a Python TypeError as a Python exception, so that it reaches the caller as one (kiln
+  /// wraps it in the pass's pass_error on the way).
+  [[noreturn]] static void raise_type_error(const std::string& message) {
+    PyErr_SetString(PyExc_TypeError, message.c_str());
+    throw py::error_already_set();
   }
 
   static std::string type_name(const py::object& o) {

@@ -46,6 +46,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -941,11 +942,14 @@ private:
         }
       }
     } catch (const vm_error& e) {
-      if (!e.located()) throw vm_error(trace(ip, base, e.what()), true);
+      // The exception being handled stays nested inside the new one (std::rethrow_if_nested), so
+      // that what a native function or an instrument threw can be recovered: a binding to another
+      // language raises its own exception again.
+      if (!e.located()) std::throw_with_nested(vm_error(trace(ip, base, e.what()), true));
       // From a nested invocation: add this loop's part of the call stack.
-      throw vm_error(std::string(e.what()) + call_stack(ip, base, true), true);
+      std::throw_with_nested(vm_error(std::string(e.what()) + call_stack(ip, base, true), true));
     } catch (const std::exception& e) {
-      throw vm_error(trace(ip, base, e.what()), true);
+      std::throw_with_nested(vm_error(trace(ip, base, e.what()), true));
     }
 #if KILN_VM_COMPUTED_GOTO
     __builtin_unreachable();
