@@ -17,12 +17,13 @@ The C++ core is kiln._kiln; the modules here give it the shape of TVM's Python A
 """
 from ._kiln import KilnError, UsageError, ParseError, PassError, VMError, __version__, has_onnx
 from . import ir
+from . import dpl
 from . import transform
 from . import instrument
 from . import runtime
 from .driver import compile
 
-__all__ = ["ir", "transform", "instrument", "runtime", "compile", "KilnError", "UsageError", "ParseError",
+__all__ = ["ir", "dpl", "transform", "instrument", "runtime", "compile", "KilnError", "UsageError", "ParseError",
            "PassError", "VMError", "__version__", "has_onnx"]
 if has_onnx:
     from . import onnx  # noqa: F401

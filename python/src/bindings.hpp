@@ -21,6 +21,13 @@ void init_errors(py::module_& m);
 void init_ir(py::module_& m);
 void init_transform(py::module_& m);
 void init_runtime(py::module_& m);
+void init_expr(py::module_& m);  // after init_ir
+
+/// IR attributes to and from Python values (ir.cpp): None, bool, int, float, str, dtype (as str),
+/// lists of ints or floats, dicts of str to int. attr_from_python raises a TypeError naming `key`.
+py::object attr_to_python(const ir::attr_value& v);
+py::dict attrs_to_python(const ir::attr_map& a);
+ir::attr_value attr_from_python(const std::string& key, const py::handle& o);
 
 /// A strong reference to a Python object, held by C++ state that may be released without the GIL
 /// (a pass in a pipeline, an instrument in a context, a tensor that borrows a numpy array): the

@@ -7,8 +7,6 @@
 
 namespace kiln::python {
 
-namespace {
-
 /// An attribute as the Python value it reads as.
 py::object attr_to_python(const ir::attr_value& v) {
   return std::visit(
@@ -55,11 +53,7 @@ py::dict attrs_to_python(const ir::attr_map& a) {
   return d;
 }
 
-/// A parameter of a function: its name and type.
-struct param_view {
-  std::string name;
-  std::string type;
-};
+namespace {
 
 /// The first lines where two printed modules differ, for assert_structural_equal's message.
 std::string first_difference(const std::string& a, const std::string& b) {
@@ -78,23 +72,26 @@ std::string first_difference(const std::string& a, const std::string& b) {
 void init_ir(py::module_& m) {
   py::module_ ir_m = m.def_submodule("ir", "kiln's tensor IR: modules, functions, structural equality");
 
-  py::class_<param_view>(ir_m, "Var", "A function parameter: its name and type (read-only)")
-      .def_readonly("name_hint", &param_view::name)
-      .def_readonly("type", &param_view::type)
-      .def("__repr__", [](const param_view& p) { return "%" + p.name + ": " + p.type; });
-
   py::class_<ir::base_func>(ir_m, "BaseFunc", "A function of a module: a graph-level Function or a PrimFunc")
       .def_property_readonly("kind", [](const ir::base_func& f) { return ir::isa<ir::function_node>(f) ? "function" : "prim_func"; })
       .def_property_readonly("attrs", [](const ir::base_func& f) { return attrs_to_python(f->attrs); })
       .def_property_readonly("params",
                              [](const ir::base_func& f) {
-                               std::vector<param_view> out;
+                               std::vector<ir::expr> out;
                                const std::vector<ir::var>* params = nullptr;
                                if (auto* fn = ir::dyn_cast<ir::function_node>(f)) params = &fn->params;
                                else params = &static_cast<const ir::prim_func_node&>(*f).params;
-                               for (const ir::var& v : *params) out.push_back({v->name_hint, ir::to_string(v->checked_type)});
+                               for (const ir::var& v : *params) out.emplace_back(v);
                                return out;
-                             })
+                             },
+                             "The parameters, as kiln.ir.Expr variables (name_hint, type)")
+      .def_property_readonly("body",
+                             [](const ir::base_func& f) -> py::object {
+                               if (auto* fn = ir::dyn_cast<ir::function_node>(f)) return py::cast(fn->body);
+                               const auto& pf = static_cast<const ir::prim_func_node&>(*f);
+                               return pf.body ? py::cast(pf.body) : py::object(py::none());
+                             },
+                             "The body: a seq expression (blocks of bindings, then the result)")
       .def_property_readonly("ret_type",
                              [](const ir::base_func& f) -> std::string {
                                if (auto* fn = ir::dyn_cast<ir::function_node>(f)) return ir::to_string(fn->ret_type);

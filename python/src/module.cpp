@@ -23,7 +23,11 @@ bool restore_nested_python_error(const std::exception& e, const char* outermost 
     std::rethrow_if_nested(e);
   } catch (py::error_already_set& nested) {
     py::object value = nested.value();
-    if (value && py::hasattr(value, "add_note")) value.attr("add_note")(std::string("(in kiln) ") + outermost);
+    if (value && py::hasattr(value, "add_note")) {
+      std::string where(outermost);
+      if (auto at = where.find("\n\nAt:"); at != std::string::npos) where.resize(at);  // pybind11's traceback
+      value.attr("add_note")("(in kiln) " + where);
+    }
     nested.restore();
     return true;
   } catch (const std::exception& inner) {
@@ -90,6 +94,7 @@ PYBIND11_MODULE(_kiln, m) {
   m.attr("__version__") = kiln::version;
   kp::init_errors(m);
   kp::init_ir(m);
+  kp::init_expr(m);
   kp::init_transform(m);
   kp::init_runtime(m);
 #if KILN_PYTHON_ONNX

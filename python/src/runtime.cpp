@@ -39,19 +39,32 @@ std::optional<dtype> dtype_of(const py::dtype& d) {
 }
 
 py::dtype numpy_dtype(dtype t) {
-  switch (t) {
-    case dtype::bool_: return py::dtype("bool");
-    case dtype::int8: return py::dtype("int8");
-    case dtype::int32: return py::dtype("int32");
-    case dtype::int64: return py::dtype("int64");
-    case dtype::uint8: return py::dtype("uint8");
+  switch (t) {  // dtype::of<T> is a lookup by type number; a dtype made from its name is parsed
+    case dtype::bool_: return py::dtype::of<bool>();
+    case dtype::int8: return py::dtype::of<std::int8_t>();
+    case dtype::int32: return py::dtype::of<std::int32_t>();
+    case dtype::int64: return py::dtype::of<std::int64_t>();
+    case dtype::uint8: return py::dtype::of<std::uint8_t>();
     case dtype::float16: return py::dtype("float16");
-    case dtype::float32: return py::dtype("float32");
-    case dtype::float64: return py::dtype("float64");
+    case dtype::float32: return py::dtype::of<float>();
+    case dtype::float64: return py::dtype::of<double>();
     case dtype::void_: break;
   }
   throw py::type_error("kiln: a tensor of dtype void has no numpy form");
 }
+
+/// Where a value came from, for error messages: built only when one is raised.
+struct origin {
+  const char* what;
+  const std::string* name = nullptr;  ///< a function's name, when there is one
+  std::size_t index = std::size_t(-1);
+  std::string text() const {
+    std::string s(what);
+    if (name) s.append("['").append(*name).append("']");
+    if (index != std::size_t(-1)) s.append(" argument ").append(std::to_string(index));
+    return s;
+  }
+};
 
 /// Hands out the memory of one numpy array, once, and holds the array until kiln lets go of it.
 class borrowed_array_allocator final : public runtime::allocator {
@@ -70,12 +83,12 @@ private:
 
 /// `o` as a kiln tensor: the same memory when it is a C-contiguous array of a dtype kiln has (and
 /// writeable or not: kiln never writes to its inputs), a converted copy otherwise.
-tensor tensor_from_python(const py::handle& o, const std::string& what) {
+tensor tensor_from_python(const py::handle& o, const origin& where) {
   py::array a = py::array::ensure(o);
-  if (!a) throw py::type_error(what + ": a " + std::string(py::str(o.get_type().attr("__name__"))) + " is not an array");
+  if (!a) throw py::type_error(where.text() + ": a " + std::string(py::str(o.get_type().attr("__name__"))) + " is not an array");
   std::optional<dtype> t = dtype_of(a.dtype());
   if (!t)
-    throw py::type_error(what + ": numpy dtype " + std::string(py::str(a.dtype())) +
+    throw py::type_error(where.text() + ": numpy dtype " + std::string(py::str(a.dtype())) +
                          " has no kiln counterpart (kiln has bool, int8, int32, int64, uint8, float16, float32, float64)");
   if (!(a.flags() & py::array::c_style)) a = py::array::ensure(a, py::array::c_style);
   runtime::shape_vector shape(a.shape(), a.shape() + a.ndim());
@@ -95,7 +108,8 @@ py::array tensor_to_numpy(const tensor& t) {
   return py::array(numpy_dtype(t.type()), std::move(shape), std::move(strides), t.data(), owner);
 }
 
-value value_from_python(const py::handle& o, const std::string& what) {
+value value_from_python(const py::handle& o, const origin& where) {
+  if (py::isinstance<py::array>(o)) return value(tensor_from_python(o, where));  // the common case first
   if (o.is_none()) return value();
   if (py::isinstance<py::bool_>(o)) return value(o.cast<bool>());
   if (py::isinstance<py::int_>(o)) return value(o.cast<std::int64_t>());
@@ -103,10 +117,10 @@ value value_from_python(const py::handle& o, const std::string& what) {
   if (py::isinstance<py::str>(o)) return value(o.cast<std::string>());
   if (py::isinstance<py::tuple>(o) || py::isinstance<py::list>(o)) {
     std::vector<value> items;
-    for (auto item : o.cast<py::sequence>()) items.push_back(value_from_python(item, what));
+    for (auto item : o.cast<py::sequence>()) items.push_back(value_from_python(item, where));
     return value::tuple(std::move(items));
   }
-  return value(tensor_from_python(o, what));
+  return value(tensor_from_python(o, where));
 }
 
 py::object value_to_python(const value& v) {
@@ -132,10 +146,10 @@ py::object value_to_python(const value& v) {
   }
 }
 
-std::vector<value> values_from_python(const py::args& args, const std::string& what) {
+std::vector<value> values_from_python(const py::args& args, const char* what, const std::string* name = nullptr) {
   std::vector<value> out;
   out.reserve(args.size());
-  for (std::size_t i = 0; i < args.size(); ++i) out.push_back(value_from_python(args[i], what + " argument " + std::to_string(i)));
+  for (std::size_t i = 0; i < args.size(); ++i) out.push_back(value_from_python(args[i], origin{what, name, i}));
   return out;
 }
 
@@ -152,7 +166,7 @@ struct py_vm {
   }
 
   py::object call(const std::string& name, const py::args& args) {
-    std::vector<value> in = values_from_python(args, "kiln.runtime.VirtualMachine['" + name + "']");
+    std::vector<value> in = values_from_python(args, "kiln.runtime.VirtualMachine", &name);
     value out;
     {
       py::gil_scoped_release release;
@@ -162,11 +176,20 @@ struct py_vm {
   }
 };
 
-/// vm["main"]: a function of a VM, callable with numpy arrays.
+/// vm["main"]: a function of a VM, callable with numpy arrays; the function is looked up once.
 struct py_vm_function {
   std::shared_ptr<py_vm> vm;
   std::string name;
-  py::object operator()(const py::args& args) const { return vm->call(name, args); }
+  vm::function_handle handle;
+  py::object operator()(const py::args& args) const {
+    std::vector<value> in = values_from_python(args, "kiln.runtime.VirtualMachine", &name);
+    value out;
+    {
+      py::gil_scoped_release release;
+      out = handle.call(in);
+    }
+    return value_to_python(out);
+  }
 };
 
 struct py_timing {
@@ -237,13 +260,13 @@ void init_runtime(py::module_& m) {
                  if (f.kind != vm::function_kind::native) names.append(names.empty() ? "" : ", ").append(f.name);
                throw py::key_error("kiln.runtime.VirtualMachine: no function named '" + name + "' (the executable has: " + names + ")");
              }
-             return py_vm_function{self, name};
+             return py_vm_function{self, name, self->machine->get_function(name)};
            })
       .def("invoke", [](py_vm& self, const std::string& name, const py::args& args) { return self.call(name, args); },
            py::arg("name"))
       .def("set_input",
            [](py_vm& self, const std::string& name, const py::args& args) {
-             self.machine->set_input_span(name, values_from_python(args, "kiln.runtime.VirtualMachine.set_input"));
+             self.machine->set_input_span(name, values_from_python(args, "kiln.runtime.VirtualMachine.set_input", &name));
            },
            py::arg("func_name"), "Stores the arguments for invoke_stateful(func_name)")
       .def("invoke_stateful",
@@ -257,7 +280,7 @@ void init_runtime(py::module_& m) {
       .def("save_function",
            [](py_vm& self, const std::string& name, const std::string& saved_name, const py::args& args, bool include_return) {
              self.machine->save_function_span(name, saved_name, vm::save_options{include_return},
-                                              values_from_python(args, "kiln.runtime.VirtualMachine.save_function"));
+                                              values_from_python(args, "kiln.runtime.VirtualMachine.save_function", &name));
            },
            py::arg("func_name"), py::arg("saved_name"), py::kw_only(), py::arg("include_return") = true,
            "Binds arguments to func_name under saved_name (TVM's save_function)")
@@ -301,7 +324,7 @@ void init_runtime(py::module_& m) {
   rt.def("set_num_threads", [](std::size_t n) { kernels::set_num_threads(n); }, py::arg("n"),
          "The threads kiln's kernels use (the calling thread and n - 1 workers)");
   rt.def("num_threads", [] { return kernels::num_threads(); });
-  rt.def("_roundtrip", [](const py::object& o) { return value_to_python(value_from_python(o, "roundtrip")); },
+  rt.def("_roundtrip", [](const py::object& o) { return value_to_python(value_from_python(o, origin{"roundtrip"})); },
          "Converts to a kiln value and back (tests the zero-copy path)");
 
   m.def(

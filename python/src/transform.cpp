@@ -80,8 +80,12 @@ void entering(F&& f) {
 /// receives as its `ctx` argument. kiln.transform.PassContext.current() gives the object the
 /// user entered; this one compares equal to it.
 py::object context_object(pass_context& ctx) {
+  // Looked up once and kept for the life of the process (never released: a static py::object
+  // would be destroyed after the interpreter is gone).
+  static PyObject* from_handle =
+      py::object(py::module_::import("kiln.transform").attr("PassContext").attr("_from_handle")).release().ptr();
   py::object handle = py::cast(std::make_shared<context_box>(ctx));
-  return py::module_::import("kiln.transform").attr("PassContext").attr("_from_handle")(handle);
+  return py::reinterpret_borrow<py::object>(from_handle)(handle);
 }
 
 // ---- Python passes --------------------------------------------------------------------------------

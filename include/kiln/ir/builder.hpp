@@ -144,6 +144,16 @@ public:
   /// A call to function `name` of the module (declared earlier through this builder or the module).
   expr call(const std::string& name, std::vector<expr> args) const { return call_function(get_global_var(name), std::move(args)); }
 
+  /// Discards the function being built (what `function` does when its body throws; for bindings to
+  /// languages whose scopes are not C++ lambdas).
+  void abandon_function() noexcept { reset_function(); }
+  /// Discards the open dataflow block and its bindings (what `dataflow` does when its body throws).
+  void abandon_dataflow() {
+    if (!in_dataflow()) return;
+    blocks_.pop_back();
+    if (blocks_.empty() || blocks_.back().dataflow) blocks_.push_back({false, {}});
+  }
+
   bool in_function() const noexcept { return in_function_; }
   bool in_dataflow() const noexcept { return in_function_ && !blocks_.empty() && blocks_.back().dataflow; }
 
