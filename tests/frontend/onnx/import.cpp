@@ -265,7 +265,7 @@ TEST_CASE("Conv and pooling attributes and ranks are checked before use (found b
     return b.m;
   };
   auto fails = [](const ::onnx::ModelProto& m) { return message_of<kx::import_error>([&] { kx::import_model(m); }); };
-  CHECK(fails(conv({"1", "1"}, {1, 1})) == "kiln::frontend::onnx: node 'c' (Conv): the weight must have rank 4 (M, C/group, kH, kW), it has rank 2");
+  CHECK(fails(conv({"1", "1"}, {1, 1})) == "kiln::frontend::onnx: node 'c' (Conv): the weight must have rank 4 (M, C/group, kernel...), it has rank 2");
   CHECK(fails(conv({"1", "1", "3", "3"}, {0, 1})) == "kiln::frontend::onnx: node 'c' (Conv): attribute 'strides' must be between 1 and 2^31 - 1, has 0");
   CHECK(fails(conv({"1", "1", "3", "3"}, {1, -2})).find("attribute 'strides' must be between 1 and 2^31 - 1, has -2") != std::string::npos);
   CHECK_NOTHROW(kx::import_model(conv({"1", "1", "3", "3"}, {1, 1})));
@@ -530,11 +530,54 @@ TEST_CASE("ConvTranspose: 1-D through 2-D, output_shape sets the padding, bias; 
   CHECK(fails({"1", "1", "2", "2", "2"}, nullptr, {}) ==
         "kiln::frontend::onnx: node 'ct' (ConvTranspose): only 1-D and 2-D transposed convolution (rank-3 or rank-4 input) are supported, the input has "
         "rank 5");
-  CHECK(fails({"1", "1", "2", "2"}, "strides", {2}) == "kiln::frontend::onnx: node 'ct' (ConvTranspose): attribute 'strides' must have 2 values, has 1");
+  CHECK(fails({"1", "1", "2", "2"}, "strides", {2}) == "kiln::frontend::onnx: node 'ct' (ConvTranspose): attribute 'strides' must have 2 values for a 2-D operation, has 1");
   CHECK(fails({"1", "1", "2", "2"}, "kernel_shape", {3, 3}) ==
         "kiln::frontend::onnx: node 'ct' (ConvTranspose): attribute 'kernel_shape' disagrees with the weight's shape");
   CHECK(fails({"1", "1", "n", "2"}, nullptr, {}) ==
         "kiln::frontend::onnx: node 'ct' (ConvTranspose): ConvTranspose needs static dimensions; fix them with import_options::shapes");
+}
+
+TEST_CASE("1-D Conv runs as 2-D with a height of 1: strides, dilation, pads, groups, bias; auto_pad on the one axis") {
+  {  // x [1, 2, 6], w [2, 1, 2] (groups 2), stride 2, dilation 2, pads (1, 0), bias
+    model_builder b(11);
+    b.input("x", {"1", "2", "6"});
+    b.initializer("w", {2, 1, 2}, {1, 10, -1, 2});
+    b.initializer("bias", {2}, {0.5f, 0});
+    auto& n = b.node("Conv", {"x", "w", "bias"}, {"y"});
+    model_builder::attr(n, "group", std::int64_t(2));
+    model_builder::attr(n, "strides", std::vector<std::int64_t>{2});
+    model_builder::attr(n, "dilations", std::vector<std::int64_t>{2});
+    model_builder::attr(n, "pads", std::vector<std::int64_t>{1, 0});
+    b.output("y", {"1", "2", "3"});
+    const std::vector<float> xs{1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6};
+    const auto y = run(kx::import_model(b.m), {vm::value(floats({1, 2, 6}, xs))}).as_tensor();
+    // Padded row of channel c: [0, x0..x5]; output j reads padded[2j] and padded[2j + 2].
+    std::vector<float> want;
+    const float w[2][2] = {{1, 10}, {-1, 2}}, bias[2] = {0.5f, 0};
+    for (int c = 0; c < 2; ++c)
+      for (int j = 0; j < 3; ++j) {
+        auto at = [&](int p) { return p == 0 ? 0.0f : xs[std::size_t(c * 6 + p - 1)]; };
+        want.push_back(w[c][0] * at(2 * j) + w[c][1] * at(2 * j + 2) + bias[c]);
+      }
+    CHECK(y.shape() == runtime::shape_vector{1, 2, 3});
+    CHECK(y.to_vector<float>() == want);
+  }
+  {  // SAME_LOWER on a length-5 row, kernel 2: one padded element at the start
+    model_builder b(11);
+    b.input("x", {"1", "1", "5"});
+    b.initializer("w", {1, 1, 2}, {1, 1});
+    model_builder::attr(b.node("Conv", {"x", "w"}, {"y"}), "auto_pad", "SAME_LOWER");
+    b.output("y", {"1", "1", "5"});
+    const auto y = run(kx::import_model(b.m), {vm::value(floats({1, 1, 5}, {1, 2, 3, 4, 5}))}).as_tensor();
+    CHECK(y.to_vector<float>() == std::vector<float>{1, 3, 5, 7, 9});
+  }
+  model_builder b(11);
+  b.input("x", {"1", "1", "5"});
+  b.initializer("w", {1, 1, 2, 2}, {1, 1, 1, 1});
+  b.node("Conv", {"x", "w"}, {"y"}, "c");
+  b.output("y", {});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
+        "kiln::frontend::onnx: node 'c' (Conv): the weight must have rank 3 (M, C/group, kernel...), it has rank 4");
 }
 
 TEST_CASE("1-D MaxPool and AveragePool run as 2-D with a height of 1; auto_pad on the one axis") {
@@ -555,7 +598,7 @@ TEST_CASE("1-D MaxPool and AveragePool run as 2-D with a height of 1; auto_pad o
   model_builder::attr(b.node("MaxPool", {"x"}, {"y"}, "mp"), "kernel_shape", std::vector<std::int64_t>{2, 2});
   b.output("y", {});
   CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m); }) ==
-        "kiln::frontend::onnx: node 'mp' (MaxPool): attribute 'kernel_shape' must have 1 value, has 2");
+        "kiln::frontend::onnx: node 'mp' (MaxPool): attribute 'kernel_shape' must have 1 value for a 1-D operation, has 2");
 }
 
 TEST_CASE("LRN sums squares over neighbouring channels; BatchNormalization in training mode; Dropout in training mode with ratio 0") {

@@ -274,100 +274,97 @@ inline ir::expr nll_loss(node_context& c, const ir::expr& x, const ir::expr& tar
   return c.call("divide", {total, c.call("sum", {w}, {{"keepdims", false}})});
 }
 
-/// Conv and pooling padding: ONNX's `pads` ([begin..., end...]) or `auto_pad`, as kiln's
-/// (top, left, bottom, right).
-inline ir::int_array spatial_padding(node_context& c, const std::vector<std::int64_t>& kernel, const std::vector<std::int64_t>& strides,
-                                     const std::vector<std::int64_t>& dilations) {
-  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "NOTSET") {
-    auto pads = c.attr_ints("pads").value_or(std::vector<std::int64_t>(4, 0));
-    if (pads.size() != 4) c.fail("attribute 'pads' must have 4 values for a 2-D operation, has " + std::to_string(pads.size()));
-    return {pads[0], pads[1], pads[2], pads[3]};
-  }
-  if (auto_pad == "VALID") return {0, 0, 0, 0};
-  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") c.fail("unknown auto_pad '" + auto_pad + "'");
-  const auto shape = c.shape(0);
-  ir::int_array begin(2), end(2);
-  for (int i = 0; i < 2; ++i) {
-    auto in = ir::as_int(shape[std::size_t(2 + i)]);
-    if (!in) c.fail("auto_pad " + auto_pad + " needs static spatial dimensions");
-    if (*in < 0 || *in > (std::int64_t(1) << 40)) c.fail("spatial dimension " + std::to_string(*in) + " is out of range");
-    const std::int64_t out = (*in + strides[std::size_t(i)] - 1) / strides[std::size_t(i)];
-    const std::int64_t need =
-        std::max<std::int64_t>(0, (out - 1) * strides[std::size_t(i)] + (kernel[std::size_t(i)] - 1) * dilations[std::size_t(i)] + 1 - *in);
-    const std::int64_t small = need / 2, big = need - small;
-    begin[std::size_t(i)] = auto_pad == "SAME_UPPER" ? small : big;
-    end[std::size_t(i)] = auto_pad == "SAME_UPPER" ? big : small;
-  }
-  return {begin[0], begin[1], end[0], end[1]};
-}
-
-inline std::vector<std::int64_t> pair_attr(node_context& c, const char* name, std::int64_t fallback) {
-  auto v = c.attr_ints(name).value_or(std::vector<std::int64_t>{fallback, fallback});
-  if (v.size() != 2) c.fail(std::string("attribute '") + name + "' must have 2 values for a 2-D operation, has " + std::to_string(v.size()));
-  for (std::int64_t x : v)  // kernel sizes, strides and dilations; the bound keeps the padding arithmetic in range
-    if (x < 1 || x > std::numeric_limits<std::int32_t>::max())
-      c.fail(std::string("attribute '") + name + "' must be between 1 and 2^31 - 1, has " + std::to_string(x));
-  return v;
-}
-
 /// A per-spatial-axis attribute (strides, dilations, kernel_shape, output_padding) of `n` values,
-/// each in [least, 2^31 - 1], or `fallback` for each axis when absent.
+/// each in [least, 2^31 - 1] (the bound keeps the padding arithmetic in range), or `fallback` for
+/// each axis when absent.
 inline std::vector<std::int64_t> spatial_list(node_context& c, const char* name, std::size_t n, std::int64_t fallback, std::int64_t least) {
   auto v = c.attr_ints(name).value_or(std::vector<std::int64_t>(n, fallback));
   if (v.size() != n)
-    c.fail(std::string("attribute '") + name + "' must have " + std::to_string(n) + (n == 1 ? " value" : " values") + ", has " + std::to_string(v.size()));
+    c.fail(std::string("attribute '") + name + "' must have " + std::to_string(n) + (n == 1 ? " value" : " values") + " for a " +
+           std::to_string(n) + "-D operation, has " + std::to_string(v.size()));
   for (auto x : v)
     if (x < least || x > std::numeric_limits<std::int32_t>::max())
       c.fail(std::string("attribute '") + name + "' must be between " + std::to_string(least) + " and 2^31 - 1, has " + std::to_string(x));
   return v;
 }
 
-/// MaxPool and AveragePool, 2-D or 1-D (as 2-D with a height of 1).
-inline exprs pool(node_context& c, const char* op, bool average) {
+/// Conv and pooling padding over `kernel.size()` spatial axes: ONNX's `pads` or `auto_pad` (SAME_*
+/// computed from the input's static extents), as [begin..., end...].
+inline std::vector<std::int64_t> spatial_padding(node_context& c, const std::vector<std::int64_t>& kernel,
+                                                 const std::vector<std::int64_t>& strides, const std::vector<std::int64_t>& dilations) {
+  const std::size_t n = kernel.size();
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    auto pads = c.attr_ints("pads").value_or(std::vector<std::int64_t>(2 * n, 0));
+    if (pads.size() != 2 * n)
+      c.fail("attribute 'pads' must have " + std::to_string(2 * n) + " values for a " + std::to_string(n) + "-D operation, has " +
+             std::to_string(pads.size()));
+    return pads;
+  }
+  if (auto_pad == "VALID") return std::vector<std::int64_t>(2 * n, 0);
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") c.fail("unknown auto_pad '" + auto_pad + "'");
+  const auto shape = c.shape(0);
+  std::vector<std::int64_t> pads(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto in = ir::as_int(shape[2 + i]);
+    if (!in) c.fail("auto_pad " + auto_pad + " needs static spatial dimensions");
+    if (*in < 0 || *in > (std::int64_t(1) << 40)) c.fail("spatial dimension " + std::to_string(*in) + " is out of range");
+    const std::int64_t out = (*in + strides[i] - 1) / strides[i];
+    const std::int64_t need = std::max<std::int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - *in);
+    const std::int64_t small = need / 2, big = need - small;
+    pads[i] = auto_pad == "SAME_UPPER" ? small : big;
+    pads[n + i] = auto_pad == "SAME_UPPER" ? big : small;
+  }
+  return pads;
+}
+
+/// kiln's 2-D operators run ONNX's 1-D ones as 2-D with a height of 1: a per-axis list for
+/// `spatial` axes as two values (`h` in front when there is one axis).
+inline ir::int_array as_2d(std::vector<std::int64_t> v, std::int64_t h) {
+  if (v.size() == 1) v.insert(v.begin(), h);
+  return ir::int_array(v.begin(), v.end());
+}
+/// Padding [begin..., end...] for one or two axes as kiln's (top, left, bottom, right).
+inline ir::int_array padding_2d(const std::vector<std::int64_t>& pads) {
+  if (pads.size() == 2) return {0, pads[0], 0, pads[1]};
+  return {pads[0], pads[1], pads[2], pads[3]};
+}
+/// A rank-3 tensor [N, C, L] as [N, C, 1, L], for a 1-D operation run as a 2-D one.
+inline ir::expr with_unit_height(node_context& c, const ir::expr& x) {
+  const auto d = ir::dyn_cast<ir::tensor_type_node>(x->checked_type)->shape.value();
+  return reshape_to(c, x, {d[0], d[1], ir::make_int(1), d[2]});
+}
+/// The 2-D result of a 1-D operation back to rank 3.
+inline ir::expr without_unit_height(node_context& c, const ir::expr& y) {
+  const auto d = ir::dyn_cast<ir::tensor_type_node>(y->checked_type)->shape.value();
+  return reshape_to(c, y, {d[0], d[1], d[3]});
+}
+
+/// The number of spatial axes of input 0 of a Conv, pooling or ConvTranspose node: 1 or 2.
+inline std::size_t spatial_rank(node_context& c, const char* what) {
   const int r = c.rank(0);
-  if (r != 3 && r != 4) c.fail("only 1-D and 2-D pooling (rank-3 or rank-4 input) are supported, the input has rank " + std::to_string(r));
+  if (r != 3 && r != 4)
+    c.fail(std::string("only 1-D and 2-D ") + what + " (rank-3 or rank-4 input) are supported, the input has rank " + std::to_string(r));
+  return std::size_t(r - 2);
+}
+
+/// MaxPool and AveragePool, 2-D or 1-D.
+inline exprs pool(node_context& c, const char* op, bool average) {
+  const std::size_t n = spatial_rank(c, "pooling");
   if (c.node().output_size() > 1 && !c.node().output(1).empty()) c.fail("the Indices output of MaxPool is not supported");
   if (!c.has_attr("kernel_shape")) c.fail("attribute 'kernel_shape' is required");
   if (c.attr_int("storage_order", 0) != 0) c.fail("storage_order 1 is not supported");
-  if (r == 4) {
-    const auto kernel = pair_attr(c, "kernel_shape", 1);
-    const auto strides = pair_attr(c, "strides", 1);
-    const auto dilations = pair_attr(c, "dilations", 1);
-    ir::attr_map attrs{{"pool_size", ir::int_array(kernel)},
-                       {"strides", ir::int_array(strides)},
-                       {"padding", spatial_padding(c, kernel, strides, dilations)},
-                       {"dilation", ir::int_array(dilations)},
-                       {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
-    if (average) attrs.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
-    return one(c.call(op, {c.input(0)}, attrs));
-  }
-  const std::int64_t k = spatial_list(c, "kernel_shape", 1, 1, 1)[0], s = spatial_list(c, "strides", 1, 1, 1)[0],
-                     d = spatial_list(c, "dilations", 1, 1, 1)[0];
-  std::int64_t begin = 0, end = 0;
-  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "NOTSET") {
-    const auto pads = c.attr_ints("pads").value_or(std::vector<std::int64_t>(2, 0));
-    if (pads.size() != 2) c.fail("attribute 'pads' must have 2 values for a 1-D operation, has " + std::to_string(pads.size()));
-    begin = pads[0], end = pads[1];
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    const auto in = static_shape(c, 0, "auto_pad")[2];
-    const std::int64_t need = std::max<std::int64_t>(0, ((in + s - 1) / s - 1) * s + (k - 1) * d + 1 - in);
-    begin = auto_pad == "SAME_UPPER" ? need / 2 : need - need / 2;
-    end = need - begin;
-  } else if (auto_pad != "VALID") {
-    c.fail("unknown auto_pad '" + auto_pad + "'");
-  }
-  auto dims = c.shape(0);
-  ir::attr_map attrs{{"pool_size", ir::int_array{1, k}},
-                     {"strides", ir::int_array{1, s}},
-                     {"padding", ir::int_array{0, begin, 0, end}},
-                     {"dilation", ir::int_array{1, d}},
+  const auto kernel = spatial_list(c, "kernel_shape", n, 1, 1);
+  const auto strides = spatial_list(c, "strides", n, 1, 1);
+  const auto dilations = spatial_list(c, "dilations", n, 1, 1);
+  ir::attr_map attrs{{"pool_size", as_2d(kernel, 1)},
+                     {"strides", as_2d(strides, 1)},
+                     {"padding", padding_2d(spatial_padding(c, kernel, strides, dilations))},
+                     {"dilation", as_2d(dilations, 1)},
                      {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
   if (average) attrs.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
-  const ir::expr y = c.call(op, {reshape_to(c, c.input(0), {dims[0], dims[1], ir::make_int(1), dims[2]})}, attrs);
-  const auto out = ir::dyn_cast<ir::tensor_type_node>(y->checked_type)->shape.value();
-  return one(reshape_to(c, y, {out[0], out[1], out[3]}));
+  if (n == 2) return one(c.call(op, {c.input(0)}, attrs));
+  return one(without_unit_height(c, c.call(op, {with_unit_height(c, c.input(0))}, attrs)));
 }
 
 /// The shape numpy broadcasting gives two shapes (for Expand).
@@ -487,11 +484,9 @@ inline ir::expr channel_vector(node_context& c, const ir::expr& v, int r) {
 /// output's excess, at least 0, split per auto_pad (the larger half at the start unless
 /// SAME_UPPER), with any shortfall added at the end as output padding.
 inline exprs conv_transpose(node_context& c) {
-  const int r = c.rank(0);
-  if (r != 3 && r != 4)
-    c.fail("only 1-D and 2-D transposed convolution (rank-3 or rank-4 input) are supported, the input has rank " + std::to_string(r));
+  const std::size_t sr = spatial_rank(c, "transposed convolution");
+  const int r = int(sr) + 2;
   if (c.rank(1) != r) c.fail("the weight must have the input's rank " + std::to_string(r) + ", it has rank " + std::to_string(c.rank(1)));
-  const std::size_t sr = std::size_t(r - 2);
   const auto list = [&](const char* name, std::int64_t fallback, std::int64_t least) { return spatial_list(c, name, sr, fallback, least); };
   const auto in = static_shape(c, 0, "ConvTranspose");
   const auto w = static_shape(c, 1, "ConvTranspose");
@@ -529,27 +524,16 @@ inline exprs conv_transpose(node_context& c) {
       end[i] = pads[sr + i];
     }
   }
-  // 1-D: a height of 1 with unit window, stride and dilation
-  const auto lift = [&](std::vector<std::int64_t> v, std::int64_t h) {
-    if (sr == 1) v.insert(v.begin(), h);
-    return ir::int_array(v.begin(), v.end());
-  };
-  ir::expr x = c.input(0), weight = c.input(1);
-  if (sr == 1) {
-    x = reshape_to(c, x, {ir::make_int(in[0]), ir::make_int(in[1]), ir::make_int(1), ir::make_int(in[2])});
-    weight = reshape_to(c, weight, {ir::make_int(w[0]), ir::make_int(w[1]), ir::make_int(1), ir::make_int(w[2])});
-  }
-  const ir::int_array b = lift(begin, 0), e = lift(end, 0);
-  ir::expr y = c.call("nn.conv2d_transpose", {x, weight},
-                      {{"strides", lift(strides, 1)},
-                       {"padding", ir::int_array{b[0], b[1], e[0], e[1]}},
-                       {"output_padding", lift(out_pad, 0)},
-                       {"dilation", lift(dilations, 1)},
-                       {"groups", c.attr_int("group", 1)}});
-  if (sr == 1) {
-    auto d = ir::dyn_cast<ir::tensor_type_node>(y->checked_type)->shape.value();
-    y = reshape_to(c, y, {d[0], d[1], d[3]});
-  }
+  std::vector<std::int64_t> pads = begin;
+  pads.insert(pads.end(), end.begin(), end.end());
+  const ir::attr_map attrs{{"strides", as_2d(strides, 1)},
+                           {"padding", padding_2d(pads)},
+                           {"output_padding", as_2d(out_pad, 0)},
+                           {"dilation", as_2d(dilations, 1)},
+                           {"groups", c.attr_int("group", 1)}};
+  ir::expr y = sr == 2 ? c.call("nn.conv2d_transpose", {c.input(0), c.input(1)}, attrs)
+                       : without_unit_height(c, c.call("nn.conv2d_transpose", {with_unit_height(c, c.input(0)),
+                                                                               with_unit_height(c, c.input(1))}, attrs));
   if (c.has_input(2)) y = c.call("add", {y, channel_vector(c, c.input(2), r)});
   return one(y);
 }
@@ -910,25 +894,28 @@ inline const converter_table& converter_table::builtin() {
 
     // ---- neural network -----------------------------------------------------------------------------
     t.add("Conv", 1, [](node_context& c) {
-      if (c.rank(0) != 4) c.fail("only 2-D convolution (rank-4 input) is supported, the input has rank " + std::to_string(c.rank(0)));
-      if (c.rank(1) != 4) c.fail("the weight must have rank 4 (M, C/group, kH, kW), it has rank " + std::to_string(c.rank(1)));
+      const std::size_t n = spatial_rank(c, "convolution");
+      const int r = int(n) + 2;
+      if (c.rank(1) != r)
+        c.fail("the weight must have rank " + std::to_string(r) + " (M, C/group, kernel...), it has rank " + std::to_string(c.rank(1)));
       const auto w = c.shape(1);
       std::vector<std::int64_t> kernel;
-      if (c.has_attr("kernel_shape")) kernel = pair_attr(c, "kernel_shape", 1);
+      if (c.has_attr("kernel_shape")) kernel = spatial_list(c, "kernel_shape", n, 1, 1);
       else
-        for (int i = 2; i < 4; ++i) {
-          auto v = ir::as_int(w[std::size_t(i)]);
+        for (std::size_t i = 2; i < w.size(); ++i) {
+          auto v = ir::as_int(w[i]);
           if (!v) c.fail("the kernel's spatial size must be static");
           kernel.push_back(*v);
         }
-      const auto strides = pair_attr(c, "strides", 1);
-      const auto dilations = pair_attr(c, "dilations", 1);
-      ir::expr y = c.call("nn.conv2d", {c.input(0), c.input(1)},
-                          {{"strides", ir::int_array(strides)},
-                           {"padding", spatial_padding(c, kernel, strides, dilations)},
-                           {"dilation", ir::int_array(dilations)},
-                           {"groups", c.attr_int("group", 1)}});
-      if (c.has_input(2)) y = c.call("add", {y, channel_vector(c, c.input(2), 4)});
+      const auto strides = spatial_list(c, "strides", n, 1, 1);
+      const auto dilations = spatial_list(c, "dilations", n, 1, 1);
+      const ir::attr_map attrs{{"strides", as_2d(strides, 1)},
+                               {"padding", padding_2d(spatial_padding(c, kernel, strides, dilations))},
+                               {"dilation", as_2d(dilations, 1)},
+                               {"groups", c.attr_int("group", 1)}};
+      ir::expr y = n == 2 ? c.call("nn.conv2d", {c.input(0), c.input(1)}, attrs)
+                          : without_unit_height(c, c.call("nn.conv2d", {with_unit_height(c, c.input(0)), with_unit_height(c, c.input(1))}, attrs));
+      if (c.has_input(2)) y = c.call("add", {y, channel_vector(c, c.input(2), r)});
       return one(y);
     });
     t.add("ConvTranspose", 1, conv_transpose);
