@@ -209,33 +209,47 @@ def test_exit_pass_ctx_exception_global():
     assert not cur_pass_ctx.instruments
 
 
-def _pi_class():
+def pi_class(raise_in=None, sep=" "):
+    """TVM's PI instrument of these tests: prints "<id><sep><hook>" in each of the five hooks, and
+    raises RuntimeError in the hook `raise_in`."""
+
     @pass_instrument
     class PI:
         def __init__(self, id=""):
             self.id = id
 
+        def _say(self, hook):
+            print(self.id + sep + hook)
+            if hook == raise_in:
+                raise RuntimeError("Just a dummy error")
+
         def enter_pass_ctx(self):
-            print(self.id + "enter_pass_ctx")
+            self._say("enter_pass_ctx")
 
         def exit_pass_ctx(self):
-            print(self.id + "exit_pass_ctx")
+            self._say("exit_pass_ctx")
 
         def should_run(self, mod, info):
-            print(self.id + "should_run")
+            self._say("should_run")
             return True
 
         def run_before_pass(self, mod, info):
-            print(self.id + "run_before_pass")
+            self._say("run_before_pass")
 
         def run_after_pass(self, mod, info):
-            print(self.id + "run_after_pass")
+            self._say("run_after_pass")
 
     return PI
 
 
+@T.module_pass(opt_level=2)
+def printing_transform(mod, ctx):
+    print("transform pass")
+    return mod
+
+
 def test_pass_exception(capsys):
-    PI = _pi_class()
+    PI = pi_class(sep="")
 
     @T.module_pass(opt_level=2)
     def transform(mod, ctx):
@@ -253,35 +267,10 @@ def test_pass_exception(capsys):
 
 
 def test_should_run_exception(capsys):
-    @pass_instrument
-    class PI:
-        def __init__(self, id):
-            self.id = id
-
-        def enter_pass_ctx(self):
-            print(self.id + " enter_pass_ctx")
-
-        def exit_pass_ctx(self):
-            print(self.id + " exit_pass_ctx")
-
-        def should_run(self, mod, info):
-            print(self.id + " should_run")
-            raise RuntimeError("Just a dummy error")
-
-        def run_before_pass(self, mod, info):
-            print(self.id + " run_before_pass")
-
-        def run_after_pass(self, mod, info):
-            print(self.id + " run_after_pass")
-
-    @T.module_pass(opt_level=2)
-    def transform(mod, ctx):
-        print("transform pass")
-        return mod
-
+    PI = pi_class(raise_in="should_run")
     with pytest.raises(RuntimeError):
         with T.PassContext(instruments=[PI("%1"), PI("%2")]):
-            transform(get_test_model())
+            printing_transform(get_test_model())
     assert capsys.readouterr().out == ("%1 enter_pass_ctx\n"
                                        "%2 enter_pass_ctx\n"
                                        "%1 should_run\n"
@@ -290,36 +279,10 @@ def test_should_run_exception(capsys):
 
 
 def test_run_before_exception(capsys):
-    @pass_instrument
-    class PI:
-        def __init__(self, id):
-            self.id = id
-
-        def enter_pass_ctx(self):
-            print(self.id + " enter_pass_ctx")
-
-        def exit_pass_ctx(self):
-            print(self.id + " exit_pass_ctx")
-
-        def should_run(self, mod, info):
-            print(self.id + " should_run")
-            return True
-
-        def run_before_pass(self, mod, info):
-            print(self.id + " run_before_pass")
-            raise RuntimeError("Just a dummy error")
-
-        def run_after_pass(self, mod, info):
-            print(self.id + " run_after_pass")
-
-    @T.module_pass(opt_level=2)
-    def transform(mod, ctx):
-        print("transform pass")
-        return mod
-
+    PI = pi_class(raise_in="run_before_pass")
     with pytest.raises(RuntimeError):
         with T.PassContext(instruments=[PI("%1"), PI("%2")]):
-            transform(get_test_model())
+            printing_transform(get_test_model())
     assert capsys.readouterr().out == ("%1 enter_pass_ctx\n"
                                        "%2 enter_pass_ctx\n"
                                        "%1 should_run\n"
@@ -330,36 +293,10 @@ def test_run_before_exception(capsys):
 
 
 def test_run_after_exception(capsys):
-    @pass_instrument
-    class PI:
-        def __init__(self, id):
-            self.id = id
-
-        def enter_pass_ctx(self):
-            print(self.id + " enter_pass_ctx")
-
-        def exit_pass_ctx(self):
-            print(self.id + " exit_pass_ctx")
-
-        def should_run(self, mod, info):
-            print(self.id + " should_run")
-            return True
-
-        def run_before_pass(self, mod, info):
-            print(self.id + " run_before_pass")
-
-        def run_after_pass(self, mod, info):
-            print(self.id + " run_after_pass")
-            raise RuntimeError("Just a dummy error")
-
-    @T.module_pass(opt_level=2)
-    def transform(mod, ctx):
-        print("transform pass")
-        return mod
-
+    PI = pi_class(raise_in="run_after_pass")
     with pytest.raises(RuntimeError):
         with T.PassContext(instruments=[PI("%1"), PI("%2")]):
-            transform(get_test_model())
+            printing_transform(get_test_model())
     assert capsys.readouterr().out == ("%1 enter_pass_ctx\n"
                                        "%2 enter_pass_ctx\n"
                                        "%1 should_run\n"
