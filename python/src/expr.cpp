@@ -54,6 +54,8 @@ py::array constant_to_numpy(const ir::ndarray& a) {
 ir::ndarray numpy_to_constant(const py::handle& o) {
   py::array a = py::array::ensure(o, py::array::c_style);
   if (!a) throw py::type_error("kiln.ir.const: the value is not an array");
+  if (!a.dtype().attr("isnative").cast<bool>())  // byte-swapped: kiln's constants are native order
+    a = py::array::ensure(a.attr("astype")(a.dtype().attr("newbyteorder")("=")), py::array::c_style);
   const std::string kind(1, a.dtype().kind());
   const auto size = a.dtype().itemsize();
   dtype t = dtype::void_;
@@ -331,7 +333,10 @@ void init_expr(py::module_& m) {
       .def("where",
            [](const pattern& p, const std::string& description, const py::function& test) {
              auto fn = std::make_shared<py_handle>(test);
-             return p.where(description, [fn](const expr& e) { return fn->get()(e).cast<bool>(); });
+             return p.where(description, [fn](const expr& e) {
+               py::gil_scoped_acquire gil;
+               return fn->get()(e).cast<bool>();
+             });
            },
            py::arg("description"), py::arg("test"))
       .def("__or__", [](const pattern& a, const pattern& b) { return a | b; })
@@ -371,6 +376,7 @@ void init_expr(py::module_& m) {
           auto fn = std::make_shared<py_handle>(py::reinterpret_borrow<py::object>(t[2]));
           cpp_rules.push_back({t[0].cast<std::string>(), t[1].cast<pattern>(),
                                [fn](const transform::match_result& mr, transform::rewrite_context&) -> expr {
+                                 py::gil_scoped_acquire gil;
                                  py_match pm{{mr.bound().begin(), mr.bound().end()}, mr.root()};
                                  py::object out = fn->get()(pm);
                                  return out.is_none() ? expr() : out.cast<expr>();

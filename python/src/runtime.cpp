@@ -90,6 +90,8 @@ tensor tensor_from_python(const py::handle& o, const origin& where) {
   if (!t)
     throw py::type_error(where.text() + ": numpy dtype " + std::string(py::str(a.dtype())) +
                          " has no kiln counterpart (kiln has bool, int8, int32, int64, uint8, float16, float32, float64)");
+  if (!a.dtype().attr("isnative").cast<bool>())  // a byte-swapped array ('>f4'): kiln reads native order
+    a = py::array::ensure(a.attr("astype")(a.dtype().attr("newbyteorder")("=")));
   if (!(a.flags() & py::array::c_style)) a = py::array::ensure(a, py::array::c_style);
   runtime::shape_vector shape(a.shape(), a.shape() + a.ndim());
   const std::size_t nbytes = std::size_t(a.nbytes());

@@ -63,6 +63,15 @@ def test_non_contiguous_and_convertible_inputs():
         vm["main"]([[1.0] * 4] * 3, np.zeros((3, 4), "float32"))
 
 
+def test_byte_swapped_arrays_are_read_in_their_own_order():
+    vm = VM(kiln.compile(kiln.ir.IRModule.from_text(ADD_MODULE)))
+    big_endian = np.arange(12, dtype=">f4").reshape(3, 4)
+    y = vm["main"](big_endian, np.zeros((3, 4), "float32"))
+    np.testing.assert_array_equal(y, np.arange(12, dtype="float32").reshape(3, 4))
+    c = kiln.ir.const(np.array([1.5, -2.0], dtype=">f8"))
+    np.testing.assert_array_equal(c.data, [1.5, -2.0])
+
+
 def test_wrong_inputs_are_clear_errors(mlp_vm):
     args = mlp_args()
     with pytest.raises(kiln.VMError, match="parameter 'x'"):
