@@ -186,19 +186,11 @@ def test_compile_with_python_pass_and_pipeline_text():
         kiln.compile(mod, pipeline=3)
 
 
-def test_compile_errors_are_kiln_errors():
-    mod = kiln.ir.IRModule.from_text('''@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
-        with R.dataflow():
-            y: R.Tensor((2, 3), "float32") = R.nn.some_unknown_op(x)
-            R.output(y)
-        return y
-''') if False else None
-    del mod
+def test_compile_and_parse_errors_are_kiln_errors():
     with pytest.raises(kiln.ParseError, match="line"):
         kiln.ir.IRModule.from_text("@I.ir_module\nclass Module:\n    @R.function\n    def main(x: R.Tensor((2,), \"f32\")):")
+    with pytest.raises(kiln.ParseError, match="unknown pass 'no_such_pass'"):
+        kiln.compile(kiln.ir.IRModule.from_text(MLP), pipeline="no_such_pass")
 
 
 @pytest.mark.skipif(not kiln.has_onnx, reason="built without the ONNX importer")
