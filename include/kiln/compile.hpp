@@ -23,6 +23,7 @@
 /// binding that code generation cannot handle.
 #pragma once
 
+#include <kiln/codegen/cpp_codegen.hpp>
 #include <kiln/codegen/vm_codegen.hpp>
 #include <kiln/kernels/register.hpp>
 #include <kiln/pass/run.hpp>
@@ -35,8 +36,10 @@
 
 namespace kiln {
 
-/// The design's execution modes; the compiled mode (generated C++) is not built yet.
-enum class exec_mode : std::uint8_t { bytecode };
+/// The design's execution modes: `bytecode`, interpreted by the VM, and `compiled`, where every
+/// function becomes C++ (`codegen::cpp_codegen`) that `vm::export_library` builds into a shared
+/// library and `vm::load_module` loads back (or that a program includes: `kiln-compile --emit-cpp`).
+enum class exec_mode : std::uint8_t { bytecode, compiled };
 
 struct compile_options {
   /// The opt level of the context `compile` makes when no context is current (a context made by a
@@ -45,7 +48,8 @@ struct compile_options {
   /// A textual pipeline (`"legalize_ops,kiln.lower_to_vm"`) to run instead of the default one.
   std::optional<std::string> pipeline = std::nullopt;
   exec_mode mode = exec_mode::bytecode;
-  codegen::vm_codegen_options codegen = {};
+  codegen::vm_codegen_options codegen = {};  ///< for the bytecode mode
+  codegen::cpp_codegen_options cpp = {};     ///< for the compiled mode
   /// When set, receives the module as the pipeline left it (what code generation read): its
   /// functions carry the memory plan's figures (`transform::memory_plan_of`).
   ir::ir_module* lowered = nullptr;

@@ -33,10 +33,16 @@ KILN_DECL vm::executable compile(const ir::ir_module& m, const pass<ir::ir_modul
 
 KILN_DECL vm::executable compile(const ir::ir_module& m, const compile_options& options) {
   detail::register_compiler_passes_once();
+  kernels::global_registry();
   std::optional<pass_context> own;
   pass_context& ctx = detail::compile_context(own, options.opt_level);
-  if (options.pipeline) return compile(m, parse_pipeline<ir::ir_module>(*options.pipeline), ctx, options.codegen, options.lowered);
-  return compile(m, transform::default_pipeline{}, ctx, options.codegen, options.lowered);
+  ir::ir_module out = options.pipeline ? parse_pipeline<ir::ir_module>(*options.pipeline)(m, ctx) : kiln::run(transform::default_pipeline{}, m, ctx);
+  if (options.lowered) *options.lowered = out;
+  switch (options.mode) {
+    case exec_mode::bytecode: break;
+    case exec_mode::compiled: return codegen::cpp_codegen(out, options.cpp);
+  }
+  return codegen::vm_codegen(out, options.codegen);
 }
 
 }  // namespace kiln

@@ -10,6 +10,19 @@
 
 namespace kiln::vm {
 
+/// An error raised while running a program, with where it happened (the bytecode instruction or
+/// the compiled function's binding) and the call stack.
+class vm_error : public error {
+public:
+  using error::error;
+  vm_error(const std::string& what, bool located) : error(what), located_(located) {}
+  /// Whether the message already names the failing instruction or binding.
+  bool located() const noexcept { return located_; }
+
+private:
+  bool located_ = false;
+};
+
 class vm_context {
 public:
   /// The allocator of device `index` (0 is the CPU, always present).
@@ -20,6 +33,9 @@ public:
   virtual value call(const value& func, call_args args) = 0;
   /// Constant `index` of the executable (for compiled functions).
   virtual const value& constant(std::size_t index) const = 0;
+  /// Entry `index` of the executable's function table as a closure (for compiled functions, which
+  /// call natives and other functions through it). A context without a function table throws.
+  virtual const value& function(std::size_t index) const;
 
 protected:
   vm_context() = default;
@@ -27,5 +43,9 @@ protected:
   vm_context& operator=(const vm_context&) = default;
   ~vm_context() = default;
 };
+
+inline const value& vm_context::function(std::size_t index) const {
+  throw error("kiln::vm::vm_context: function " + std::to_string(index) + " requested, but this context has no function table");
+}
 
 }  // namespace kiln::vm

@@ -19,12 +19,14 @@
 #include <kiln/support/error.hpp>
 #include <kiln/support/strings.hpp>
 #include <kiln/vm/bytecode.hpp>
+#include <kiln/vm/native.hpp>
 #include <kiln/vm/signature.hpp>
 #include <kiln/vm/value.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,6 +77,14 @@ public:
   std::vector<std::pair<std::int64_t, std::string>> memory_scopes;  ///< constant index -> memory scope
   std::vector<std::int64_t> instr_offset;  ///< where each instruction starts in instr_data
   std::vector<exec_word> instr_data;       ///< the instruction words
+
+  /// The generated code of compiled functions, when the executable carries it (`load_module`, a
+  /// header from `kiln-compile --emit-cpp`); the VM looks compiled functions up here first, then
+  /// in its registry. Not serialized.
+  std::shared_ptr<const native_code> code;
+  /// For an executable compiled with `exec_mode::compiled`: the C++ source of its compiled
+  /// functions (`codegen::cpp_codegen`), what `export_library` builds. Not serialized.
+  std::string generated_source;
 
   std::size_t num_instructions() const noexcept { return instr_offset.size(); }
 

@@ -266,6 +266,28 @@ struct compiled_function {
   std::shared_ptr<const void> owner;
 };
 
+/// Generated code an executable carries (`executable::code`): its compiled functions by name.
+/// Each function's `owner` keeps alive what it needs (its literals, the library it was loaded
+/// from), so copies of the executable share it safely.
+class native_code {
+public:
+  /// Adds (or replaces) compiled function `name`.
+  void add(std::string name, compiled_function f) { functions_[std::move(name)] = std::move(f); }
+  const compiled_function* find(std::string_view name) const noexcept {
+    auto it = functions_.find(name);
+    return it == functions_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (auto& [n, f] : functions_) out.push_back(n);
+    return out;
+  }
+  std::size_t size() const noexcept { return functions_.size(); }
+
+private:
+  std::map<std::string, compiled_function, std::less<>> functions_;
+};
+
 /// Names to native and compiled functions. Adding and finding are thread-safe; a VM copies
 /// what it needs when it is made, so later changes do not affect running VMs.
 class function_registry {

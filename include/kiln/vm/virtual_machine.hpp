@@ -65,18 +65,6 @@
 
 namespace kiln::vm {
 
-/// An error raised while running bytecode, with the bytecode location and call stack.
-class vm_error : public error {
-public:
-  using error::error;
-  vm_error(const std::string& what, bool located) : error(what), located_(located) {}
-  /// Whether the message already names the failing instruction (set by the run loop).
-  bool located() const noexcept { return located_; }
-
-private:
-  bool located_ = false;
-};
-
 /// What an instrument tells the VM before a call.
 enum class instrument_action { no_op = 0, skip_run = 1 };
 
@@ -350,10 +338,20 @@ public:
     if (c.is_native()) return with_pointers(n, arg, c.native);
     return enter_with_args(callees_[std::size_t(c.func_index)], "kiln::vm: closure", n, arg);
   }
-  const value& constant(std::size_t index) const override { return literals_.at(index); }
+  const value& constant(std::size_t index) const override {
+    if (index >= exec_->constants.size()) throw_bad_literal("constant", index, exec_->constants.size());
+    return literals_[index];
+  }
+  const value& function(std::size_t index) const override {
+    if (index >= exec_->functions.size()) throw_bad_literal("function", index, exec_->functions.size());
+    return literals_[exec_->constants.size() + index];
+  }
 
   /// The function pool entry (a closure) of function `index`.
   const value& function_value(std::size_t index) const { return literals_.at(exec_->constants.size() + index); }
+  [[noreturn]] __attribute__((noinline, cold)) static void throw_bad_literal(const char* what, std::size_t index, std::size_t size) {
+    throw usage_error(std::string("kiln::vm: ") + what + " " + std::to_string(index) + " requested; the executable has " + std::to_string(size));
+  }
   /// Statistics of device `index`'s allocator.
   runtime::allocator_stats allocator_stats(std::int64_t device_index = 0) { return allocator_for(device_index).stats(); }
   /// Current bytecode frames (0 when idle).
@@ -524,7 +522,8 @@ private:
         clo->func_index = std::int64_t(i);
         clo->owner = exec_.get();
         if (f.kind == function_kind::compiled) {
-          if (auto n = registry.find_compiled(f.name)) c.compiled = *n;
+          if (const compiled_function* own = e.code ? e.code->find(f.name) : nullptr) c.compiled = *own;
+          else if (auto n = registry.find_compiled(f.name)) c.compiled = *n;
           else missing.push_back(std::string(function_registry::compiled_prefix) + f.name);
         }
       }
@@ -536,6 +535,9 @@ private:
       std::string msg = "kiln::vm::virtual_machine: the executable calls functions the registry does not have: ";
       for (std::size_t i = 0; i < missing.size(); ++i)
         msg.append(i ? ", '" : "'").append(missing[i]).append("'").append(kiln::detail::did_you_mean(missing[i], registry.names()));
+      if (std::any_of(missing.begin(), missing.end(), [](const std::string& n) { return n.starts_with(function_registry::compiled_prefix); }))
+        msg.append(" (compiled functions come with the executable's generated code: build it with export_library and load it with "
+                   "vm::load_module, include the header kiln-compile --emit-cpp writes, or register them with add_compiled)");
       throw error(msg);
     }
     literals_.push_back(value(static_cast<vm_context*>(this)));  // %vm

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file
 /// Everything in `kiln/vm/`: values, bytecode, executables and their serialization, the builder,
-/// native functions and built-ins, and the virtual machine.
+/// native functions and built-ins, the virtual machine, and generated code's support and shared
+/// libraries (`compiled.hpp`, `library.hpp`).
 #pragma once
 
 #include <kiln/vm/builtins.hpp>
 #include <kiln/vm/bytecode.hpp>
+#include <kiln/vm/compiled.hpp>
 #include <kiln/vm/context.hpp>
 #include <kiln/vm/exec_builder.hpp>
 #include <kiln/vm/executable.hpp>
+#include <kiln/vm/library.hpp>
 #include <kiln/vm/native.hpp>
 #include <kiln/vm/serialize.hpp>
 #include <kiln/vm/value.hpp>

@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// `cpp_codegen`: the compiled execution mode's code generator. From the same lowered module
+/// `vm_codegen` reads, it makes an executable whose graph-level functions are `compiled` (the
+/// design's kVMTIRFunc) and the C++ that implements them (`executable::generated_source`), which
+/// `export_library` builds into a shared library and `kiln-compile --emit-cpp` writes as a header.
+///
+/// The generated C++ is readable and deterministic: one function per IR function, named after it;
+/// one statement per binding, with the binding as a comment above it; locals named after the IR's
+/// variables. What each binding becomes:
+/// - a call of a native function or of another function of the module: `rt::call` through the
+///   executable's function table (natives are resolved when the VM loads the executable, as for
+///   bytecode, so a missing one is reported before anything runs);
+/// - `y = x` and `y = R.match_cast(x, T)`: a reference, `value& y = x;`;
+/// - literals (static shapes, strings, numbers) are members of the generated `literals` struct,
+///   made once per executable; constant tensors stay in the executable's constant pool;
+/// - tuples and element access: `rt::tuple`, `rt::tuple_item`; `if`: C++ `if` on `rt::condition`
+///   (with `vm.builtin.read_if_cond` first for a tensor condition), each branch assigning the
+///   merge variable; `R.vm.kill_object(x)`: `x = value();`.
+///
+/// Errors carry the interpreter's context ("in 'main' at binding 'lv' (call 'kernels.add'): ...");
+/// a module code generation cannot handle is a `codegen_error` naming the function and binding.
+#pragma once
+
+#include <kiln/codegen/vm_codegen.hpp>
+#include <kiln/ir/printer.hpp>
+#include <kiln/version.hpp>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::codegen {
+
+struct cpp_codegen_options {
+  /// The namespace the generated code lives in (a C++ qualified name, "models::mlp").
+  std::string name_space = "kiln_generated";
+};
+
+namespace detail {
+
+inline bool is_cpp_keyword(std::string_view s) {
+  static const std::set<std::string_view> words = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char", "char8_t",
+      "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit", "const_cast", "continue",
+      "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum",
+      "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable",
+      "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public",
+      "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
+      "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union",
+      "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "main"};
+  return words.count(s) != 0;
+}
+
+/// `s` as a C++ identifier: other characters become '_', a leading digit or a keyword gets a
+/// prefix, and reserved forms (a leading underscore, a double underscore) are avoided.
+inline std::string cpp_identifier(std::string_view s, std::string_view fallback) {
+  std::string out;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    const char d = ok ? c : '_';
+    if (d == '_' && (out.empty() || out.back() == '_')) continue;
+    out.push_back(d);
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  if (out.empty()) out = fallback;
+  if ((out[0] >= '0' && out[0] <= '9') || is_cpp_keyword(out)) out = std::string(fallback) + "_" + out;
+  return out;
+}
+
+/// A C++ string literal of the bytes of `s`.
+inline std::string cpp_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(char(c));
+    } else if (c >= 0x20 && c < 0x7f && c != '?') {
+      out.push_back(char(c));
+    } else {
+      const char oct[] = {'\\', char('0' + (c >> 6)), char('0' + ((c >> 3) & 7)), char('0' + (c & 7)), 0};
+      out += oct;
+    }
+  }
+  return out + "\"";
+}
+
+/// A C++ double literal that reads back as exactly `v`.
+inline std::string cpp_double(double v) {
+  if (std::isnan(v)) return "std::numeric_limits<double>::quiet_NaN()";
+  if (std::isinf(v)) return v > 0 ? "std::numeric_limits<double>::infinity()" : "-std::numeric_limits<double>::infinity()";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+inline std::string cpp_int(std::int64_t v) {
+  if (v == std::numeric_limits<std::int64_t>::min()) return "std::int64_t(-9223372036854775807LL - 1)";
+  return "std::int64_t(" + std::to_string(v) + "LL)";
+}
+
+/// One line of IR for a comment: newlines folded, long text cut.
+inline std::string comment_text(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::string out;
+  for (char c : s)
+    if (!(c == ' ' && !out.empty() && out.back() == ' ')) out.push_back(c);
+  if (out.size() > 140) out = out.substr(0, 137) + "...";
+  return out;
+}
+
+/// What all functions of one module share: the executable being made, the literals.
+struct cpp_module_state {
+  vm::executable exec;
+  std::unordered_map<const ir::constant_node*, std::int64_t> const_cache;
+  std::vector<std::pair<ir::ndarray, std::int64_t>> tensors;
+  std::map<std::string, std::string> literal_names;  ///< initializer -> member name
+  std::vector<std::pair<std::string, std::string>> literals;  ///< member name, initializer, in order
+
+  std::int64_t function_index(const std::string& name, vm::function_kind kind) {
+    if (auto i = exec.find_function(name)) return std::int64_t(*i);
+    vm::function_info f;
+    f.kind = kind;
+    f.name = name;
+    f.num_args = -1;
+    exec.functions.push_back(std::move(f));
+    return std::int64_t(exec.functions.size() - 1);
+  }
+  std::string literal(const std::string& init) {
+    auto it = literal_names.find(init);
+    if (it != literal_names.end()) return "k." + it->second;
+    std::string n = "k" + std::to_string(literals.size());
+    literal_names.emplace(init, n);
+    literals.emplace_back(n, init);
+    return "k." + n;
+  }
+};
+
+/// Writes one function.
+class cpp_function_emitter {
+public:
+  cpp_function_emitter(cpp_module_state& st, const ir::ir_module& m, std::string name, std::string cpp_name, const ir::function& f,
+                       std::string signature)
+      : st_(st), m_(m), name_(std::move(name)), cpp_name_(std::move(cpp_name)), signature_(std::move(signature)), f_(f) {}
+
+  std::string run() {
+    collect_uses(static_cast<const ir::seq_expr_node&>(*f_->body));
+    for (const char* r : {"k", "vm", "args", "rt", "value", "vm_arg", "fn", "std", "kiln"}) taken_.insert(r);
+    std::string params;
+    for (std::size_t i = 0; i < f_->params.size(); ++i) {
+      const ir::var& p = f_->params[i];
+      const std::string n = fresh(p->name_hint);
+      names_[p.get()] = n;
+      locals_.insert(n);
+      params += "  value& " + n + " = args[" + std::to_string(i) + "];  // " + comment_text(p->name_hint + ": " + ir::to_string(p->checked_type)) + "\n";
+    }
+    indent_ = 1;
+    binding_ = "";
+    const std::string result = emit_seq(static_cast<const ir::seq_expr_node&>(*f_->body));
+    binding_ = "the result";
+    line("return " + result + ";");
+
+    std::string out;
+    out += "/// @" + comment_text(name_ + signature_) + "\n";
+    out += "inline value " + cpp_name_ + "([[maybe_unused]] const literals& k, [[maybe_unused]] kiln::vm::vm_context& vm, [[maybe_unused]] std::span<value> args) {\n";
+    out += "  [[maybe_unused]] static constexpr const char* fn = " + cpp_string(name_) + ";\n";
+    out += params;
+    if (uses_vm_arg_) out += "  const value vm_arg(&vm);  // %vm, for the built-ins that take the VM\n";
+    for (auto& [idx, n] : constants_)
+      out += "  const value& " + n + " = vm.constant(" + std::to_string(idx) + ");  // " + constant_comment(idx) + "\n";
+    out += body_;
+    out += "}\n";
+    return out;
+  }
+
+private:
+  /// The variables some expression reads.
+  void collect_uses(const ir::seq_expr_node& s) {
+    auto use = [&](const ir::expr& e) {
+      ir::post_order_visit(e, [&](const ir::expr& x) {
+        if (auto* v = ir::dyn_cast<ir::var_node>(x)) used_.insert(v);
+      });
+    };
+    for (auto& block : s.blocks)
+      for (auto& b : block.bindings) {
+        if (auto* i = ir::dyn_cast<ir::if_node>(b.value)) {
+          use(i->cond);
+          collect_uses(static_cast<const ir::seq_expr_node&>(*i->then_branch));
+          collect_uses(static_cast<const ir::seq_expr_node&>(*i->else_branch));
+        } else {
+          use(b.value);
+        }
+      }
+    use(s.body);
+  }
+
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw codegen_error("kiln::codegen::cpp_codegen: in function '" + name_ + "', " +
+                        (binding_.empty() || binding_ == "the result" ? std::string("the result") : "binding '" + binding_ + "'") + ": " + msg);
+  }
+
+  std::string fresh(const std::string& hint) {
+    const std::string base = cpp_identifier(hint, "v");
+    std::string n = base;
+    for (int i = 1; taken_.count(n); ++i) n = base + "_" + std::to_string(i);
+    taken_.insert(n);
+    return n;
+  }
+
+  void line(const std::string& s) { body_ += std::string(std::size_t(indent_) * 2, ' ') + s + "\n"; }
+
+  std::string site() const {
+    return "{fn, " + cpp_string(binding_.empty() ? std::string("the result") : binding_) + "}";
+  }
+
+  std::string constant_comment(std::int64_t idx) const {
+    const vm::value& v = st_.exec.constants[std::size_t(idx)];
+    if (v.is_tensor()) return "a constant " + describe(v.as_tensor());
+    return "a constant";
+  }
+
+  // ---- operands -----------------------------------------------------------------------------------
+
+  std::string constant_tensor(const ir::constant_node& c) {
+    std::int64_t idx;
+    if (auto it = st_.const_cache.find(&c); it != st_.const_cache.end()) {
+      idx = it->second;
+    } else {
+      idx = -1;
+      for (auto& [a, i] : st_.tensors)
+        if (a == c.data) idx = i;
+      if (idx < 0) {
+        idx = std::int64_t(st_.exec.constants.size());
+        st_.exec.constants.push_back(vm::value(transform::to_tensor(c.data)));
+        st_.tensors.emplace_back(c.data, idx);
+      }
+      st_.const_cache[&c] = idx;
+    }
+    auto it = constants_.find(idx);
+    if (it == constants_.end()) it = constants_.emplace(idx, "c" + std::to_string(idx)).first;
+    return it->second;
+  }
+
+  std::string function_value(std::int64_t index) { return "vm.function(" + std::to_string(index) + ")"; }
+
+  /// The literal an expression is, if it is one (as a C++ lvalue of type `const value&`).
+  std::optional<std::string> literal(const ir::expr& e) {
+    switch (e->kind) {
+      case ir::node_kind::constant: return constant_tensor(static_cast<const ir::constant_node&>(*e));
+      case ir::node_kind::shape_expr: {
+        std::string init = "value::shape({";
+        bool first = true;
+        for (auto& d : static_cast<const ir::shape_expr_node&>(*e).values) {
+          auto c = ir::as_int(d);
+          if (!c) fail("the shape uses size variables; run vm_shape_lower first");
+          init += (first ? "" : ", ") + std::to_string(*c);
+          first = false;
+        }
+        return st_.literal(init + "})");
+      }
+      case ir::node_kind::prim_value: {
+        auto& p = static_cast<const ir::prim_value_node&>(*e);
+        if (!p.int_value) return st_.literal("value(" + cpp_double(p.float_value) + ")");
+        auto c = ir::as_int(p.int_value);
+        if (!c) fail("the value " + ir::to_string(p.int_value) + " uses size variables; run vm_shape_lower first");
+        if (p.dt == dtype::bool_) return st_.literal(*c != 0 ? "value(true)" : "value(false)");
+        return st_.literal("value(" + cpp_int(*c) + ")");
+      }
+      case ir::node_kind::string_imm: return st_.literal("value(std::string(" + cpp_string(static_cast<const ir::string_imm_node&>(*e).value) + "))");
+      case ir::node_kind::global_var: {
+        const std::string& n = static_cast<const ir::global_var_node&>(*e).name;
+        if (!ir::isa<ir::function_node>(m_->lookup(n))) fail("'" + n + "' is a kernel function; it cannot be used as a value");
+        return function_value(st_.function_index(n, vm::function_kind::compiled));
+      }
+      case ir::node_kind::extern_func:
+        return function_value(st_.function_index(static_cast<const ir::extern_func_node&>(*e).symbol, vm::function_kind::native));
+      case ir::node_kind::call:
+        if (auto* o = ir::dyn_cast<ir::op_node>(static_cast<const ir::call_node&>(*e).callee); o && o->name() == "null_value")
+          return st_.literal("value()");
+        return std::nullopt;
+      default: return std::nullopt;
+    }
+  }
+
+  /// `e` as a C++ lvalue of type `const value&`: a local, a literal, or a temporary computed first.
+  std::string operand(const ir::expr& e) {
+    if (auto* v = ir::dyn_cast<ir::var_node>(e)) {
+      auto it = names_.find(v);
+      if (it == names_.end()) fail("variable '" + v->name_hint + "' has no value here");
+      return it->second;
+    }
+    if (auto lit = literal(e)) return *lit;
+    if (ir::isa<ir::tuple_node>(e) || ir::isa<ir::tuple_get_item_node>(e) || ir::isa<ir::call_node>(e)) {
+      const std::string x = value_expr(e);
+      const std::string t = fresh("tmp");
+      line("const value " + t + " = " + x + ";");
+      return t;
+    }
+    fail("cannot use this expression (an if or a sequence) as an operand; bind it to a variable first");
+  }
+
+  std::string operands(const std::vector<ir::expr>& xs) {
+    std::string s;
+    for (auto& x : xs) s += ", " + operand(x);
+    return s;
+  }
+
+  /// The C++ expression computing `e` (a prvalue of type `value`).
+  std::string value_expr(const ir::expr& e) {
+    switch (e->kind) {
+      case ir::node_kind::call: {
+        auto& c = static_cast<const ir::call_node&>(*e);
+        if (auto* o = ir::dyn_cast<ir::op_node>(c.callee)) {
+          const std::string& n = o->name();
+          if (n == "call_builtin_with_ctx") {
+            auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
+            if (!t) fail("the arguments of R.call_builtin_with_ctx must be a tuple literal");
+            const std::int64_t idx = st_.function_index(static_cast<const ir::extern_func_node&>(*c.args[0]).symbol, vm::function_kind::native);
+            uses_vm_arg_ = true;
+            const std::string args = operands(t->fields);
+            return "rt::call(vm, " + std::to_string(idx) + ", " + site() + ", vm_arg" + args + ")";
+          }
+          if (n == "null_value") return "value()";
+          fail("operator R." + n + " reached code generation; the pipeline must lower it first (legalize_ops, call_tir_rewrite, vm_builtin_lower)");
+        }
+        if (auto* x = ir::dyn_cast<ir::extern_func_node>(c.callee)) {
+          const std::int64_t idx = st_.function_index(x->symbol, vm::function_kind::native);
+          const std::string args = operands(c.args);
+          return "rt::call(vm, " + std::to_string(idx) + ", " + site() + args + ")";
+        }
+        if (auto* g = ir::dyn_cast<ir::global_var_node>(c.callee)) {
+          if (!ir::isa<ir::function_node>(m_->lookup(g->name))) fail("'" + g->name + "' is a kernel function; call it through R.call_tir before lowering");
+          const std::int64_t idx = st_.function_index(g->name, vm::function_kind::compiled);
+          const std::string args = operands(c.args);
+          return "rt::call(vm, " + std::to_string(idx) + ", " + site() + args + ")";
+        }
+        const std::string f = operand(c.callee);  // a closure value
+        const std::string args = operands(c.args);
+        return "rt::invoke(vm, " + f + ", " + site() + args + ")";
+      }
+      case ir::node_kind::tuple: {
+        std::string s = "rt::tuple(";
+        bool first = true;
+        for (auto& x : static_cast<const ir::tuple_node&>(*e).fields) {
+          s += (first ? "" : ", ") + operand(x);
+          first = false;
+        }
+        return s + ")";
+      }
+      case ir::node_kind::tuple_get_item: {
+        auto& g = static_cast<const ir::tuple_get_item_node&>(*e);
+        return "rt::tuple_item(" + operand(g.tuple) + ", " + std::to_string(g.index) + ", " + site() + ")";
+      }
+      default: return "value(" + operand(e) + ")";
+    }
+  }
+
+  // ---- bindings -----------------------------------------------------------------------------------
+
+  /// Emits a sequence's bindings; returns the C++ lvalue of its result.
+  std::string emit_seq(const ir::seq_expr_node& s) {
+    for (auto& block : s.blocks)
+      for (auto& b : block.bindings) emit_binding(b);
+    binding_ = "";
+    return operand(s.body);
+  }
+
+  void emit_binding(const ir::binding& b) {
+    binding_ = b.variable->name_hint;
+    const ir::var_node* v = b.variable.get();
+    const bool used = used_.count(v) != 0;
+    line("// " + comment_text(b.variable->name_hint + " = " + ir::print(b.value)));
+    if (auto* i = ir::dyn_cast<ir::if_node>(b.value)) return emit_if(*i, v, used);
+    if (auto* x = ir::dyn_cast<ir::var_node>(b.value)) {  // y = x, y = match_cast(x, T): y is x
+      auto it = names_.find(x);
+      if (it == names_.end()) fail("variable '" + x->name_hint + "' has no value here");
+      if (is_local(it->second)) {
+        const std::string n = fresh(b.variable->name_hint);
+        line("[[maybe_unused]] value& " + n + " = " + it->second + ";");
+        names_[v] = n;
+        locals_.insert(n);
+      } else {
+        names_[v] = it->second;
+      }
+      return;
+    }
+    if (auto* c = ir::dyn_cast<ir::call_node>(b.value)) {
+      if (auto* o = ir::dyn_cast<ir::op_node>(c->callee); o && o->name() == "vm.kill_object") {
+        if (auto* x = ir::dyn_cast<ir::var_node>(c->args[0])) {
+          auto it = names_.find(x);
+          if (it != names_.end() && is_local(it->second)) line(it->second + " = value();");
+        }
+        if (used) declare(v, "value()");
+        return;
+      }
+    }
+    if (!ir::isa<ir::call_node>(b.value))
+      if (auto lit = literal(b.value)) {  // no statement: uses read the literal
+        names_[v] = *lit;
+        return;
+      }
+    const std::string x = value_expr(b.value);
+    if (used) declare(v, x);
+    else line(x + ";");
+  }
+
+  void declare(const ir::var_node* v, const std::string& init) {
+    const std::string n = fresh(v->name_hint);
+    line("value " + n + " = " + init + ";");
+    names_[v] = n;
+    locals_.insert(n);
+  }
+
+  /// Whether `n` names a mutable local (a parameter, a binding's value), not a literal or a constant.
+  bool is_local(const std::string& n) const { return locals_.count(n) != 0; }
+
+  void emit_if(const ir::if_node& i, const ir::var_node* v, bool used) {
+    const bool is_prim = ir::isa<ir::prim_type_node>(i.cond->checked_type);
+    std::string cond = operand(i.cond);
+    if (!is_prim) cond = "rt::call(vm, " + std::to_string(st_.function_index("vm.builtin.read_if_cond", vm::function_kind::native)) + ", " + site() + ", " + cond + ")";
+    std::string merge;
+    if (used) {
+      merge = fresh(v->name_hint);
+      line("value " + merge + ";");
+    }
+    const std::string binding = binding_;
+    line("if (rt::condition(" + cond + ", " + site() + ")) {");
+    auto branch = [&](const ir::expr& s) {
+      ++indent_;
+      const std::string r = emit_seq(static_cast<const ir::seq_expr_node&>(*s));
+      binding_ = binding;
+      if (used) line(merge + " = " + r + ";");
+      --indent_;
+    };
+    branch(i.then_branch);
+    line("} else {");
+    branch(i.else_branch);
+    line("}");
+    if (used) {
+      names_[v] = merge;
+      locals_.insert(merge);
+    }
+  }
+
+  cpp_module_state& st_;
+  const ir::ir_module& m_;
+  std::string name_, cpp_name_, signature_;
+  ir::function f_;
+  std::set<const ir::var_node*> used_;
+  std::set<std::string> taken_, locals_;
+  std::unordered_map<const ir::var_node*, std::string> names_;
+  std::map<std::int64_t, std::string> constants_;
+  std::string body_, binding_;
+  int indent_ = 1;
+  bool uses_vm_arg_ = false;
+};
+
+}  // namespace detail
+
+/// The executable of a lowered module in the compiled mode: one compiled function per graph-level
+/// function (named, typed and with the parameter names as in the module), the natives they call,
+/// the constant pool, and in `generated_source` the C++ implementing the compiled functions
+/// inside namespace `options.name_space`:
+///
+///     struct literals { ... };                       // what the functions use, made once
+///     inline value main(const literals& k, vm_context& vm, std::span<value> args);
+///     inline void add_functions(kiln::vm::native_code& code);   // registers them all
+inline vm::executable cpp_codegen(const ir::ir_module& m, const cpp_codegen_options& options = {}) {
+  detail::cpp_module_state st;
+  // The graph-level functions come first in the table, so that their indices do not depend on
+  // the order functions call each other.
+  std::vector<std::pair<std::string, ir::function>> fns;
+  for (auto& e : m->functions())
+    if (auto f = ir::ref_cast<ir::function_node>(e.func)) {
+      vm::function_info info;
+      info.kind = vm::function_kind::compiled;
+      info.name = e.gv->name;
+      info.num_args = std::int64_t(f->params.size());
+      info.register_file_size = info.num_args;
+      for (auto& p : f->params) {
+        info.param_names.push_back(p->name_hint);
+        info.param_types.push_back(signature_of(p->checked_type));
+      }
+      info.ret_type = signature_of(f->ret_type);
+      st.exec.functions.push_back(std::move(info));
+      fns.emplace_back(e.gv->name, f);
+    }
+  if (!options.name_space.empty()) {
+    std::string part;
+    for (char c : options.name_space + "::") {
+      if (c == ':') {
+        if (!part.empty() && detail::cpp_identifier(part, "x") != part)
+          throw codegen_error("kiln::codegen::cpp_codegen: the namespace '" + options.name_space + "' is not a C++ qualified name");
+        part.clear();
+      } else {
+        part.push_back(c);
+      }
+    }
+  }
+  std::set<std::string> cpp_names;
+  std::vector<std::string> bodies, registrations;
+  for (auto& [name, f] : fns) {
+    std::string cpp = detail::cpp_identifier(name, "fn");
+    for (int i = 1; cpp_names.count(cpp) || cpp == "literals" || cpp == "add_functions" || cpp == "value"; ++i)
+      cpp = detail::cpp_identifier(name, "fn") + "_" + std::to_string(i);
+    cpp_names.insert(cpp);
+    bodies.push_back(detail::cpp_function_emitter(st, m, name, cpp, f, st.exec.functions[bodies.size()].signature_text()).run());
+    registrations.push_back("  code.add(" + detail::cpp_string(name) + ", rt::make_function<literals, &" + cpp + ">(k));");
+  }
+
+  std::string src;
+  src += "// Generated by kiln " + std::string(kiln::version) + " (kiln::codegen::cpp_codegen): the compiled functions of an executable.\n";
+  src += "// Deterministic; regenerate it from the IR rather than editing it.\n";
+  for (auto& f : st.exec.functions)
+    if (f.kind == vm::function_kind::compiled) src += "//   @" + detail::comment_text(f.name + f.signature_text()) + "\n";
+  const std::string ns = options.name_space.empty() ? std::string("kiln_generated") : options.name_space;
+  std::string guard = "KILN_GENERATED_";
+  for (char c : ns) guard.push_back(c == ':' ? '_' : char(std::toupper(static_cast<unsigned char>(c))));
+  guard += "_HPP";
+  src += "#ifndef " + guard + "\n#define " + guard + "\n\n";
+  src += "#include <kiln/vm/compiled.hpp>\n#include <kiln/vm/serialize.hpp>\n\n#include <cstdint>\n#include <filesystem>\n#include <limits>\n#include <memory>\n#include <span>\n#include <string>\n\n";
+  src += "namespace " + ns + " {\n\n";
+  src += "using kiln::vm::value;\nnamespace rt = kiln::vm::compiled;\n\n";
+  src += "/// The literals the functions use (shapes, strings, numbers), made once per executable.\nstruct literals {\n";
+  for (auto& [n, init] : st.literals) src += "  value " + n + " = " + init + ";\n";
+  src += "};\n\n";
+  for (auto& b : bodies) src += b + "\n";
+  src += "/// Adds the compiled functions to `code`, sharing one `literals`.\ninline void add_functions(kiln::vm::native_code& code) {\n";
+  src += "  auto k = std::make_shared<const literals>();\n";
+  for (auto& r : registrations) src += r + "\n";
+  src += "}\n\n";
+  src += "/// The executable this code belongs to, read from `path` (what `kiln-compile --emit-cpp` writes beside\n";
+  src += "/// this header), with the functions attached: ready for a `kiln::vm::virtual_machine`.\n";
+  src += "inline kiln::vm::executable load(const std::filesystem::path& path) {\n";
+  src += "  return rt::attach(kiln::vm::load_executable(path), &add_functions);\n}\n\n";
+  src += "}  // namespace " + ns + "\n\n#endif  // " + guard + "\n";
+
+  vm::executable ex = std::move(st.exec);
+  ex.generated_source = std::move(src);
+  vm::validate(ex, "cpp_codegen");  // a bug here, not in the input, if it throws
+  return ex;
+}
+
+}  // namespace kiln::codegen

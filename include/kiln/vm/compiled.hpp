@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// What generated code (`codegen::cpp_codegen`, the design's compiled execution mode) is built
+/// on: calls through the executable's function table with the error context the interpreter
+/// gives, tuples, conditions, and the glue that turns a generated C++ function into a
+/// `compiled_function`.
+///
+/// A compiled function has the signature the VM gives generated code (the design's kVMTIRFunc):
+/// it receives the VM and its register file, with the arguments in registers 0..N-1, and returns
+/// its result. Generated functions also receive their literals (shapes, strings, numbers), made
+/// once per executable when the code is attached, so that loading a library runs none of its code
+/// before `load_module` has checked it.
+///
+/// Calls made inside a compiled function do not pass through the VM's run loop, so the VM's
+/// instrument (`set_instrument`) sees the call of the compiled function, not the calls it makes
+/// (as in TVM).
+#pragma once
+
+#include <kiln/version.hpp>
+#include <kiln/vm/context.hpp>
+#include <kiln/vm/executable.hpp>
+#include <kiln/vm/native.hpp>
+#include <kiln/vm/value.hpp>
+
+#include <cstdint>
+
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::vm::compiled {
+
+/// Where a call in generated code is, for messages: the function and the binding.
+struct site {
+  const char* function;
+  const char* binding;
+};
+
+namespace detail {
+
+/// The name of function-table entry `index`, for messages.
+inline std::string callee_name(const vm_context& vm, std::size_t index) {
+  try {
+    const value& f = vm.function(index);
+    if (f.is_closure()) return f.as_closure().name;
+  } catch (...) {
+  }
+  return "function " + std::to_string(index);
+}
+
+/// Rethrows the exception being handled with `at` added, as the interpreter locates a failing
+/// instruction: "in 'f' at binding 'x' (call 'g'): what", or, for an error already located in a
+/// callee, "\n  called from 'f' at binding 'x'" appended. The original stays nested.
+[[noreturn]] __attribute__((noinline, cold)) inline void rethrow_at(const site& at, const std::string& callee) {
+  const std::string where = std::string("kiln::vm: in '") + at.function + "' at binding '" + at.binding + "'";
+  try {
+    throw;
+  } catch (const vm_error& e) {
+    if (e.located()) std::throw_with_nested(vm_error(std::string(e.what()) + "\n  called from '" + at.function + "' at binding '" + at.binding + "'", true));
+    std::throw_with_nested(vm_error(where + (callee.empty() ? "" : " (call '" + callee + "')") + ": " + e.what(), true));
+  } catch (const std::exception& e) {
+    std::throw_with_nested(vm_error(where + (callee.empty() ? "" : " (call '" + callee + "')") + ": " + e.what(), true));
+  }
+}
+
+}  // namespace detail
+
+/// Calls entry `index` of the executable's function table (a native function, or a bytecode or
+/// compiled function of the same executable) with `args`.
+template <class... V>
+value call(vm_context& vm, std::size_t index, const site& at, const V&... args) {
+  static_assert((std::is_same_v<V, value> && ...), "kiln::vm::compiled::call: arguments are register values");
+  const value* ptrs[sizeof...(V) + 1] = {&args..., nullptr};
+  try {
+    return vm.call(vm.function(index), call_args(ptrs, sizeof...(V)));
+  } catch (...) {
+    detail::rethrow_at(at, detail::callee_name(vm, index));
+  }
+}
+
+/// Calls the closure `f` (a function value) with `args`.
+template <class... V>
+value invoke(vm_context& vm, const value& f, const site& at, const V&... args) {
+  const value* ptrs[sizeof...(V) + 1] = {&args..., nullptr};
+  try {
+    return vm.call(f, call_args(ptrs, sizeof...(V)));
+  } catch (...) {
+    detail::rethrow_at(at, f.is_closure() ? f.as_closure().name : std::string());
+  }
+}
+
+/// A tuple of `items`.
+template <class... V>
+value tuple(const V&... items) {
+  return value::tuple(std::vector<value>{items...});
+}
+
+/// Field `i` of tuple `t` (what `vm.builtin.tuple_getitem` does).
+inline value tuple_item(const value& t, std::int64_t i, const site& at) {
+  try {
+    std::span<const value> items = t.as_tuple();
+    if (i < 0 || std::size_t(i) >= items.size())
+      throw value_error("vm.builtin.tuple_getitem: index " + std::to_string(i) + " is out of range for a tuple of " + std::to_string(items.size()));
+    return items[std::size_t(i)];
+  } catch (...) {
+    detail::rethrow_at(at, "");
+  }
+}
+
+/// The truth of an `if` condition: an int or a bool, as the VM's If instruction reads it.
+inline bool condition(const value& c, const site& at) {
+  if (c.is_bool()) return c.as_bool();
+  if (c.is_int()) return c.as_int() != 0;
+  try {
+    throw value_error("If: the condition holds " + std::string(name(c.kind())) + ", expected int or bool");
+  } catch (...) {
+    detail::rethrow_at(at, "");
+  }
+}
+
+/// Generated function `F` over literals `L` as a `compiled_function` sharing `literals`.
+template <class L, value (*F)(const L&, vm_context&, std::span<value>)>
+compiled_function make_function(std::shared_ptr<const L> literals) {
+  compiled_function c;
+  c.fn = [](const void* state, vm_context& vm, std::span<value> registers) -> value {
+    return F(*static_cast<const L*>(state), vm, registers);
+  };
+  c.state = literals.get();
+  c.owner = std::move(literals);
+  return c;
+}
+
+/// `ex` with the generated functions `add_functions` registers attached as its code. Every
+/// compiled function of `ex` must get code, and the code must be for `ex`'s functions: a mismatch
+/// (a header and an executable from different compilations) is a `usage_error`.
+inline executable attach(executable ex, void (*add_functions)(native_code&)) {
+  auto code = std::make_shared<native_code>();
+  add_functions(*code);
+  for (auto& f : ex.functions)
+    if (f.kind == function_kind::compiled && !code->find(f.name))
+      throw usage_error("kiln::vm::compiled::attach: the executable's compiled function '" + kiln::detail::printable(f.name) +
+                        "' has no code here; were the code and the executable made by the same compilation?");
+  for (auto& n : code->names()) {
+    auto i = ex.find_function(n);
+    if (!i || ex.functions[*i].kind != function_kind::compiled)
+      throw usage_error("kiln::vm::compiled::attach: the code has function '" + kiln::detail::printable(n) +
+                        "', which the executable does not have as a compiled function; were they made by the same compilation?");
+  }
+  ex.code = std::move(code);
+  return ex;
+}
+
+// ---- the shared-library interface (export_library / load_module) --------------------------------
+
+/// CPU features a library may be compiled for (x86-64), in bit order: a library records the ones
+/// its translation unit was compiled for; `load_module` checks that the CPU has them all before
+/// calling into it.
+inline constexpr const char* cpu_feature_names[] = {"sse4.2", "avx", "avx2", "fma", "bmi2",
+                                                    "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"};
+
+constexpr std::uint64_t cpu_features_compiled_for() noexcept {
+  std::uint64_t bits = 0;
+#if defined(__SSE4_2__)
+  bits |= 1u << 0;
+#endif
+#if defined(__AVX__)
+  bits |= 1u << 1;
+#endif
+#if defined(__AVX2__)
+  bits |= 1u << 2;
+#endif
+#if defined(__FMA__)
+  bits |= 1u << 3;
+#endif
+#if defined(__BMI2__)
+  bits |= 1u << 4;
+#endif
+#if defined(__AVX512F__)
+  bits |= 1u << 5;
+#endif
+#if defined(__AVX512BW__)
+  bits |= 1u << 6;
+#endif
+#if defined(__AVX512DQ__)
+  bits |= 1u << 7;
+#endif
+#if defined(__AVX512VL__)
+  bits |= 1u << 8;
+#endif
+#if defined(__AVX512CD__)
+  bits |= 1u << 9;
+#endif
+  return bits;
+}
+
+/// The features of `cpu_feature_names` this CPU has.
+inline std::uint64_t cpu_features_available() noexcept {
+  std::uint64_t bits = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  const bool has[] = {bool(__builtin_cpu_supports("sse4.2")),   bool(__builtin_cpu_supports("avx")),
+                      bool(__builtin_cpu_supports("avx2")),     bool(__builtin_cpu_supports("fma")),
+                      bool(__builtin_cpu_supports("bmi2")),     bool(__builtin_cpu_supports("avx512f")),
+                      bool(__builtin_cpu_supports("avx512bw")), bool(__builtin_cpu_supports("avx512dq")),
+                      bool(__builtin_cpu_supports("avx512vl")), bool(__builtin_cpu_supports("avx512cd"))};
+  for (std::size_t i = 0; i < std::size(has); ++i)
+    if (has[i]) bits |= std::uint64_t(1) << i;
+#endif
+  return bits;
+}
+
+/// What, besides kiln's version, must match between a library and the program loading it: the
+/// C++ standard library and its ABI, and the size of a register value.
+inline constexpr const char* abi_tag =
+#if defined(_LIBCPP_VERSION)
+    "libc++"
+#elif defined(_GLIBCXX_USE_CXX11_ABI) && _GLIBCXX_USE_CXX11_ABI
+    "libstdc++/cxx11"
+#else
+    "libstdc++"
+#endif
+    ;
+
+/// What a library built by `export_library` exports, as constant data (reading it runs none of the
+/// library's code), under the C name `kiln_library_info_v1`.
+struct library_info {
+  static constexpr std::uint64_t magic_value = 0x4b494c4e4c494231ULL;  // "KILNLIB1"
+  std::uint64_t magic;
+  const char* kiln_version;
+  const char* abi;
+  std::uint64_t value_size;
+  std::uint64_t cpu_features;
+  const char* compiler;                    ///< the compiler that built it (its __VERSION__)
+  const unsigned char* executable_begin;   ///< the serialized executable
+  const unsigned char* executable_end;
+  void (*add_functions)(native_code&);     ///< registers the compiled functions
+};
+
+}  // namespace kiln::vm::compiled

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Executables as shared libraries (the design's `export_library` / `load_module`): an executable
+/// compiled with `exec_mode::compiled` carries the C++ of its functions (`generated_source`);
+/// `export_library` builds it, with the executable's bytecode and constants embedded, into a
+/// shared library with the system's C++ compiler, and `load_module` opens such a library and
+/// returns the executable, its compiled functions attached (`executable::code`).
+///
+/// \code
+/// vm::executable ex = kiln::compile(m, {.mode = kiln::exec_mode::compiled});
+/// vm::export_library(ex, "model.so");                 // runs the C++ compiler
+/// vm::executable loaded = vm::load_module("model.so");
+/// vm::virtual_machine machine(loaded, {}, kiln::kernels::global_registry());
+/// \endcode
+///
+/// The compiler is `export_options::compiler`, else `$CXX`, else the compiler kiln was configured
+/// with, else `c++`; it gets kiln's include directory (where this header is), C++20 and
+/// `export_options::flags` (`-O2 -march=native` by default). A compiler that cannot be run, or
+/// that fails, is a `library_error` with its command line and its own messages.
+///
+/// `load_module` reads the library's description (`kiln_library_info_v1`, constant data: no code
+/// of the library runs for this) and refuses, with a `library_error` saying why, a file that is
+/// not a shared library, a library that is not kiln's, one built by another kiln version or C++
+/// library, or one built for CPU features this machine lacks; the embedded executable is checked
+/// as `load_executable` checks a file. Libraries stay loaded until the process ends
+/// (`RTLD_NODELETE`): tensors made by their code may outlive every executable.
+#pragma once
+
+#include <kiln/support/error.hpp>
+#include <kiln/support/strings.hpp>
+#include <kiln/vm/compiled.hpp>
+#include <kiln/vm/executable.hpp>
+#include <kiln/vm/serialize.hpp>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace kiln::vm {
+
+/// A library that cannot be built or loaded.
+class library_error : public error {
+public:
+  using error::error;
+};
+
+struct export_options {
+  /// The C++ compiler; empty: `$CXX`, else the one kiln was configured with, else `c++`.
+  std::string compiler;
+  /// Flags besides `-std=c++20 -shared -fPIC` and the include directories.
+  std::vector<std::string> flags = {"-O2", "-march=native"};
+  /// Include directories besides kiln's own (where xsimd is, when it is not in a system directory).
+  std::vector<std::string> include_dirs;
+  /// When set, the C++ the library is built from is also written here (to read or debug it).
+  std::filesystem::path source_copy;
+};
+
+namespace detail {
+
+/// kiln's include directory: the one this header was included from.
+inline std::filesystem::path kiln_include_dir() {
+  std::filesystem::path here = __FILE__;  // <include>/kiln/vm/library.hpp
+  return here.parent_path().parent_path().parent_path();
+}
+
+inline std::string default_compiler() {
+  if (const char* cxx = std::getenv("CXX"); cxx && *cxx) return cxx;
+#if defined(KILN_DEFAULT_CXX)
+  return KILN_DEFAULT_CXX;
+#else
+  return "c++";
+#endif
+}
+
+inline std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;#~") == std::string::npos) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+/// A directory removed (with what is in it) when this goes.
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    std::string t = (std::filesystem::temp_directory_path() / "kiln-library-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw library_error("kiln::vm::export_library: cannot make a temporary directory: " + std::string(std::strerror(errno)));
+    path = t;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+};
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Runs `argv` with its output (stdout and stderr) going to `log`; returns its exit status, or
+/// throws when it cannot be started or did not exit normally.
+inline int run_process(const std::vector<std::string>& argv, const std::filesystem::path& log, const std::string& command_text) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0)
+    throw library_error("kiln::vm::export_library: cannot run the C++ compiler '" + argv[0] + "': " + std::strerror(rc) +
+                        " (set export_options::compiler or $CXX)\n  command: " + command_text);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw library_error("kiln::vm::export_library: waiting for the C++ compiler failed: " + std::string(std::strerror(errno)));
+  if (WIFSIGNALED(status))
+    throw library_error("kiln::vm::export_library: the C++ compiler was killed by signal " + std::to_string(WTERMSIG(status)) +
+                        "\n  command: " + command_text + "\n" + read_text(log));
+  return WEXITSTATUS(status);
+}
+
+/// The names of the features in `bits`.
+inline std::string feature_list(std::uint64_t bits) {
+  std::string s;
+  for (std::size_t i = 0; i < std::size(compiled::cpu_feature_names); ++i)
+    if (bits & (std::uint64_t(1) << i)) s += (s.empty() ? "" : ", ") + std::string(compiled::cpu_feature_names[i]);
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace detail
+
+/// The C++ `export_library` compiles for `ex`, with the executable's bytes in the file `data`.
+inline std::string library_source(const executable& ex, const std::filesystem::path& data) {
+  std::string s = ex.generated_source;
+  std::string ns = "kiln_generated";
+  if (auto p = s.find("\nnamespace "); p != std::string::npos) ns = s.substr(p + 11, s.find(' ', p + 11) - p - 11);
+  const std::string path = data.string();
+  if (path.find_first_of("\"\\\n") != std::string::npos)
+    throw library_error("kiln::vm::export_library: the temporary path '" + path + "' has a quote, a backslash or a newline; set $TMPDIR");
+  s += "\n// ---- the library's description, for kiln::vm::load_module ----\n\n";
+  s += "// The executable (bytecode, function table, constants), embedded as read-only data.\n";
+  s += "__asm__(\".section .rodata.kiln_executable,\\\"a\\\"\\n\"\n";
+  s += "        \".balign 64\\n\"\n";
+  s += "        \".globl kiln_executable_begin\\n.hidden kiln_executable_begin\\n\"\n";
+  s += "        \".globl kiln_executable_end\\n.hidden kiln_executable_end\\n\"\n";
+  s += "        \"kiln_executable_begin:\\n\"\n";
+  s += "        \".incbin \\\"" + path + "\\\"\\n\"\n";
+  s += "        \"kiln_executable_end:\\n\"\n";
+  s += "        \".previous\\n\");\n";
+  s += "extern \"C\" __attribute__((visibility(\"hidden\"))) const unsigned char kiln_executable_begin[];\n";
+  s += "extern \"C\" __attribute__((visibility(\"hidden\"))) const unsigned char kiln_executable_end[];\n\n";
+  s += "extern \"C\" __attribute__((visibility(\"default\"))) constinit const kiln::vm::compiled::library_info kiln_library_info_v1 = {\n";
+  s += "    kiln::vm::compiled::library_info::magic_value, kiln::version, kiln::vm::compiled::abi_tag, sizeof(kiln::vm::value),\n";
+  s += "    kiln::vm::compiled::cpu_features_compiled_for(), __VERSION__, kiln_executable_begin, kiln_executable_end,\n";
+  s += "    &" + ns + "::add_functions};\n";
+  return s;
+}
+
+/// Builds `ex` (compiled with `exec_mode::compiled`) into the shared library `path`.
+inline void export_library(const executable& ex, const std::filesystem::path& path, const export_options& options = {}) {
+  if (ex.generated_source.empty())
+    throw library_error("kiln::vm::export_library: the executable has no generated code; compile it with exec_mode::compiled");
+  const std::filesystem::path include = detail::kiln_include_dir();
+  if (!std::filesystem::exists(include / "kiln" / "vm" / "compiled.hpp"))
+    throw library_error("kiln::vm::export_library: kiln's headers are not in '" + include.string() +
+                        "' any more (where this program was compiled from); give their directory in export_options::include_dirs");
+  detail::temp_dir dir;
+  const std::filesystem::path data = dir.path / "executable.kx", source = dir.path / "library.cpp", out = dir.path / "library.so",
+                              log = dir.path / "compiler.log";
+  save_executable(ex, data);
+  const std::string text = library_source(ex, data);
+  {
+    std::ofstream f(source, std::ios::binary);
+    f << text;
+    if (!f) throw library_error("kiln::vm::export_library: cannot write '" + source.string() + "'");
+  }
+  if (!options.source_copy.empty()) {
+    std::ofstream f(options.source_copy, std::ios::binary);
+    f << text;
+    if (!f) throw library_error("kiln::vm::export_library: cannot write '" + options.source_copy.string() + "'");
+  }
+  std::vector<std::string> argv = {options.compiler.empty() ? detail::default_compiler() : options.compiler, "-std=c++20", "-shared", "-fPIC",
+                                   "-fvisibility-inlines-hidden"};
+  for (auto& f : options.flags) argv.push_back(f);
+  argv.push_back("-I" + include.string());
+  for (auto& d : options.include_dirs) argv.push_back("-I" + d);
+  argv.insert(argv.end(), {"-o", out.string(), source.string()});
+  std::string command;
+  for (auto& a : argv) command += (command.empty() ? "" : " ") + detail::shell_quote(a);
+  const int status = detail::run_process(argv, log, command);
+  if (status != 0)
+    throw library_error("kiln::vm::export_library: the C++ compiler failed (exit status " + std::to_string(status) + ")\n  command: " + command +
+                        "\n" + detail::read_text(log));
+  std::error_code ec;
+  std::filesystem::copy_file(out, path, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) throw library_error("kiln::vm::export_library: cannot write '" + path.string() + "': " + ec.message());
+}
+
+/// Opens the library `path` built by `export_library` and returns its executable with the
+/// compiled functions attached.
+inline executable load_module(const std::filesystem::path& path) {
+  const std::string where = "kiln::vm::load_module: '" + path.string() + "'";
+  {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw library_error(where + ": cannot open the file");
+    char head[4] = {};
+    f.read(head, 4);
+    if (f.gcount() != 4 || std::memcmp(head, "\x7f" "ELF", 4) != 0) throw library_error(where + ": not a shared library (no ELF header)");
+  }
+  // An absolute path, so that dlopen does not search the library path for a bare name.
+  const std::string abs = std::filesystem::absolute(path).string();
+  void* handle = ::dlopen(abs.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!handle) {
+    const char* why = ::dlerror();
+    throw library_error(where + ": cannot be loaded: " + std::string(why ? why : "unknown error"));
+  }
+  const auto* info = static_cast<const compiled::library_info*>(::dlsym(handle, "kiln_library_info_v1"));
+  if (!info) throw library_error(where + ": not a kiln library (it has no kiln_library_info_v1)");
+  if (info->magic != compiled::library_info::magic_value) throw library_error(where + ": not a kiln library (its description has the wrong magic number)");
+  if (std::strcmp(info->kiln_version, kiln::version) != 0)
+    throw library_error(where + ": built by kiln " + kiln::detail::printable(info->kiln_version) + ", this program has kiln " + kiln::version +
+                        "; rebuild it with export_library");
+  if (std::strcmp(info->abi, compiled::abi_tag) != 0 || info->value_size != sizeof(value))
+    throw library_error(where + ": built against another C++ library (" + kiln::detail::printable(info->abi) + ", this program uses " +
+                        compiled::abi_tag + ")");
+  const std::uint64_t missing = info->cpu_features & ~compiled::cpu_features_available();
+  if (missing)
+    throw library_error(where + ": built for CPU features this machine lacks: " + detail::feature_list(missing) +
+                        " (built by " + kiln::detail::printable(info->compiler) + "; rebuild it here, or with export_options::flags for an older -march)");
+  if (!info->executable_begin || info->executable_end < info->executable_begin)
+    throw library_error(where + ": its embedded executable is missing");
+  executable ex = deserialize(std::span<const std::byte>(reinterpret_cast<const std::byte*>(info->executable_begin),
+                                                         std::size_t(info->executable_end - info->executable_begin)),
+                              path.string());
+  try {
+    return compiled::attach(std::move(ex), info->add_functions);
+  } catch (const usage_error& e) {
+    throw library_error(where + ": " + e.what());
+  }
+}
+
+}  // namespace kiln::vm
