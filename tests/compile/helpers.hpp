@@ -13,9 +13,11 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
+#include <unistd.h>
 
 namespace kiln_test {
 
@@ -88,18 +90,52 @@ inline double max_difference(const vm::value& a, const vm::value& b) {
   return inf;
 }
 
-/// Compiles `m` at `opt_level` and checks that `fn(args)` gives what the reference evaluator
-/// gives, within `tolerance`.
-inline void check_against_evaluator(const ir::ir_module& m, const std::string& fn, const std::vector<vm::value>& args, int opt_level = 2,
-                                    double tolerance = 0) {
+/// A file name under the temporary directory no other test process uses.
+inline std::filesystem::path temp_file(const std::string& stem, const std::string& ext) {
+  static int counter = 0;
+  return std::filesystem::temp_directory_path() / ("kiln-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "-" + stem + ext);
+}
+
+/// `m` compiled in the compiled mode at `opt_level`, built into a shared library and loaded back
+/// (once per module text and opt level: building a library runs the C++ compiler).
+inline const vm::executable& compiled_mode(const ir::ir_module& m, int opt_level = 2) {
+  static std::map<std::pair<std::string, int>, vm::executable> cache;
+  const auto key = std::make_pair(ir::print(m), opt_level);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   kiln::pass_context ctx(opt_level);
   kiln::pass_context_scope scope(ctx);
-  const vm::executable ex = kiln::compile(m);
-  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
-  const vm::value got = machine.invoke_span(fn, args);
+  const vm::executable ex = kiln::compile(m, {.mode = kiln::exec_mode::compiled});
+  const std::filesystem::path lib = temp_file("module", ".so");
+  vm::export_library(ex, lib);
+  vm::executable loaded = vm::load_module(lib);
+  std::filesystem::remove(lib);  // loaded libraries stay mapped
+  return cache.emplace(key, std::move(loaded)).first->second;
+}
+
+/// Which execution modes `check_against_evaluator` runs.
+enum class modes { bytecode, both };
+
+/// Compiles `m` at `opt_level` and checks that `fn(args)` gives what the reference evaluator
+/// gives, within `tolerance`; with `modes::both`, also that the compiled mode gives exactly what
+/// the bytecode gives (the same kernels in the same order).
+inline void check_against_evaluator(const ir::ir_module& m, const std::string& fn, const std::vector<vm::value>& args, int opt_level = 2,
+                                    double tolerance = 0, modes which = modes::both) {
+  vm::value got;
+  {
+    kiln::pass_context ctx(opt_level);
+    kiln::pass_context_scope scope(ctx);
+    const vm::executable ex = kiln::compile(m);
+    vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+    got = machine.invoke_span(fn, args);
+  }
   kiln::transform::reference_evaluator eval(m);
   const vm::value want = eval.call(fn, args);
   CHECK_MESSAGE(max_difference(got, want) <= tolerance, "function " << fn << " at opt level " << opt_level);
+  if (which == modes::both) {
+    vm::virtual_machine machine(compiled_mode(m, opt_level), {}, kiln::kernels::global_registry());
+    const vm::value compiled = machine.invoke_span(fn, args);
+    CHECK_MESSAGE(max_difference(compiled, got) == 0, "function " << fn << " at opt level " << opt_level << ": the compiled mode differs from the bytecode");
+  }
 }
 
 }  // namespace kiln_test

@@ -132,7 +132,27 @@ TEST_CASE("every operator compiles, runs through the VM and matches the evaluato
   for (auto& c : cases()) {
     INFO(c.call);
     const ir::ir_module m = ir::parse_module(module_text(c));
-    for (unsigned seed : {1u, 2u}) check_against_evaluator(m, "main", arguments_for(m, "main", {}, seed), 2);
+    for (unsigned seed : {1u, 2u}) check_against_evaluator(m, "main", arguments_for(m, "main", {}, seed), 2, 0, modes::bytecode);
+  }
+}
+
+TEST_CASE("every operator in the compiled mode gives exactly what the bytecode gives") {
+  // One module with a function per case: one library to build.
+  std::string text = "@I.ir_module\nclass Module:\n";
+  for (std::size_t i = 0; i < cases().size(); ++i) {
+    const op_case& c = cases()[i];
+    text += "    @R.function\n    def case_" + std::to_string(i) + "(" + c.params + ") -> " + c.result + ":\n        r: " + c.result + " = " + c.call +
+            "\n        return r\n";
+  }
+  const ir::ir_module m = ir::parse_module(text);
+  const vm::executable ex = kiln::compile(m);
+  vm::virtual_machine bytecode(ex, {}, kernels::global_registry());
+  vm::virtual_machine compiled(compiled_mode(m), {}, kernels::global_registry());
+  for (std::size_t i = 0; i < cases().size(); ++i) {
+    INFO(cases()[i].call);
+    const std::string fn = "case_" + std::to_string(i);
+    const auto args = arguments_for(m, fn, {}, 3);
+    CHECK(max_difference(compiled.invoke_span(fn, args), bytecode.invoke_span(fn, args)) == 0);
   }
 }
 

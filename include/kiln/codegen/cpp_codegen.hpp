@@ -378,8 +378,11 @@ private:
     binding_ = b.variable->name_hint;
     const ir::var_node* v = b.variable.get();
     const bool used = used_.count(v) != 0;
+    if (auto* i = ir::dyn_cast<ir::if_node>(b.value)) {
+      line("// " + comment_text(b.variable->name_hint + " = if " + ir::print(i->cond) + ": ... else: ..."));
+      return emit_if(*i, v, used);
+    }
     line("// " + comment_text(b.variable->name_hint + " = " + ir::print(b.value)));
-    if (auto* i = ir::dyn_cast<ir::if_node>(b.value)) return emit_if(*i, v, used);
     if (auto* x = ir::dyn_cast<ir::var_node>(b.value)) {  // y = x, y = match_cast(x, T): y is x
       auto it = names_.find(x);
       if (it == names_.end()) fail("variable '" + x->name_hint + "' has no value here");

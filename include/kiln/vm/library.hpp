@@ -33,16 +33,19 @@
 #include <kiln/vm/serialize.hpp>
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -60,13 +63,13 @@ public:
 
 struct export_options {
   /// The C++ compiler; empty: `$CXX`, else the one kiln was configured with, else `c++`.
-  std::string compiler;
+  std::string compiler = {};
   /// Flags besides `-std=c++20 -shared -fPIC` and the include directories.
   std::vector<std::string> flags = {"-O2", "-march=native"};
   /// Include directories besides kiln's own (where xsimd is, when it is not in a system directory).
-  std::vector<std::string> include_dirs;
+  std::vector<std::string> include_dirs = {};
   /// When set, the C++ the library is built from is also written here (to read or debug it).
-  std::filesystem::path source_copy;
+  std::filesystem::path source_copy = {};
 };
 
 namespace detail {
@@ -144,9 +147,44 @@ inline int run_process(const std::vector<std::string>& argv, const std::filesyst
 /// The names of the features in `bits`.
 inline std::string feature_list(std::uint64_t bits) {
   std::string s;
-  for (std::size_t i = 0; i < std::size(compiled::cpu_feature_names); ++i)
-    if (bits & (std::uint64_t(1) << i)) s += (s.empty() ? "" : ", ") + std::string(compiled::cpu_feature_names[i]);
+  for (std::size_t i = 0; i < 64; ++i)
+    if (bits & (std::uint64_t(1) << i))
+      s += (s.empty() ? "" : ", ") +
+           (i < std::size(compiled::cpu_feature_names) ? std::string(compiled::cpu_feature_names[i]) : "feature bit " + std::to_string(i));
   return s.empty() ? "none" : s;
+}
+
+/// Checks that `path` is a whole ELF shared library for this machine before the dynamic loader
+/// maps it: a file cut short would be mapped past its end (and fault when touched).
+inline void check_elf(const std::filesystem::path& path, const std::string& where) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw library_error(where + ": cannot open the file");
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto fail = [&](const std::string& why) { throw library_error(where + ": " + why); };
+  if (bytes.size() < 4 || std::memcmp(bytes.data(), "\x7f" "ELF", 4) != 0) fail("not a shared library (no ELF header)");
+  Elf64_Ehdr eh;
+  if (bytes.size() < sizeof eh) fail("not a shared library (the ELF header is cut short)");
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64) fail("not a 64-bit ELF file");
+  if (eh.e_ident[EI_DATA] != (std::endian::native == std::endian::little ? ELFDATA2LSB : ELFDATA2MSB)) fail("an ELF file of the other byte order");
+  if (eh.e_type != ET_DYN) fail("an ELF file, but not a shared library");
+#if defined(__x86_64__)
+  if (eh.e_machine != EM_X86_64) fail("a shared library for another machine (ELF machine " + std::to_string(eh.e_machine) + ")");
+#elif defined(__aarch64__)
+  if (eh.e_machine != EM_AARCH64) fail("a shared library for another machine (ELF machine " + std::to_string(eh.e_machine) + ")");
+#endif
+  auto inside = [&](std::uint64_t offset, std::uint64_t size) { return offset <= bytes.size() && size <= bytes.size() - offset; };
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !inside(eh.e_phoff, std::uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr)))
+    fail("the ELF program headers lie outside the file (cut short?)");
+  for (std::size_t i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, bytes.data() + eh.e_phoff + i * sizeof ph, sizeof ph);
+    if (ph.p_type != PT_NULL && !inside(ph.p_offset, ph.p_filesz))
+      fail("ELF segment " + std::to_string(i) + " lies outside the file (cut short?): bytes " + std::to_string(ph.p_offset) + " to " +
+           std::to_string(ph.p_offset + ph.p_filesz) + " of " + std::to_string(bytes.size()));
+  }
+  if (eh.e_shnum != 0 && (eh.e_shentsize != sizeof(Elf64_Shdr) || !inside(eh.e_shoff, std::uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr))))
+    fail("the ELF section headers lie outside the file (cut short?)");
 }
 
 }  // namespace detail
@@ -222,13 +260,7 @@ inline void export_library(const executable& ex, const std::filesystem::path& pa
 /// compiled functions attached.
 inline executable load_module(const std::filesystem::path& path) {
   const std::string where = "kiln::vm::load_module: '" + path.string() + "'";
-  {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw library_error(where + ": cannot open the file");
-    char head[4] = {};
-    f.read(head, 4);
-    if (f.gcount() != 4 || std::memcmp(head, "\x7f" "ELF", 4) != 0) throw library_error(where + ": not a shared library (no ELF header)");
-  }
+  detail::check_elf(path, where);
   // An absolute path, so that dlopen does not search the library path for a bare name.
   const std::string abs = std::filesystem::absolute(path).string();
   void* handle = ::dlopen(abs.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);

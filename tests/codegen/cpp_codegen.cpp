@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// The compiled execution mode: the C++ cpp_codegen writes, export_library / load_module and their
+// errors. (That every compiler test gives the same results in both modes is checked by the
+// compile/ tests themselves, through helpers.hpp.)
+#include <kiln/codegen/cpp_codegen.hpp>
+#include <kiln/compile.hpp>
+#include <kiln/ir/ir.hpp>
+#include <kiln/vm/vm.hpp>
+
+#include "../common/message_of.hpp"
+#include "../compile/helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+using namespace kiln;
+using namespace kiln_test;
+
+namespace {
+
+const char* const two_functions = R"(@I.ir_module
+class Module:
+    @R.function
+    def helper(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        y: R.Tensor((2, 3), "float32") = R.exp(x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((n, 3), "float32"), w: R.Tensor((3, 3), "float32")) -> R.Tuple(R.Tensor((n, 3), "float32"), R.Tensor((n, 3), "float32")):
+        with R.dataflow():
+            h: R.Tensor((n, 3), "float32") = R.matmul(x, w)
+            r: R.Tensor((n, 3), "float32") = R.nn.relu(h)
+            t: R.Tensor((n, 3), "float32") = R.add(r, R.const(0.5, "float32"))
+            R.output(r, t)
+        return (r, t)
+)";
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// Builds a shared library from the C++ `source` with the compiler kiln was configured with.
+std::filesystem::path build_library(const std::string& source) {
+  const auto cpp = temp_file("lib", ".cpp"), so = temp_file("lib", ".so");
+  std::ofstream(cpp) << source;
+  const std::string cmd = std::string(KILN_DEFAULT_CXX) + " -std=c++20 -shared -fPIC -I" + vm::detail::kiln_include_dir().string() + " -o " +
+                          so.string() + " " + cpp.string();
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::filesystem::remove(cpp);
+  return so;
+}
+
+/// A library whose description is `info_fields` (the initializer of kiln_library_info_v1).
+std::string fake_library(const std::string& info_fields) {
+  return "#include <kiln/vm/compiled.hpp>\nstatic void add(kiln::vm::native_code&) {}\n"
+         "extern \"C\" __attribute__((visibility(\"default\"))) const kiln::vm::compiled::library_info kiln_library_info_v1 = {" +
+         info_fields + "};\n";
+}
+
+}  // namespace
+
+TEST_CASE("cpp_codegen: readable, deterministic C++ with one function per IR function and the IR as comments") {
+  const ir::ir_module m = ir::parse_module(two_functions);
+  const vm::executable a = kiln::compile(m, {.mode = exec_mode::compiled});
+  const vm::executable b = kiln::compile(m, {.mode = exec_mode::compiled});
+  CHECK(a.generated_source == b.generated_source);
+  const std::string& src = a.generated_source;
+  CHECK(contains(src, "#ifndef KILN_GENERATED_KILN_GENERATED_HPP"));
+  CHECK(contains(src, "namespace kiln_generated {"));
+  CHECK(contains(src, "inline value helper("));
+  CHECK(contains(src, "inline value fn_main("));  // `main` is not a function name C++ allows here
+  CHECK(contains(src, "/// @main(x: R.Tensor((n, 3), \"float32\"), w: R.Tensor((3, 3), \"float32\"))"));
+  CHECK(contains(src, "value& x = args[0];  // x: R.Tensor((n, 3), \"float32\")"));
+  CHECK(contains(src, "code.add(\"main\", rt::make_function<literals, &fn_main>(k));"));
+  CHECK(contains(src, "// _ = R.call_packed(\"kernels."));
+  CHECK(contains(src, "inline kiln::vm::executable load(const std::filesystem::path& path)"));
+  // The function table: the module's functions are compiled ones, with their signatures.
+  const auto main = a.find_function("main");
+  REQUIRE(main);
+  CHECK(a.functions[*main].kind == vm::function_kind::compiled);
+  CHECK(a.functions[*main].param_names == std::vector<std::string>{"x", "w"});
+  CHECK(a.functions[*main].num_args == 2);
+  CHECK(a.num_instructions() == 0);
+
+  const vm::executable c = kiln::compile(m, {.mode = exec_mode::compiled, .cpp = {.name_space = "models::small"}});
+  CHECK(contains(c.generated_source, "namespace models::small {"));
+  CHECK(contains(c.generated_source, "#ifndef KILN_GENERATED_MODELS__SMALL_HPP"));
+  CHECK(message_of<codegen::codegen_error>([&] { (void)kiln::compile(m, {.mode = exec_mode::compiled, .cpp = {.name_space = "models::1x"}}); }) ==
+        "kiln::codegen::cpp_codegen: the namespace 'models::1x' is not a C++ qualified name");
+}
+
+TEST_CASE("cpp_codegen: a module that is not lowered is an error naming the function and the binding") {
+  const ir::ir_module m = ir::parse_module(two_functions);
+  const std::string msg = message_of<codegen::codegen_error>([&] { (void)codegen::cpp_codegen(m); });
+  CHECK(contains(msg, "kiln::codegen::cpp_codegen: in function 'helper', binding 'y': operator R.exp reached code generation"));
+}
+
+TEST_CASE("cpp_codegen: names that are not C++ identifiers or clash become distinct identifiers") {
+  CHECK(codegen::detail::cpp_identifier("lv.3-x", "v") == "lv_3_x");
+  CHECK(codegen::detail::cpp_identifier("3d", "v") == "v_3d");
+  CHECK(codegen::detail::cpp_identifier("int", "v") == "v_int");
+  CHECK(codegen::detail::cpp_identifier("__x__", "v") == "x");
+  CHECK(codegen::detail::cpp_identifier("", "v") == "v");
+  CHECK(codegen::detail::cpp_string("a\"b\\c\n?") == "\"a\\\"b\\\\c\\012\\077\"");
+  CHECK(codegen::detail::cpp_double(0.5) == "0.5");
+  CHECK(codegen::detail::cpp_double(3) == "3.0");
+  CHECK(codegen::detail::cpp_double(1e-300) == "1e-300");
+}
+
+TEST_CASE("export_library and load_module: the loaded executable runs as the bytecode does") {
+  const ir::ir_module m = ir::parse_module(two_functions);
+  const vm::executable ex = kiln::compile(m, {.mode = exec_mode::compiled});
+  const auto lib = temp_file("two", ".so"), copy = temp_file("two", ".cpp");
+  vm::export_library(ex, lib, {.source_copy = copy});
+  CHECK(contains(read(copy), ex.generated_source));
+  CHECK(contains(read(copy), "kiln_library_info_v1"));
+  const vm::executable loaded = vm::load_module(lib);
+  std::filesystem::remove(lib);
+  std::filesystem::remove(copy);
+  REQUIRE(loaded.code);
+  CHECK(loaded.code->names() == std::vector<std::string>{"helper", "main"});
+  CHECK(loaded.functions.size() == ex.functions.size());
+
+  const vm::executable bytecode = kiln::compile(m);
+  vm::virtual_machine a(loaded, {}, kernels::global_registry()), b(bytecode, {}, kernels::global_registry());
+  for (std::int64_t n : {1, 4}) {
+    const auto args = arguments_for(m, "main", {{"n", n}}, unsigned(n));
+    CHECK(max_difference(a.invoke_span("main", args), b.invoke_span("main", args)) == 0);
+  }
+  const auto hargs = arguments_for(m, "helper", {});
+  CHECK(max_difference(a.invoke_span("helper", hargs), b.invoke_span("helper", hargs)) == 0);
+
+  // Errors carry the interpreter's kind of context: the function, the binding, the callee.
+  const std::string msg = message_of<vm::vm_error>([&] { (void)a.invoke("main", tensor::empty({2, 4}, dtype::float32), hargs[0]); });
+  CHECK(contains(msg, "kiln::vm: in 'main' at binding '_' (call 'vm.builtin.match_shape'): vm.builtin.match_shape: main: parameter 'x'"));
+
+  // The VM's instrument sees Call instructions: none run inside compiled functions (as in TVM).
+  std::vector<std::string> seen;
+  auto record = [&](const vm::value&, std::string_view name, bool before, const vm::value&, vm::call_args) {
+    if (before) seen.emplace_back(name);
+    return vm::instrument_action::no_op;
+  };
+  a.set_instrument(record);
+  (void)a.invoke_span("main", arguments_for(m, "main", {{"n", 2}}));
+  CHECK(seen.empty());
+  b.set_instrument(record);
+  (void)b.invoke_span("main", arguments_for(m, "main", {{"n", 2}}));
+  CHECK(std::find(seen.begin(), seen.end(), "vm.builtin.match_shape") != seen.end());
+}
+
+TEST_CASE("a compiled executable without its code: the VM says where the code comes from") {
+  const vm::executable ex = kiln::compile(ir::parse_module(two_functions), {.mode = exec_mode::compiled});
+  const std::string msg = message_of<kiln::error>([&] { vm::virtual_machine machine(ex, {}, kernels::global_registry()); });
+  CHECK(contains(msg, "'__vmtir__helper'"));
+  CHECK(contains(msg, "load it with vm::load_module"));
+  // attach() checks that code and executable belong together.
+  CHECK(contains(message_of<kiln::usage_error>([&] { (void)vm::compiled::attach(ex, [](vm::native_code&) {}); }),
+                 "the executable's compiled function 'helper' has no code here"));
+}
+
+TEST_CASE("export_library: errors name the compiler, its command line and its messages") {
+  const vm::executable bytecode = kiln::compile(ir::parse_module(two_functions));
+  CHECK(message_of<vm::library_error>([&] { vm::export_library(bytecode, temp_file("x", ".so")); }) ==
+        "kiln::vm::export_library: the executable has no generated code; compile it with exec_mode::compiled");
+  const vm::executable ex = kiln::compile(ir::parse_module(two_functions), {.mode = exec_mode::compiled});
+  const auto lib = temp_file("never", ".so");
+  const std::string missing = message_of<vm::library_error>([&] { vm::export_library(ex, lib, {.compiler = "/nonexistent/c++"}); });
+  CHECK(contains(missing, "kiln::vm::export_library: cannot run the C++ compiler '/nonexistent/c++': No such file or directory"));
+  CHECK(contains(missing, "command: /nonexistent/c++ -std=c++20"));
+  const std::string failed =
+      message_of<vm::library_error>([&] { vm::export_library(ex, lib, {.flags = {"-O2", "-include", "kiln_test_no_such_header.hpp"}}); });
+  CHECK(contains(failed, "kiln::vm::export_library: the C++ compiler failed (exit status 1)"));
+  CHECK(contains(failed, "-include kiln_test_no_such_header.hpp"));  // the command line
+  CHECK(contains(failed, "kiln_test_no_such_header.hpp: No such file or directory"));  // the compiler's message
+  CHECK(!std::filesystem::exists(lib));
+}
+
+TEST_CASE("load_module: files that are not kiln libraries, or not for this kiln or CPU, are refused cleanly") {
+  const auto none = temp_file("none", ".so");
+  CHECK(message_of<vm::library_error>([&] { (void)vm::load_module(none); }) ==
+        "kiln::vm::load_module: '" + none.string() + "': cannot open the file");
+  const auto text = temp_file("text", ".so");
+  std::ofstream(text) << "not a library";
+  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(text); }), "': not a shared library (no ELF header)"));
+  std::filesystem::remove(text);
+
+  // A real kiln library, cut short.
+  const vm::executable ex = kiln::compile(ir::parse_module(two_functions), {.mode = exec_mode::compiled});
+  const auto lib = temp_file("whole", ".so");
+  vm::export_library(ex, lib);
+  const std::string bytes = read(lib);
+  const auto cut = temp_file("cut", ".so");
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, 1000);
+  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(cut); }), "lies outside the file (cut short?)"));
+  std::filesystem::remove(cut);
+  std::filesystem::remove(lib);
+
+  const auto other = build_library("extern \"C\" int f() { return 1; }\n");
+  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(other); }), "': not a kiln library (it has no kiln_library_info_v1)"));
+  std::filesystem::remove(other);
+
+  const std::string common = "kiln::vm::compiled::abi_tag, sizeof(kiln::vm::value), ";
+  const auto old = build_library(fake_library("kiln::vm::compiled::library_info::magic_value, \"0.0.1\", " + common + "0, \"test\", nullptr, nullptr, &add"));
+  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(old); }),
+                 "': built by kiln 0.0.1, this program has kiln " + std::string(kiln::version) + "; rebuild it with export_library"));
+  std::filesystem::remove(old);
+  const auto future = build_library(fake_library("kiln::vm::compiled::library_info::magic_value, kiln::version, " + common + "(1ull << 40) | 1, \"test\", nullptr, nullptr, &add"));
+  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(future); }), "': built for CPU features this machine lacks: "));
+  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(future); }), "feature bit 40"));
+  std::filesystem::remove(future);
+  const auto empty = build_library(fake_library("kiln::vm::compiled::library_info::magic_value, kiln::version, " + common + "0, \"test\", nullptr, nullptr, &add"));
+  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(empty); }), "': its embedded executable is missing"));
+  std::filesystem::remove(empty);
+}
