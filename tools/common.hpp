@@ -8,6 +8,7 @@
 #include <kiln/ir/pass_traits.hpp>
 #include <kiln/pass/pass.hpp>
 #include <kiln/support/file.hpp>
+#include <kiln/vm/library.hpp>
 #include <kiln/vm/serialize.hpp>
 #if KILN_TOOLS_ONNX
 #include <kiln/frontend/onnx/import.hpp>
@@ -17,6 +18,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -32,7 +34,7 @@ struct tool_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class model_kind { onnx, ir_text, executable };
+enum class model_kind { onnx, ir_text, executable, library };
 
 inline model_kind kind_of(const fs::path& path, const std::vector<std::byte>& bytes) {
   if (bytes.size() >= 8) {
@@ -40,6 +42,9 @@ inline model_kind kind_of(const fs::path& path, const std::vector<std::byte>& by
     for (int i = 0; i < 8; ++i) magic |= std::uint64_t(std::to_integer<std::uint8_t>(bytes[std::size_t(i)])) << (8 * i);
     if (magic == kiln::vm::executable_magic) return model_kind::executable;
   }
+  if (bytes.size() >= 4 && std::to_integer<char>(bytes[0]) == 0x7f && std::to_integer<char>(bytes[1]) == 'E' &&
+      std::to_integer<char>(bytes[2]) == 'L' && std::to_integer<char>(bytes[3]) == 'F')
+    return model_kind::library;
   if (path.extension() == ".onnx") return model_kind::onnx;
   return model_kind::ir_text;
 }

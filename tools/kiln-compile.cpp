@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // kiln-compile: an ONNX model or IR text in, a serialized executable out (the design's
-// tvm.compile followed by export).
+// tvm.compile followed by export), or in the compiled mode a shared library or a C++ header.
 //
 //   kiln-compile resnet18.onnx -o resnet18.kx --shape input=1,3,224,224 --time-passes
+//   kiln-compile mlp.ir --exec-mode compiled -o mlp.so              # export_library
+//   kiln-compile mlp.ir --emit-cpp mlp.hpp -o mlp.kx --namespace mlp  # a header to include
 #include "common.hpp"
 
 int main(int argc, char** argv) {
@@ -11,9 +13,18 @@ int main(int argc, char** argv) {
   std::string input, output, pipeline;
   std::vector<std::string> shape_options;
   bool print_bytecode = false;
+  std::string mode_text = "bytecode", emit_cpp, name_space = "kiln_generated", cxx;
+  std::vector<std::string> cxx_flags;
   pass_options passes;
   app.add_option("MODEL", input, "An .onnx file, or IR text")->required()->check(CLI::ExistingFile);
-  app.add_option("-o,--output", output, "The executable to write")->required();
+  app.add_option("-o,--output", output, "The executable to write (with --exec-mode compiled: the shared library; with --emit-cpp: the executable the header loads)")
+      ->required();
+  app.add_option("--exec-mode", mode_text, "bytecode (the VM interprets it) or compiled (C++, built into a shared library)")
+      ->check(CLI::IsMember({"bytecode", "compiled"}));
+  app.add_option("--emit-cpp", emit_cpp, "Write the compiled mode's C++ as a header to include in a program (implies --exec-mode compiled)");
+  app.add_option("--namespace", name_space, "The C++ namespace of the generated code");
+  app.add_option("--cxx", cxx, "The C++ compiler that builds the library (default: $CXX, else the one kiln was configured with)");
+  app.add_option("--cxx-flag", cxx_flags, "A flag for that compiler instead of the defaults (-O2 -march=native); repeatable")->allow_extra_args(false);
   app.add_option("-p,--pipeline", pipeline, "Pipeline text instead of the default pipeline (kiln.default)");
   app.add_option("--shape", shape_options, "Fix an ONNX input's shape: NAME=D0,D1,... (repeatable)");
   app.add_flag("--print-bytecode", print_bytecode, "Print the bytecode listing (to stdout)");
@@ -28,17 +39,35 @@ int main(int argc, char** argv) {
     if (kind == model_kind::executable) throw tool_error("'" + input + "' is already a compiled executable");
     const kiln::ir::ir_module m = read_ir(input, bytes, kind, shapes);
     kiln::pass_context ctx = passes.make_context();
+    const bool compiled = mode_text == "compiled" || !emit_cpp.empty();
     kiln::vm::executable ex;
     {
       kiln::pass_context_scope scope(ctx);
-      ex = kiln::compile(m, {.pipeline = pipeline.empty() ? std::nullopt : std::optional<std::string>(pipeline)});
+      ex = kiln::compile(m, {.pipeline = pipeline.empty() ? std::nullopt : std::optional<std::string>(pipeline),
+                             .mode = compiled ? kiln::exec_mode::compiled : kiln::exec_mode::bytecode,
+                             .cpp = {.name_space = name_space}});
     }
     passes.report(ctx);
-    kiln::vm::save_executable(ex, output);
-    if (print_bytecode) std::cout << ex.as_text();
-    std::cerr << "kiln-compile: wrote '" << output << "': " << ex.num_instructions() << " instructions, " << ex.constants.size() << " constants\n";
+    if (!emit_cpp.empty()) {
+      kiln::vm::save_executable(ex, output);
+      std::ofstream header(emit_cpp, std::ios::binary);
+      header << ex.generated_source;
+      if (!header.flush()) throw tool_error("cannot write '" + emit_cpp + "'");
+      std::cerr << "kiln-compile: wrote '" << emit_cpp << "' (C++, namespace " << name_space << ") and '" << output
+                << "' (the executable its " << name_space << "::load reads): " << ex.constants.size() << " constants\n";
+    } else if (compiled) {
+      kiln::vm::export_options opts;
+      opts.compiler = cxx;
+      if (!cxx_flags.empty()) opts.flags = cxx_flags;
+      kiln::vm::export_library(ex, output, opts);
+      std::cerr << "kiln-compile: wrote the shared library '" << output << "': " << ex.constants.size() << " constants\n";
+    } else {
+      kiln::vm::save_executable(ex, output);
+      std::cerr << "kiln-compile: wrote '" << output << "': " << ex.num_instructions() << " instructions, " << ex.constants.size() << " constants\n";
+    }
+    if (print_bytecode) std::cout << (compiled ? ex.generated_source : ex.as_text());
     for (auto& f : ex.functions)
-      if (f.kind == kiln::vm::function_kind::bytecode) std::cerr << "  @" << f.name << f.signature_text() << "\n";
+      if (f.kind != kiln::vm::function_kind::native) std::cerr << "  @" << f.name << f.signature_text() << "\n";
     return 0;
   });
 }

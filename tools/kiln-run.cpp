@@ -91,11 +91,14 @@ int main(int argc, char** argv) {
     if (kind == model_kind::executable) {
       if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
       ex = vm::deserialize(bytes, "'" + input + "'");
+    } else if (kind == model_kind::library) {
+      if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
+      ex = vm::load_module(input);
     } else {
       ex = kiln::compile(read_ir(input, bytes, kind, shapes));
     }
     const auto index = ex.find_function(function);
-    if (!index || ex.functions[*index].kind != vm::function_kind::bytecode) throw tool_error("the model has no function '" + function + "'");
+    if (!index || ex.functions[*index].kind == vm::function_kind::native) throw tool_error("the model has no function '" + function + "'");
     const vm::function_info& f = ex.functions[*index];
 
     // Inputs, by parameter name.
