@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Instructions the VM spends outside the kernels: each model of end_to_end.cpp run compiled on the
-# VM and as the hand-written kernel sequence, under callgrind; the difference divided by the
-# number of kernel calls is the VM's cost per kernel call (dispatch, argument checks, allocation of
-# tensor views on the arena, shape checks).
+# VM (bytecode, and the compiled mode's generated C++) and as the hand-written kernel sequence,
+# under callgrind; the difference divided by the number of kernel calls is the cost per kernel
+# call (dispatch, argument checks, allocation of tensor views on the arena, shape checks).
 #   usage: benchmarks/compiler/callgrind.sh [path/to/compiler_end_to_end_bench]
 # Build the benchmark without AVX-512 (-DKILN_MARCH= or a CPU without it): Valgrind 3.19 cannot
 # decode it. Fails, with valgrind's own message, when a measurement fails.
@@ -18,10 +18,11 @@ instructions() {  # model form -> instructions inside kiln_measure
 }
 
 declare -A calls=([mlp]=9 [cnn]=13 [encoder]=21)
-printf '%-8s %16s %16s %18s\n' model "vm ins/run" "hand ins/run" "vm extra per call"
+printf '%-8s %14s %14s %14s %16s %16s\n' model "vm ins/run" "compiled" "hand ins/run" "vm extra/call" "compiled extra/call"
 for model in mlp cnn encoder; do
   vm=$(instructions "$model" vm)
+  comp=$(instructions "$model" compiled)
   hand=$(instructions "$model" hand)
-  awk -v m="$model" -v r="$reps" -v vm="$vm" -v hand="$hand" -v k="${calls[$model]}" 'BEGIN {
-    printf "%-8s %16.0f %16.0f %18.1f\n", m, vm / r, hand / r, (vm - hand) / r / k }'
+  awk -v m="$model" -v r="$reps" -v vm="$vm" -v c="$comp" -v hand="$hand" -v k="${calls[$model]}" 'BEGIN {
+    printf "%-8s %14.0f %14.0f %14.0f %16.1f %16.1f\n", m, vm / r, c / r, hand / r, (vm - hand) / r / k, (c - hand) / r / k }'
 done

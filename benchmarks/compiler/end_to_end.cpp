@@ -2,9 +2,10 @@
 // The cost of the VM around the kernels, and what fusion gains: each model compiled by
 // kiln::compile and run on the VM — with operator fusion off (`*_vm_unfused`: the same kernels as
 // the hand-written form) and on (`*_vm`, the default: matmul / conv2d epilogues and fused
-// elementwise groups) — beside the unfused kernels called in the same order from hand-written C++
-// with buffers allocated once. Random weights, static shapes (so memory planning uses one arena
-// per function).
+// elementwise groups), in the bytecode mode and in the compiled mode (`*_compiled*`: generated
+// C++ built by export_library and loaded by load_module) — beside the unfused kernels called in
+// the same order from hand-written C++ with buffers allocated once. Random weights, static shapes
+// (so memory planning uses one arena per function).
 //
 //   mlp/<batch>      784-512-512-10 with relu, softmax at the end
 //   cnn              two ResNet basic blocks (32 channels, 28 x 28) and a classifier
@@ -13,7 +14,8 @@
 // Counters: kernel calls per run; for the compiled forms, the arena bytes, the bytes one buffer
 // per intermediate would take, and the largest live set (a lower bound for any plan).
 //
-//   --callgrind <model> <vm|vm_fused|hand> <reps>   runs one form `reps` times inside kiln_measure
+//   --callgrind <model> <vm|vm_fused|compiled|compiled_fused|hand> <reps>
+//                                          runs one form `reps` times inside kiln_measure
 //                                          (for benchmarks/compiler/callgrind.sh); vm is compiled
 //                                          without fusion, so that it runs the hand-written kernels
 //   --compile-time                         prints compile() times of the encoder layer and a
@@ -22,8 +24,12 @@
 
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <random>
 
@@ -230,11 +236,26 @@ struct compiled {
   ir::ir_module lowered;
   vm::executable ex;
   std::unique_ptr<vm::virtual_machine> machine;
-  explicit compiled(const std::string& text, bool fuse = true) {
+  double build_seconds = 0, build_max_rss_mb = 0;  ///< export_library (compiled mode)
+  explicit compiled(const std::string& text, bool fuse = true, kiln::exec_mode mode = kiln::exec_mode::bytecode) {
     kiln::pass_context ctx;  // opt level 2, as kiln::compile's default
     if (!fuse) ctx.disable("kiln.fuse");
     kiln::pass_context_scope scope(ctx);
-    ex = kiln::compile(ir::parse_module(text), {.lowered = &lowered});
+    ex = kiln::compile(ir::parse_module(text), {.mode = mode, .lowered = &lowered});
+    if (mode == kiln::exec_mode::compiled) {
+      const auto lib = std::filesystem::temp_directory_path() / ("kiln-bench-" + std::to_string(::getpid()) + ".so");
+      vm::export_options opts;
+      opts.flags = {"-O2"};
+      if (std::strlen(KILN_BENCH_MARCH) != 0) opts.flags.push_back(std::string("-march=") + KILN_BENCH_MARCH);
+      const auto t0 = std::chrono::steady_clock::now();
+      vm::export_library(ex, lib, opts);
+      build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rusage children{};
+      ::getrusage(RUSAGE_CHILDREN, &children);
+      build_max_rss_mb = double(children.ru_maxrss) / 1024;  // the largest child so far, in MB
+      ex = vm::load_module(lib);
+      std::filesystem::remove(lib);
+    }
     machine = std::make_unique<vm::virtual_machine>(ex, vm::vm_options{}, kiln::kernels::global_registry());
   }
   /// Kernel calls of `main` (one per call of a registered kernel in the lowered IR).
@@ -251,6 +272,10 @@ struct compiled {
     state.counters["unplanned_bytes"] = double(plan.unplanned_bytes);
     state.counters["live_lower_bound"] = double(plan.live_lower_bound);
     state.counters["kernel_calls"] = kernel_calls();
+    if (build_seconds > 0) {
+      state.counters["library_build_s"] = build_seconds;
+      state.counters["compiler_max_rss_MB"] = build_max_rss_mb;
+    }
   }
 };
 
@@ -266,9 +291,9 @@ void check_same(const vm::value& a, const tensor& b, double tolerance = 0) {
                                std::to_string(x[i]) + " and " + std::to_string(y[i]));
 }
 
-void BM_mlp_vm(benchmark::State& state, bool fuse) {
+void BM_mlp_vm(benchmark::State& state, bool fuse, kiln::exec_mode mode) {
   const std::int64_t n = state.range(0);
-  compiled c(mlp_text(n), fuse);
+  compiled c(mlp_text(n), fuse, mode);
   const auto args = mlp_args(n);
   mlp_hand hand(n);
   check_same(c.machine->invoke_span("main", args), hand.run(args), fuse ? 1e-6 : 0);
@@ -282,8 +307,8 @@ void BM_mlp_hand(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(hand.run(args));
   state.counters["kernel_calls"] = mlp_hand::kernel_calls;
 }
-void BM_cnn_vm(benchmark::State& state, bool fuse) {
-  compiled c(cnn_text, fuse);
+void BM_cnn_vm(benchmark::State& state, bool fuse, kiln::exec_mode mode) {
+  compiled c(cnn_text, fuse, mode);
   const auto args = cnn_args();
   cnn_hand hand;
   check_same(c.machine->invoke_span("main", args), hand.run(args), fuse ? 1e-5 : 0);
@@ -296,8 +321,8 @@ void BM_cnn_hand(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(hand.run(args));
   state.counters["kernel_calls"] = cnn_hand::kernel_calls;
 }
-void BM_encoder_vm(benchmark::State& state, bool fuse) {
-  compiled c(encoder_text(), fuse);
+void BM_encoder_vm(benchmark::State& state, bool fuse, kiln::exec_mode mode) {
+  compiled c(encoder_text(), fuse, mode);
   const auto args = encoder_args();
   encoder_hand hand;
   check_same(c.machine->invoke_span("main", args), hand.run(args), fuse ? 1e-5 : 0);
@@ -311,14 +336,22 @@ void BM_encoder_hand(benchmark::State& state) {
   state.counters["kernel_calls"] = encoder_hand::kernel_calls;
 }
 
-BENCHMARK_CAPTURE(BM_mlp_vm, unfused, false)->Name("BM_mlp_vm_unfused")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_mlp_vm, fused, true)->Name("BM_mlp_vm")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+constexpr auto bytecode = kiln::exec_mode::bytecode;
+constexpr auto compiled_mode = kiln::exec_mode::compiled;
+BENCHMARK_CAPTURE(BM_mlp_vm, unfused, false, bytecode)->Name("BM_mlp_vm_unfused")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_mlp_vm, fused, true, bytecode)->Name("BM_mlp_vm")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_mlp_vm, compiled_unfused, false, compiled_mode)->Name("BM_mlp_compiled_unfused")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_mlp_vm, compiled, true, compiled_mode)->Name("BM_mlp_compiled")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_mlp_hand)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_cnn_vm, unfused, false)->Name("BM_cnn_vm_unfused")->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_cnn_vm, fused, true)->Name("BM_cnn_vm")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_cnn_vm, unfused, false, bytecode)->Name("BM_cnn_vm_unfused")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_cnn_vm, fused, true, bytecode)->Name("BM_cnn_vm")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_cnn_vm, compiled_unfused, false, compiled_mode)->Name("BM_cnn_compiled_unfused")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_cnn_vm, compiled, true, compiled_mode)->Name("BM_cnn_compiled")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cnn_hand)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_encoder_vm, unfused, false)->Name("BM_encoder_vm_unfused")->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_encoder_vm, fused, true)->Name("BM_encoder_vm")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_encoder_vm, unfused, false, bytecode)->Name("BM_encoder_vm_unfused")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_encoder_vm, fused, true, bytecode)->Name("BM_encoder_vm")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_encoder_vm, compiled_unfused, false, compiled_mode)->Name("BM_encoder_compiled_unfused")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_encoder_vm, compiled, true, compiled_mode)->Name("BM_encoder_compiled")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_encoder_hand)->Unit(benchmark::kMicrosecond);
 
 // ---- callgrind and compile-time entry points ---------------------------------------------------------
@@ -334,17 +367,23 @@ int callgrind(const std::string& model, const std::string& form, int reps) {
   std::unique_ptr<mlp_hand> mh;
   std::unique_ptr<cnn_hand> ch;
   std::unique_ptr<encoder_hand> eh;
+  if (form != "vm" && form != "vm_fused" && form != "compiled" && form != "compiled_fused" && form != "hand") {
+    std::cerr << "unknown form " << form << " (vm, vm_fused, compiled, compiled_fused, hand)\n";
+    return 2;
+  }
+  const bool hand = form == "hand", fused = form.ends_with("_fused");
+  const auto mode = form.starts_with("compiled") ? kiln::exec_mode::compiled : kiln::exec_mode::bytecode;
   if (model == "mlp") {
     args = mlp_args(1);
-    if (form == "vm" || form == "vm_fused") c = std::make_unique<compiled>(mlp_text(1), form == "vm_fused");
+    if (!hand) c = std::make_unique<compiled>(mlp_text(1), fused, mode);
     else mh = std::make_unique<mlp_hand>(1);
   } else if (model == "cnn") {
     args = cnn_args();
-    if (form == "vm" || form == "vm_fused") c = std::make_unique<compiled>(cnn_text, form == "vm_fused");
+    if (!hand) c = std::make_unique<compiled>(cnn_text, fused, mode);
     else ch = std::make_unique<cnn_hand>();
   } else if (model == "encoder") {
     args = encoder_args();
-    if (form == "vm" || form == "vm_fused") c = std::make_unique<compiled>(encoder_text(), form == "vm_fused");
+    if (!hand) c = std::make_unique<compiled>(encoder_text(), fused, mode);
     else eh = std::make_unique<encoder_hand>();
   } else {
     std::cerr << "unknown model " << model << '\n';

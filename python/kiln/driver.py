@@ -4,16 +4,18 @@ from . import _kiln
 from .transform import Pass
 
 
-def compile(mod, pipeline=None, opt_level=None):  # noqa: A001 - the design's name
+def compile(mod, pipeline=None, opt_level=None, exec_mode="bytecode"):  # noqa: A001 - the design's name
     """Compiles `mod` under the current pass context (kiln.transform.PassContext.current()).
 
     pipeline: None for kiln's default pipeline; pipeline text ("legalize_ops,kiln.lower_to_vm");
               or a Pass / Sequential, which may contain Python passes.
     opt_level: the opt level when no PassContext is entered (default 2).
+    exec_mode: "bytecode" (the VM interprets it) or "compiled" (C++: ex.export_library(path), then
+               kiln.runtime.load_module(path)).
     """
     if isinstance(pipeline, Pass):
-        return _kiln._compile_with_pass(mod, pipeline._handle)
+        return _kiln._compile_with_pass(mod, pipeline._handle, exec_mode)
     if pipeline is not None and not isinstance(pipeline, str):
         raise TypeError("kiln.compile: pipeline must be None, pipeline text or a kiln.transform.Pass, not "
                         + type(pipeline).__name__)
-    return _kiln.compile(mod, pipeline, opt_level)
+    return _kiln.compile(mod, pipeline, opt_level, exec_mode)

@@ -7,6 +7,8 @@
     vm.set_input("main", x, w); vm.invoke_stateful("main"); y = vm.get_outputs("main")
     timer = vm.time_evaluator("main", number=100); print(timer(x, w).median)
     ex.save("model.kx"); ex2 = kiln.runtime.load_executable("model.kx")
+    ex = kiln.compile(mod, exec_mode="compiled"); ex.export_library("model.so")
+    vm = kiln.runtime.VirtualMachine(kiln.runtime.load_module("model.so"))
 
 Arrays: a C-contiguous numpy array of dtype bool, int8, int32, int64, uint8, float16, float32 or
 float64 is passed to kiln without a copy (kiln never writes to its inputs); other arrays are
@@ -15,7 +17,7 @@ converted first. Results are numpy arrays over kiln's memory, which they keep al
 import enum
 
 from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult,  # noqa: F401
-                            load_executable, executable_from_bytes, set_num_threads, num_threads)
+                            load_executable, load_module, executable_from_bytes, set_num_threads, num_threads)
 
 
 class VMInstrumentReturnKind(enum.IntEnum):
@@ -24,5 +26,5 @@ class VMInstrumentReturnKind(enum.IntEnum):
     SKIP_RUN = 1
 
 
-__all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "load_executable", "executable_from_bytes",
+__all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "load_executable", "load_module", "executable_from_bytes",
            "set_num_threads", "num_threads", "VMInstrumentReturnKind"]

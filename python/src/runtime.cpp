@@ -215,6 +215,20 @@ void init_runtime(py::module_& m) {
                              })
       .def("save", [](const vm::executable& e, const std::string& path) { vm::save_executable(e, path); }, py::arg("path"),
            "Writes the executable to `path` (kiln's executable format)")
+      .def_property_readonly("generated_source", [](const vm::executable& e) { return e.generated_source; },
+                             "The C++ of the compiled functions (exec_mode='compiled'), else ''")
+      .def(
+          "export_library",
+          [](const vm::executable& e, const std::string& path, std::optional<std::string> compiler, std::optional<std::vector<std::string>> flags) {
+            vm::export_options o;
+            if (compiler) o.compiler = *compiler;
+            if (flags) o.flags = *flags;
+            py::gil_scoped_release release;
+            vm::export_library(e, path, o);
+          },
+          py::arg("path"), py::arg("compiler") = py::none(), py::arg("flags") = py::none(),
+          "Builds an executable compiled with exec_mode='compiled' into the shared library `path` with the C++ compiler "
+          "(compiler: default $CXX, else the one kiln was configured with; flags: default -O2 -march=native)")
       .def("__bytes__",
            [](const vm::executable& e) {
              std::vector<std::byte> b = vm::serialize(e);
@@ -224,6 +238,13 @@ void init_runtime(py::module_& m) {
       "load_executable",
       [](const std::string& path) { return std::make_shared<vm::executable>(vm::load_executable(path)); }, py::arg("path"),
       "Reads an executable `save` wrote; a kiln.KilnError naming what is wrong with a bad file");
+  rt.def(
+      "load_module",
+      [](const std::string& path) {
+        py::gil_scoped_release release;
+        return std::make_shared<vm::executable>(vm::load_module(path));
+      },
+      py::arg("path"), "Loads a shared library export_library built: its executable, with the compiled functions attached");
   rt.def(
       "executable_from_bytes",
       [](const py::bytes& data) {
@@ -331,22 +352,29 @@ void init_runtime(py::module_& m) {
 
   m.def(
       "compile",
-      [](const ir::ir_module& mod, const std::optional<std::string>& pipeline, std::optional<int> opt_level) {
+      [](const ir::ir_module& mod, const std::optional<std::string>& pipeline, std::optional<int> opt_level, const std::string& exec_mode) {
         compile_options options;
         options.pipeline = pipeline;
         if (opt_level) options.opt_level = *opt_level;
+        if (exec_mode == "compiled") options.mode = exec_mode::compiled;
+        else if (exec_mode != "bytecode")
+          throw usage_error("kiln.compile: exec_mode must be 'bytecode' or 'compiled', not '" + exec_mode + "'");
         py::gil_scoped_release release;
         return std::make_shared<vm::executable>(kiln::compile(mod, options));
       },
-      py::arg("mod"), py::arg("pipeline") = py::none(), py::arg("opt_level") = py::none(),
+      py::arg("mod"), py::arg("pipeline") = py::none(), py::arg("opt_level") = py::none(), py::arg("exec_mode") = "bytecode",
       "Compiles a module to an executable (the design's tvm.compile), under the current pass context");
   m.def(
       "_compile_with_pass",
-      [](const ir::ir_module& mod, const kiln::pass<ir::ir_module>& pipeline) {
+      [](const ir::ir_module& mod, const kiln::pass<ir::ir_module>& pipeline, const std::string& exec_mode) {
+        if (exec_mode != "compiled" && exec_mode != "bytecode")
+          throw usage_error("kiln.compile: exec_mode must be 'bytecode' or 'compiled', not '" + exec_mode + "'");
         py::gil_scoped_release release;
-        return std::make_shared<vm::executable>(kiln::compile(mod, pipeline, pass_context::current()));
+        if (exec_mode == "bytecode") return std::make_shared<vm::executable>(kiln::compile(mod, pipeline, pass_context::current()));
+        ir::ir_module lowered = pipeline(mod, pass_context::current());
+        return std::make_shared<vm::executable>(codegen::cpp_codegen(lowered));
       },
-      py::arg("mod"), py::arg("pipeline"));
+      py::arg("mod"), py::arg("pipeline"), py::arg("exec_mode") = "bytecode");
 }
 
 }  // namespace kiln::python

@@ -176,7 +176,7 @@ TEST_CASE("export_library: errors name the compiler, its command line and its me
       message_of<vm::library_error>([&] { vm::export_library(ex, lib, {.flags = {"-O2", "-include", "kiln_test_no_such_header.hpp"}}); });
   CHECK(contains(failed, "kiln::vm::export_library: the C++ compiler failed (exit status 1)"));
   CHECK(contains(failed, "-include kiln_test_no_such_header.hpp"));  // the command line
-  CHECK(contains(failed, "kiln_test_no_such_header.hpp: No such file or directory"));  // the compiler's message
+  CHECK(contains(failed, "fatal error"));  // the compiler's own message (GCC and Clang word the rest differently)
   CHECK(!std::filesystem::exists(lib));
 }
 
@@ -216,4 +216,45 @@ TEST_CASE("load_module: files that are not kiln libraries, or not for this kiln 
   const auto empty = build_library(fake_library("kiln::vm::compiled::library_info::magic_value, kiln::version, " + common + "0, \"test\", nullptr, nullptr, &add"));
   CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(empty); }), "': its embedded executable is missing"));
   std::filesystem::remove(empty);
+}
+
+TEST_CASE("the per-VM arena: intermediates made once per VM; results and nested calls get their own memory") {
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def rec(x: R.Tensor((4,), "float32"), n: R.Tensor((), "int64")) -> R.Tensor((4,), "float32"):
+        a: R.Tensor((4,), "float32") = R.exp(x)
+        b: R.Tensor((4,), "float32") = R.multiply(a, x)
+        z: R.Tensor((), "bool") = R.equal(n, R.const(0, "int64"))
+        if z:
+            r: R.Tensor((4,), "float32") = R.negative(b)
+        else:
+            m: R.Tensor((), "int64") = R.subtract(n, R.const(1, "int64"))
+            y: R.Tensor((4,), "float32") = R.multiply(x, R.const(0.5, "float32"))
+            h: R.Tensor((4,), "float32") = cls.rec(y, m)
+            r: R.Tensor((4,), "float32") = R.add(h, b)
+        t: R.Tensor((4,), "float32") = R.add(r, b)
+        return t
+
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), n: R.Tensor((), "int64")) -> R.Tensor((4,), "float32"):
+        return cls.rec(x, n)
+)");
+  const vm::executable ex = kiln::compile(m, {.mode = exec_mode::compiled});
+  CHECK(contains(ex.generated_source, "struct rec_arena {"));
+  CHECK(contains(ex.generated_source, "stays in the arena for the next call"));
+  // b is made in rec's arena and used after the nested call: the nested call must not reuse it.
+  const vm::executable& loaded = compiled_mode(m);
+  vm::virtual_machine a(loaded, {}, kernels::global_registry()), b(loaded, {}, kernels::global_registry());
+  transform::reference_evaluator eval(m);
+  const tensor x = tensor::from_values<float>({4}, {0.5f, -1, 2, 0.25f});
+  for (std::int64_t n : {0, 1, 3}) {
+    const tensor depth = tensor::from_values<std::int64_t>({}, {n});
+    const vm::value first = a.invoke("main", x, depth), want = eval("main", x, depth);
+    const std::vector<float> kept = first.as_tensor().to_vector<float>();
+    CHECK(max_difference(first, want) == 0);
+    (void)b.invoke("main", tensor::from_values<float>({4}, {9, 9, 9, 9}), depth);  // another VM: its own arena
+    CHECK(max_difference(a.invoke("main", x, depth), want) == 0);                    // the arena reused
+    CHECK(first.as_tensor().to_vector<float>() == kept);                             // results are not in it
+  }
 }

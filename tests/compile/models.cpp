@@ -82,6 +82,7 @@ class Module:
     const tensor arg = tensor::from_values<std::int64_t>({}, {n});
     CHECK(machine.invoke("main", arg).as_tensor().to_vector<std::int64_t>()[0] == (std::int64_t{1} << n));
     CHECK(eval("main", arg).as_tensor().to_vector<std::int64_t>()[0] == (std::int64_t{1} << n));
+    check_against_evaluator(m, "main", {vm::value(arg)});  // and the compiled mode
   }
 }
 

@@ -212,3 +212,24 @@ def test_onnx_import_and_run():
         kiln.onnx.from_onnx(b"not an onnx model")
     with pytest.raises(TypeError):
         kiln.onnx.from_onnx(12)
+
+
+def test_compiled_mode_export_library_and_load_module(tmp_path):
+    mod = kiln.ir.IRModule.from_text(MLP)
+    ex = kiln.compile(mod, exec_mode="compiled")
+    assert "inline value fn_main(" in ex.generated_source
+    assert kiln.compile(mod).generated_source == ""
+    lib = str(tmp_path / "mlp.so")
+    ex.export_library(lib)
+    loaded = kiln.runtime.load_module(lib)
+    vm_compiled, vm_bytecode = VM(loaded), VM(kiln.compile(mod))
+    for n in (1, 5):
+        args = mlp_args(n, seed=n)
+        np.testing.assert_array_equal(vm_compiled["main"](*args), vm_bytecode["main"](*args))
+    with pytest.raises(ValueError, match="exec_mode must be 'bytecode' or 'compiled', not 'jit'"):
+        kiln.compile(mod, exec_mode="jit")
+    with pytest.raises(kiln.KilnError, match="has no generated code; compile it with exec_mode::compiled"):
+        kiln.compile(mod).export_library(str(tmp_path / "x.so"))
+    with pytest.raises(kiln.KilnError, match="not a shared library"):
+        (tmp_path / "bad.so").write_text("nope")
+        kiln.runtime.load_module(str(tmp_path / "bad.so"))

@@ -24,10 +24,12 @@
 
 #include <kiln/codegen/vm_codegen.hpp>
 #include <kiln/ir/printer.hpp>
+#include <kiln/vm/builtins.hpp>
 #include <kiln/version.hpp>
 
 #include <cctype>
 #include <charconv>
+#include <functional>
 #include <cmath>
 #include <map>
 #include <set>
@@ -149,11 +151,12 @@ struct cpp_module_state {
 class cpp_function_emitter {
 public:
   cpp_function_emitter(cpp_module_state& st, const ir::ir_module& m, std::string name, std::string cpp_name, const ir::function& f,
-                       std::string signature)
-      : st_(st), m_(m), name_(std::move(name)), cpp_name_(std::move(cpp_name)), signature_(std::move(signature)), f_(f) {}
+                       std::string signature, std::size_t index)
+      : st_(st), m_(m), name_(std::move(name)), cpp_name_(std::move(cpp_name)), signature_(std::move(signature)), f_(f), index_(index) {}
 
   std::string run() {
     collect_uses(static_cast<const ir::seq_expr_node&>(*f_->body));
+    find_cacheable();
     for (const char* r : {"k", "vm", "args", "rt", "value", "vm_arg", "fn", "std", "kiln"}) taken_.insert(r);
     std::string params;
     for (std::size_t i = 0; i < f_->params.size(); ++i) {
@@ -170,11 +173,23 @@ public:
     line("return " + result + ";");
 
     std::string out;
+    const std::string arena_type = cpp_name_ + "_arena";
+    if (!arena_members_.empty()) {
+      out += "/// What " + cpp_name_ + " keeps per VM between calls: the storage of its arena and the tensor views on it,\n";
+      out += "/// made by the first call (a nested call of the function, while one runs, makes its own).\n";
+      out += "struct " + arena_type + " {\n  bool busy = false;\n";
+      for (auto& m : arena_members_) out += "  value " + m + ";\n";
+      out += "};\n\n";
+    }
     out += "/// @" + comment_text(name_ + signature_) + "\n";
     out += "inline value " + cpp_name_ + "([[maybe_unused]] const literals& k, [[maybe_unused]] kiln::vm::vm_context& vm, [[maybe_unused]] std::span<value> args) {\n";
     out += "  [[maybe_unused]] static constexpr const char* fn = " + cpp_string(name_) + ";\n";
     out += params;
     if (uses_vm_arg_) out += "  const value vm_arg(&vm);  // %vm, for the built-ins that take the VM\n";
+    if (!arena_members_.empty()) {
+      out += "  auto& arena = rt::state_of<" + arena_type + ">(vm, " + std::to_string(index_) + ");\n";
+      out += "  const rt::arena_guard arena_use(arena.busy);\n";
+    }
     for (auto& [idx, n] : constants_)
       out += "  const value& " + n + " = vm.constant(" + std::to_string(idx) + ");  // " + constant_comment(idx) + "\n";
     out += body_;
@@ -252,6 +267,21 @@ private:
 
   std::string function_value(std::int64_t index) { return "vm.function(" + std::to_string(index) + ")"; }
 
+  /// The call of native `symbol` with `args` (", a, b"): a built-in directly, anything else
+  /// through the function table.
+  std::string native_call(const std::string& symbol, const std::string& args) {
+    std::string_view b = symbol;
+    if (b == "runtime.Tuple") b = "vm.builtin.make_tuple";
+    if (b.starts_with("vm.builtin.")) {
+      b.remove_prefix(11);
+      for (std::string_view n : vm::builtin_names)
+        if (n == b)
+          return "rt::direct<&kiln::vm::builtin::" + std::string(n) + ">(" + site() + ", " + cpp_string(symbol) + args + ")";
+    }
+    const std::int64_t idx = st_.function_index(symbol, vm::function_kind::native);
+    return "rt::call(vm, " + std::to_string(idx) + ", " + site() + args + ")";
+  }
+
   /// The literal an expression is, if it is one (as a C++ lvalue of type `const value&`).
   std::optional<std::string> literal(const ir::expr& e) {
     switch (e->kind) {
@@ -324,19 +354,14 @@ private:
           if (n == "call_builtin_with_ctx") {
             auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
             if (!t) fail("the arguments of R.call_builtin_with_ctx must be a tuple literal");
-            const std::int64_t idx = st_.function_index(static_cast<const ir::extern_func_node&>(*c.args[0]).symbol, vm::function_kind::native);
             uses_vm_arg_ = true;
             const std::string args = operands(t->fields);
-            return "rt::call(vm, " + std::to_string(idx) + ", " + site() + ", vm_arg" + args + ")";
+            return native_call(static_cast<const ir::extern_func_node&>(*c.args[0]).symbol, ", vm_arg" + args);
           }
           if (n == "null_value") return "value()";
           fail("operator R." + n + " reached code generation; the pipeline must lower it first (legalize_ops, call_tir_rewrite, vm_builtin_lower)");
         }
-        if (auto* x = ir::dyn_cast<ir::extern_func_node>(c.callee)) {
-          const std::int64_t idx = st_.function_index(x->symbol, vm::function_kind::native);
-          const std::string args = operands(c.args);
-          return "rt::call(vm, " + std::to_string(idx) + ", " + site() + args + ")";
-        }
+        if (auto* x = ir::dyn_cast<ir::extern_func_node>(c.callee)) return native_call(x->symbol, operands(c.args));
         if (auto* g = ir::dyn_cast<ir::global_var_node>(c.callee)) {
           if (!ir::isa<ir::function_node>(m_->lookup(g->name))) fail("'" + g->name + "' is a kernel function; call it through R.call_tir before lowering");
           const std::int64_t idx = st_.function_index(g->name, vm::function_kind::compiled);
@@ -400,7 +425,8 @@ private:
       if (auto* o = ir::dyn_cast<ir::op_node>(c->callee); o && o->name() == "vm.kill_object") {
         if (auto* x = ir::dyn_cast<ir::var_node>(c->args[0])) {
           auto it = names_.find(x);
-          if (it != names_.end() && is_local(it->second)) line(it->second + " = value();");
+          if (cached_.count(x)) line("// " + (it != names_.end() ? it->second : x->name_hint) + " stays in the arena for the next call");
+          else if (it != names_.end() && is_local(it->second)) line(it->second + " = value();");
         }
         if (used) declare(v, "value()");
         return;
@@ -412,8 +438,106 @@ private:
         return;
       }
     const std::string x = value_expr(b.value);
+    if (cached_.count(v)) {
+      const std::string n = fresh(v->name_hint), own = fresh(v->name_hint + "_own");
+      line("value " + own + ";");
+      line("value& " + n + " = arena_use.nested ? " + own + " : arena." + n + ";");
+      line("if (" + n + ".is_null()) " + n + " = " + x + ";");
+      arena_members_.push_back(n);
+      names_[v] = n;
+      locals_.insert(n);
+      return;
+    }
     if (used) declare(v, x);
     else line(x + ";");
+  }
+
+  // ---- the per-VM arena ---------------------------------------------------------------------------
+  // Storage allocated with a static size, and tensor views on it with static offsets and shapes,
+  // need making only once per VM when no tensor of that storage leaves the function: when every
+  // use of each view is an argument of a kernel (which reads or writes it and keeps nothing), an
+  // `if` condition or a kill. Only bindings at the function's top level are considered.
+
+  static bool static_shape(const ir::expr& e) {
+    auto* s = ir::dyn_cast<ir::shape_expr_node>(e);
+    if (!s) return false;
+    for (auto& d : s->values)
+      if (!ir::as_int(d)) return false;
+    return true;
+  }
+  static bool static_scalar(const ir::expr& e) {
+    if (ir::isa<ir::string_imm_node>(e)) return true;
+    auto* p = ir::dyn_cast<ir::prim_value_node>(e);
+    return p && (!p->int_value || ir::as_int(p->int_value));
+  }
+  static const ir::extern_func_node* extern_callee(const ir::expr& e) {
+    auto* c = ir::dyn_cast<ir::call_node>(e);
+    return c ? ir::dyn_cast<ir::extern_func_node>(c->callee) : nullptr;
+  }
+
+  void find_cacheable() {
+    const auto& body = static_cast<const ir::seq_expr_node&>(*f_->body);
+    std::set<const ir::var_node*> storages;
+    std::map<const ir::var_node*, const ir::var_node*> view_of;
+    for (auto& block : body.blocks)
+      for (auto& b : block.bindings) {
+        auto* c = ir::dyn_cast<ir::call_node>(b.value);
+        if (!c) continue;
+        if (auto* o = ir::dyn_cast<ir::op_node>(c->callee); o && o->name() == "call_builtin_with_ctx" && c->args.size() == 2) {
+          auto* x = ir::dyn_cast<ir::extern_func_node>(c->args[0]);
+          auto* t = ir::dyn_cast<ir::tuple_node>(c->args[1]);
+          if (x && t && x->symbol == "vm.builtin.alloc_storage" && t->fields.size() == 4 && static_shape(t->fields[0]) &&
+              static_scalar(t->fields[1]) && static_scalar(t->fields[2]) && static_scalar(t->fields[3]))
+            storages.insert(b.variable.get());
+        } else if (auto* x = extern_callee(b.value); x && x->symbol == "vm.builtin.alloc_tensor" && c->args.size() == 4) {
+          auto* st = ir::dyn_cast<ir::var_node>(c->args[0]);
+          if (st && storages.count(st) && static_scalar(c->args[1]) && static_shape(c->args[2]) && static_scalar(c->args[3]))
+            view_of[b.variable.get()] = st;
+        }
+      }
+    if (view_of.empty()) return;
+    std::set<const ir::var_node*> escapes;
+    std::function<void(const ir::seq_expr_node&)> walk = [&](const ir::seq_expr_node& s) {
+      auto escape_all = [&](const ir::expr& e) {
+        ir::post_order_visit(e, [&](const ir::expr& x) {
+          if (auto* v = ir::dyn_cast<ir::var_node>(x)) escapes.insert(v);
+        });
+      };
+      for (auto& block : s.blocks)
+        for (auto& b : block.bindings) {
+          if (auto* i = ir::dyn_cast<ir::if_node>(b.value)) {
+            if (!ir::isa<ir::var_node>(i->cond)) escape_all(i->cond);  // a condition is read, not kept
+            walk(static_cast<const ir::seq_expr_node&>(*i->then_branch));
+            walk(static_cast<const ir::seq_expr_node&>(*i->else_branch));
+            continue;
+          }
+          auto* c = ir::dyn_cast<ir::call_node>(b.value);
+          auto* o = c ? ir::dyn_cast<ir::op_node>(c->callee) : nullptr;
+          const auto* x = extern_callee(b.value);
+          const bool kernel = x && x->symbol.starts_with("kernels.") && x->symbol != "kernels.reshape_view";
+          if (o && o->name() == "vm.kill_object") continue;
+          if (kernel || (x && x->symbol == "vm.builtin.alloc_tensor" && view_of.count(b.variable.get()))) {
+            for (std::size_t i = 0; i < c->args.size(); ++i) {
+              const bool kept_inside = ir::isa<ir::var_node>(c->args[i]) && (kernel || i == 0);
+              if (!kept_inside) escape_all(c->args[i]);
+            }
+            continue;
+          }
+          escape_all(b.value);
+        }
+      escape_all(s.body);
+    };
+    walk(body);
+    std::set<const ir::var_node*> bad_storages;
+    for (auto& [view, st] : view_of)
+      if (escapes.count(view)) bad_storages.insert(st);
+    for (auto* st : storages)
+      if (escapes.count(st)) bad_storages.insert(st);
+    for (auto& [view, st] : view_of)
+      if (!bad_storages.count(st)) {
+        cached_.insert(view);
+        cached_.insert(st);
+      }
   }
 
   void declare(const ir::var_node* v, const std::string& init) {
@@ -429,7 +553,7 @@ private:
   void emit_if(const ir::if_node& i, const ir::var_node* v, bool used) {
     const bool is_prim = ir::isa<ir::prim_type_node>(i.cond->checked_type);
     std::string cond = operand(i.cond);
-    if (!is_prim) cond = "rt::call(vm, " + std::to_string(st_.function_index("vm.builtin.read_if_cond", vm::function_kind::native)) + ", " + site() + ", " + cond + ")";
+    if (!is_prim) cond = native_call("vm.builtin.read_if_cond", ", " + cond);
     std::string merge;
     if (used) {
       merge = fresh(v->name_hint);
@@ -458,6 +582,9 @@ private:
   const ir::ir_module& m_;
   std::string name_, cpp_name_, signature_;
   ir::function f_;
+  std::size_t index_;
+  std::set<const ir::var_node*> cached_;    ///< bindings kept in the per-VM arena
+  std::vector<std::string> arena_members_;
   std::set<const ir::var_node*> used_;
   std::set<std::string> taken_, locals_;
   std::unordered_map<const ir::var_node*, std::string> names_;
@@ -516,7 +643,7 @@ inline vm::executable cpp_codegen(const ir::ir_module& m, const cpp_codegen_opti
     for (int i = 1; cpp_names.count(cpp) || cpp == "literals" || cpp == "add_functions" || cpp == "value"; ++i)
       cpp = detail::cpp_identifier(name, "fn") + "_" + std::to_string(i);
     cpp_names.insert(cpp);
-    bodies.push_back(detail::cpp_function_emitter(st, m, name, cpp, f, st.exec.functions[bodies.size()].signature_text()).run());
+    bodies.push_back(detail::cpp_function_emitter(st, m, name, cpp, f, st.exec.functions[bodies.size()].signature_text(), bodies.size()).run());
     registrations.push_back("  code.add(" + detail::cpp_string(name) + ", rt::make_function<literals, &" + cpp + ">(k));");
   }
 

@@ -138,176 +138,217 @@ inline dtype dtype_named(std::string_view s, std::string_view builtin) {
 
 }  // namespace detail
 
+/// The built-ins as C++ functions, under their names without the "vm.builtin." prefix: what the
+/// registry holds, and what generated code calls directly.
+namespace builtin {
+
+using detail::builtin_fail;
+
+inline auto alloc_shape_heap(vm_context& vm, std::int64_t size) {
+  if (size < 0) builtin_fail("alloc_shape_heap", "", "negative size " + std::to_string(size));
+  return tensor::zeros({size}, dtype::int64, vm.allocator_for(0));
+}
+
+inline auto match_shape(call_args a) {
+  constexpr std::string_view fn = "match_shape";
+  if (a.size() < 4) builtin_fail(fn, "", "expects (x, heap, ndim, (mode, value)*ndim, err_ctx), got " + std::to_string(a.size()) + " arguments");
+  const std::string_view ctx = a[a.size() - 1].is_string() ? std::string_view(a[a.size() - 1].as_string()) : std::string_view();
+  const std::int64_t ndim = a[2].as_int();
+  if (ndim < 0 || std::size_t(ndim) * 2 + 4 != a.size())
+    builtin_fail(fn, ctx, std::to_string(a.size()) + " arguments do not match ndim " + std::to_string(ndim));
+  const shape_vector& shape = detail::shape_of(a[0], fn, ctx);
+  if (std::int64_t(shape.size()) != ndim)
+    builtin_fail(fn, ctx, "rank is " + std::to_string(shape.size()) + " (shape " + runtime::shape_to_string(shape) +
+                              "), expected " + std::to_string(ndim));
+  std::int64_t size;
+  std::int64_t* heap = detail::heap_data(a[1], fn, size);
+  for (std::int64_t i = 0; i < ndim; ++i)
+    detail::match_one(shape[std::size_t(i)], a[3 + 2 * std::size_t(i)].as_int(), a[4 + 2 * std::size_t(i)].as_int(), heap,
+                      size, fn, ctx, [&] { return "dimension " + std::to_string(i) + " of shape " + runtime::shape_to_string(shape); });
+}
+
+inline auto make_shape(call_args a) {
+  constexpr std::string_view fn = "make_shape";
+  if (a.size() < 2) builtin_fail(fn, "", "expects (heap, ndim, (mode, value)*ndim)");
+  const std::int64_t ndim = a[1].as_int();
+  if (ndim < 0 || std::size_t(ndim) * 2 + 2 != a.size())
+    builtin_fail(fn, "", std::to_string(a.size()) + " arguments do not match ndim " + std::to_string(ndim));
+  std::int64_t size;
+  std::int64_t* heap = detail::heap_data(a[0], fn, size);
+  shape_vector dims(static_cast<std::size_t>(ndim));
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const std::int64_t mode = a[2 + 2 * i].as_int(), v = a[3 + 2 * i].as_int();
+    if (mode == std::int64_t(make_shape_code::use_imm)) dims[i] = v;
+    else if (mode == std::int64_t(make_shape_code::load_shape)) dims[i] = detail::heap_slot(heap, size, v, fn, "");
+    else builtin_fail(fn, "", "unknown make_shape mode " + std::to_string(mode));
+  }
+  return value::shape(std::move(dims));
+}
+
+inline auto match_prim_value(std::int64_t x, const value& heap, std::int64_t mode, std::int64_t v, std::string_view ctx) {
+  std::int64_t size;
+  std::int64_t* h = detail::heap_data(heap, "match_prim_value", size);
+  detail::match_one(x, mode, v, h, size, "match_prim_value", ctx, [] { return std::string("the value"); });
+}
+
+inline auto eval_shape_expr(call_args a) {
+  constexpr std::string_view fn = "eval_shape_expr";
+  if (a.size() < 4 || a.size() % 2 != 0) builtin_fail(fn, "", "expects (heap, dst, (kind, value)+), got " + std::to_string(a.size()) + " arguments");
+  std::int64_t size;
+  std::int64_t* heap = detail::heap_data(a[0], fn, size);
+  std::vector<std::int64_t> stack;
+  for (std::size_t i = 2; i < a.size(); i += 2) {
+    const std::int64_t kind = a[i].as_int(), v = a[i + 1].as_int();
+    if (kind == 0) {
+      stack.push_back(v);
+    } else if (kind == 1) {
+      stack.push_back(detail::heap_slot(heap, size, v, fn, ""));
+    } else if (kind == 2) {
+      if (stack.size() < 2) builtin_fail(fn, "", "operator " + std::to_string(v) + " needs two operands");
+      const std::int64_t y = stack.back();
+      stack.pop_back();
+      std::int64_t& x = stack.back();
+      bool overflow = false;
+      switch (v) {
+        case 0: overflow = __builtin_add_overflow(x, y, &x); break;
+        case 1: overflow = __builtin_sub_overflow(x, y, &x); break;
+        case 2: overflow = __builtin_mul_overflow(x, y, &x); break;
+        case 3:
+        case 4: {
+          if (y == 0) builtin_fail(fn, "", "division by zero in a shape expression");
+          if (x == INT64_MIN && y == -1) overflow = true;
+          else {
+            std::int64_t q = x / y;
+            if (x % y != 0 && ((x < 0) != (y < 0))) --q;
+            x = v == 3 ? q : x - q * y;
+          }
+          break;
+        }
+        case 5: x = std::min(x, y); break;
+        case 6: x = std::max(x, y); break;
+        default: builtin_fail(fn, "", "unknown operator " + std::to_string(v));
+      }
+      if (overflow) builtin_fail(fn, "", "integer overflow in a shape expression");
+    } else {
+      builtin_fail(fn, "", "unknown kind " + std::to_string(kind));
+    }
+  }
+  if (stack.size() != 1) builtin_fail(fn, "", "the expression leaves " + std::to_string(stack.size()) + " values, not one");
+  detail::heap_slot(heap, size, a[1].as_int(), fn, "") = stack.back();
+}
+
+inline auto shape_heap_load(const value& heap, std::int64_t i) {
+  std::int64_t size;
+  std::int64_t* h = detail::heap_data(heap, "shape_heap_load", size);
+  return detail::heap_slot(h, size, i, "shape_heap_load", "");
+}
+
+inline auto check_upper_bound(const value& heap, std::int64_t i, std::int64_t bound, const std::string& var, const std::string& ctx) {
+  std::int64_t size;
+  std::int64_t* h = detail::heap_data(heap, "check_upper_bound", size);
+  const std::int64_t v = detail::heap_slot(h, size, i, "check_upper_bound", ctx);
+  if (v > bound)
+    builtin_fail("check_upper_bound", ctx,
+                 "size variable " + var + " = " + std::to_string(v) + " exceeds its upper bound " + std::to_string(bound) +
+                     " (the function's tir_var_upper_bound attribute; memory was planned for at most that)");
+}
+
+inline auto copy(const value& x) { return x; }
+
+inline auto null_value() { return value(); }
+
+inline bool read_if_cond(const value& x) {
+  if (x.is_bool()) return x.as_bool();
+  if (x.is_int()) return x.as_int() != 0;
+  if (x.is_tensor()) {
+    const tensor t = x.as_tensor();
+    if (t.numel() != 1) builtin_fail("read_if_cond", "", "the condition tensor " + describe(t) + " has more than one element");
+    return detail::truth_of_element(t);
+  }
+  builtin_fail("read_if_cond", "", "expected bool, int or a one-element tensor, got " + std::string(name(x.kind())));
+}
+
+inline auto alloc_storage(vm_context& vm, const shape_vector& shape, std::int64_t device, std::string_view dtype_name, std::string_view /*scope*/) {
+        const dtype t = detail::dtype_named(dtype_name, "alloc_storage");
+        const std::int64_t n = runtime::checked_numel(shape, "vm.builtin.alloc_storage");
+        std::size_t bytes;
+        if (__builtin_mul_overflow(std::size_t(n), size_of(t), &bytes))
+          builtin_fail("alloc_storage", "", runtime::shape_to_string(shape) + " elements do not fit in memory");
+        return object_ptr<const runtime::storage>(runtime::make_storage(bytes, vm.allocator_for(device)));
+      }
+
+inline auto alloc_tensor(object_ptr<const runtime::storage> st, std::int64_t offset, const shape_vector& shape, std::string_view dtype_name) {
+  if (offset < 0) builtin_fail("alloc_tensor", "", "negative byte offset " + std::to_string(offset));
+  return tensor::from_storage(std::move(st), std::size_t(offset), detail::dtype_named(dtype_name, "alloc_tensor"), shape);
+}
+
+inline auto tuple_getitem(std::span<const value> t, std::int64_t i) {
+  if (i < 0 || std::size_t(i) >= t.size())
+    builtin_fail("tuple_getitem", "", "index " + std::to_string(i) + " is out of range for a tuple of " + std::to_string(t.size()));
+  return t[std::size_t(i)];
+}
+
+inline auto tuple_size(std::span<const value> t) { return std::int64_t(t.size()); }
+
+inline auto shape_of(tensor t) { return t.shape(); }
+
+inline auto make_closure(const value& f, call_args captured) {
+  std::vector<value> bound;
+  for (std::size_t i = 0; i < captured.size(); ++i) bound.push_back(captured[i]);
+  return bind_last_args(f.as_closure(), std::move(bound));
+}
+
+inline auto invoke_closure(vm_context& vm, const value& f, call_args args) { return vm.call(f, args); }
+
+inline auto check_tensor_info(const value& x, std::int64_t ndim, std::string_view dt, std::string_view ctx) {
+  if (!x.is_tensor()) builtin_fail("check_tensor_info", ctx, "expected a tensor, got " + std::string(name(x.kind())));
+  const tensor t = x.as_tensor();
+  if (ndim >= 0 && std::int64_t(t.ndim()) != ndim)
+    builtin_fail("check_tensor_info", ctx, "rank is " + std::to_string(t.ndim()) + ", expected " + std::to_string(ndim));
+  if (!dt.empty() && name(t.type()) != dt)
+    builtin_fail("check_tensor_info", ctx, "dtype is " + std::string(name(t.type())) + ", expected " + std::string(dt));
+}
+
+inline auto check_shape_info(const value& x, std::int64_t ndim, std::string_view ctx) {
+  if (!x.is_shape()) builtin_fail("check_shape_info", ctx, "expected a shape, got " + std::string(name(x.kind())));
+  if (ndim >= 0 && std::int64_t(x.as_shape().size()) != ndim)
+    builtin_fail("check_shape_info", ctx, "rank is " + std::to_string(x.as_shape().size()) + ", expected " + std::to_string(ndim));
+}
+
+inline auto check_tuple_info(const value& x, std::int64_t size, std::string_view ctx) {
+  if (!x.is_tuple()) builtin_fail("check_tuple_info", ctx, "expected a tuple, got " + std::string(name(x.kind())));
+  if (std::int64_t(x.as_tuple().size()) != size)
+    builtin_fail("check_tuple_info", ctx, "size is " + std::to_string(x.as_tuple().size()) + ", expected " + std::to_string(size));
+}
+
+inline value make_tuple(call_args a) {
+  std::vector<value> items;
+  items.reserve(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) items.push_back(a[i]);
+  return value::tuple(std::move(items));
+}
+
+}  // namespace builtin
+
+/// Every built-in, for `register_builtins` and code generators: X(name) is "vm.builtin.<name>",
+/// the function `builtin::<name>`.
+#define KILN_VM_BUILTINS(X) \
+  X(alloc_shape_heap) X(match_shape) X(make_shape) X(match_prim_value) X(eval_shape_expr) \
+  X(shape_heap_load) X(check_upper_bound) X(copy) X(null_value) X(read_if_cond) X(alloc_storage) \
+  X(alloc_tensor) X(tuple_getitem) X(tuple_size) X(shape_of) X(make_closure) X(invoke_closure) \
+  X(check_tensor_info) X(check_shape_info) X(check_tuple_info) X(make_tuple)
+
+#define KILN_VM_BUILTIN_NAME(name) #name,
+/// The names of the built-ins, without the "vm.builtin." prefix.
+inline constexpr std::string_view builtin_names[] = {KILN_VM_BUILTINS(KILN_VM_BUILTIN_NAME)};
+#undef KILN_VM_BUILTIN_NAME
+
 /// Adds every built-in to `r`.
 inline void register_builtins(function_registry& r) {
-  using detail::builtin_fail;
-  r.add("vm.builtin.alloc_shape_heap", [](vm_context& vm, std::int64_t size) {
-    if (size < 0) builtin_fail("alloc_shape_heap", "", "negative size " + std::to_string(size));
-    return tensor::zeros({size}, dtype::int64, vm.allocator_for(0));
-  });
-  r.add("vm.builtin.match_shape", [](call_args a) {
-    constexpr std::string_view fn = "match_shape";
-    if (a.size() < 4) builtin_fail(fn, "", "expects (x, heap, ndim, (mode, value)*ndim, err_ctx), got " + std::to_string(a.size()) + " arguments");
-    const std::string_view ctx = a[a.size() - 1].is_string() ? std::string_view(a[a.size() - 1].as_string()) : std::string_view();
-    const std::int64_t ndim = a[2].as_int();
-    if (ndim < 0 || std::size_t(ndim) * 2 + 4 != a.size())
-      builtin_fail(fn, ctx, std::to_string(a.size()) + " arguments do not match ndim " + std::to_string(ndim));
-    const shape_vector& shape = detail::shape_of(a[0], fn, ctx);
-    if (std::int64_t(shape.size()) != ndim)
-      builtin_fail(fn, ctx, "rank is " + std::to_string(shape.size()) + " (shape " + runtime::shape_to_string(shape) +
-                                "), expected " + std::to_string(ndim));
-    std::int64_t size;
-    std::int64_t* heap = detail::heap_data(a[1], fn, size);
-    for (std::int64_t i = 0; i < ndim; ++i)
-      detail::match_one(shape[std::size_t(i)], a[3 + 2 * std::size_t(i)].as_int(), a[4 + 2 * std::size_t(i)].as_int(), heap,
-                        size, fn, ctx, [&] { return "dimension " + std::to_string(i) + " of shape " + runtime::shape_to_string(shape); });
-  });
-  r.add("vm.builtin.make_shape", [](call_args a) {
-    constexpr std::string_view fn = "make_shape";
-    if (a.size() < 2) builtin_fail(fn, "", "expects (heap, ndim, (mode, value)*ndim)");
-    const std::int64_t ndim = a[1].as_int();
-    if (ndim < 0 || std::size_t(ndim) * 2 + 2 != a.size())
-      builtin_fail(fn, "", std::to_string(a.size()) + " arguments do not match ndim " + std::to_string(ndim));
-    std::int64_t size;
-    std::int64_t* heap = detail::heap_data(a[0], fn, size);
-    shape_vector dims(static_cast<std::size_t>(ndim));
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-      const std::int64_t mode = a[2 + 2 * i].as_int(), v = a[3 + 2 * i].as_int();
-      if (mode == std::int64_t(make_shape_code::use_imm)) dims[i] = v;
-      else if (mode == std::int64_t(make_shape_code::load_shape)) dims[i] = detail::heap_slot(heap, size, v, fn, "");
-      else builtin_fail(fn, "", "unknown make_shape mode " + std::to_string(mode));
-    }
-    return value::shape(std::move(dims));
-  });
-  r.add("vm.builtin.match_prim_value", [](std::int64_t x, const value& heap, std::int64_t mode, std::int64_t v, std::string_view ctx) {
-    std::int64_t size;
-    std::int64_t* h = detail::heap_data(heap, "match_prim_value", size);
-    detail::match_one(x, mode, v, h, size, "match_prim_value", ctx, [] { return std::string("the value"); });
-  });
-  r.add("vm.builtin.eval_shape_expr", [](call_args a) {
-    constexpr std::string_view fn = "eval_shape_expr";
-    if (a.size() < 4 || a.size() % 2 != 0) builtin_fail(fn, "", "expects (heap, dst, (kind, value)+), got " + std::to_string(a.size()) + " arguments");
-    std::int64_t size;
-    std::int64_t* heap = detail::heap_data(a[0], fn, size);
-    std::vector<std::int64_t> stack;
-    for (std::size_t i = 2; i < a.size(); i += 2) {
-      const std::int64_t kind = a[i].as_int(), v = a[i + 1].as_int();
-      if (kind == 0) {
-        stack.push_back(v);
-      } else if (kind == 1) {
-        stack.push_back(detail::heap_slot(heap, size, v, fn, ""));
-      } else if (kind == 2) {
-        if (stack.size() < 2) builtin_fail(fn, "", "operator " + std::to_string(v) + " needs two operands");
-        const std::int64_t y = stack.back();
-        stack.pop_back();
-        std::int64_t& x = stack.back();
-        bool overflow = false;
-        switch (v) {
-          case 0: overflow = __builtin_add_overflow(x, y, &x); break;
-          case 1: overflow = __builtin_sub_overflow(x, y, &x); break;
-          case 2: overflow = __builtin_mul_overflow(x, y, &x); break;
-          case 3:
-          case 4: {
-            if (y == 0) builtin_fail(fn, "", "division by zero in a shape expression");
-            if (x == INT64_MIN && y == -1) overflow = true;
-            else {
-              std::int64_t q = x / y;
-              if (x % y != 0 && ((x < 0) != (y < 0))) --q;
-              x = v == 3 ? q : x - q * y;
-            }
-            break;
-          }
-          case 5: x = std::min(x, y); break;
-          case 6: x = std::max(x, y); break;
-          default: builtin_fail(fn, "", "unknown operator " + std::to_string(v));
-        }
-        if (overflow) builtin_fail(fn, "", "integer overflow in a shape expression");
-      } else {
-        builtin_fail(fn, "", "unknown kind " + std::to_string(kind));
-      }
-    }
-    if (stack.size() != 1) builtin_fail(fn, "", "the expression leaves " + std::to_string(stack.size()) + " values, not one");
-    detail::heap_slot(heap, size, a[1].as_int(), fn, "") = stack.back();
-  });
-  r.add("vm.builtin.shape_heap_load", [](const value& heap, std::int64_t i) {
-    std::int64_t size;
-    std::int64_t* h = detail::heap_data(heap, "shape_heap_load", size);
-    return detail::heap_slot(h, size, i, "shape_heap_load", "");
-  });
-  r.add("vm.builtin.check_upper_bound", [](const value& heap, std::int64_t i, std::int64_t bound, const std::string& var, const std::string& ctx) {
-    std::int64_t size;
-    std::int64_t* h = detail::heap_data(heap, "check_upper_bound", size);
-    const std::int64_t v = detail::heap_slot(h, size, i, "check_upper_bound", ctx);
-    if (v > bound)
-      builtin_fail("check_upper_bound", ctx,
-                   "size variable " + var + " = " + std::to_string(v) + " exceeds its upper bound " + std::to_string(bound) +
-                       " (the function's tir_var_upper_bound attribute; memory was planned for at most that)");
-  });
-  r.add("vm.builtin.copy", [](const value& x) { return x; });
-  r.add("vm.builtin.null_value", [] { return value(); });
-  r.add("vm.builtin.read_if_cond", [](const value& x) -> bool {
-    if (x.is_bool()) return x.as_bool();
-    if (x.is_int()) return x.as_int() != 0;
-    if (x.is_tensor()) {
-      const tensor t = x.as_tensor();
-      if (t.numel() != 1) builtin_fail("read_if_cond", "", "the condition tensor " + describe(t) + " has more than one element");
-      return detail::truth_of_element(t);
-    }
-    builtin_fail("read_if_cond", "", "expected bool, int or a one-element tensor, got " + std::string(name(x.kind())));
-  });
-  r.add("vm.builtin.alloc_storage",
-        [](vm_context& vm, const shape_vector& shape, std::int64_t device, std::string_view dtype_name, std::string_view /*scope*/) {
-          const dtype t = detail::dtype_named(dtype_name, "alloc_storage");
-          const std::int64_t n = runtime::checked_numel(shape, "vm.builtin.alloc_storage");
-          std::size_t bytes;
-          if (__builtin_mul_overflow(std::size_t(n), size_of(t), &bytes))
-            builtin_fail("alloc_storage", "", runtime::shape_to_string(shape) + " elements do not fit in memory");
-          return object_ptr<const runtime::storage>(runtime::make_storage(bytes, vm.allocator_for(device)));
-        });
-  r.add("vm.builtin.alloc_tensor", [](object_ptr<const runtime::storage> st, std::int64_t offset, const shape_vector& shape,
-                                      std::string_view dtype_name) {
-    if (offset < 0) builtin_fail("alloc_tensor", "", "negative byte offset " + std::to_string(offset));
-    return tensor::from_storage(std::move(st), std::size_t(offset), detail::dtype_named(dtype_name, "alloc_tensor"), shape);
-  });
-  auto make_tuple = [](call_args a) {
-    std::vector<value> items;
-    items.reserve(a.size());
-    for (std::size_t i = 0; i < a.size(); ++i) items.push_back(a[i]);
-    return value::tuple(std::move(items));
-  };
-  r.add("vm.builtin.make_tuple", make_tuple);
-  r.add("runtime.Tuple", make_tuple);
-  r.add("vm.builtin.tuple_getitem", [](std::span<const value> t, std::int64_t i) {
-    if (i < 0 || std::size_t(i) >= t.size())
-      builtin_fail("tuple_getitem", "", "index " + std::to_string(i) + " is out of range for a tuple of " + std::to_string(t.size()));
-    return t[std::size_t(i)];
-  });
-  r.add("vm.builtin.tuple_size", [](std::span<const value> t) { return std::int64_t(t.size()); });
-  r.add("vm.builtin.shape_of", [](tensor t) { return t.shape(); });
-  r.add("vm.builtin.make_closure", [](const value& f, call_args captured) {
-    std::vector<value> bound;
-    for (std::size_t i = 0; i < captured.size(); ++i) bound.push_back(captured[i]);
-    return bind_last_args(f.as_closure(), std::move(bound));
-  });
-  r.add("vm.builtin.invoke_closure", [](vm_context& vm, const value& f, call_args args) { return vm.call(f, args); });
-  r.add("vm.builtin.check_tensor_info", [](const value& x, std::int64_t ndim, std::string_view dt, std::string_view ctx) {
-    if (!x.is_tensor()) builtin_fail("check_tensor_info", ctx, "expected a tensor, got " + std::string(name(x.kind())));
-    const tensor t = x.as_tensor();
-    if (ndim >= 0 && std::int64_t(t.ndim()) != ndim)
-      builtin_fail("check_tensor_info", ctx, "rank is " + std::to_string(t.ndim()) + ", expected " + std::to_string(ndim));
-    if (!dt.empty() && name(t.type()) != dt)
-      builtin_fail("check_tensor_info", ctx, "dtype is " + std::string(name(t.type())) + ", expected " + std::string(dt));
-  });
-  r.add("vm.builtin.check_shape_info", [](const value& x, std::int64_t ndim, std::string_view ctx) {
-    if (!x.is_shape()) builtin_fail("check_shape_info", ctx, "expected a shape, got " + std::string(name(x.kind())));
-    if (ndim >= 0 && std::int64_t(x.as_shape().size()) != ndim)
-      builtin_fail("check_shape_info", ctx, "rank is " + std::to_string(x.as_shape().size()) + ", expected " + std::to_string(ndim));
-  });
-  r.add("vm.builtin.check_tuple_info", [](const value& x, std::int64_t size, std::string_view ctx) {
-    if (!x.is_tuple()) builtin_fail("check_tuple_info", ctx, "expected a tuple, got " + std::string(name(x.kind())));
-    if (std::int64_t(x.as_tuple().size()) != size)
-      builtin_fail("check_tuple_info", ctx, "size is " + std::to_string(x.as_tuple().size()) + ", expected " + std::to_string(size));
-  });
+#define KILN_VM_REGISTER_BUILTIN(name) r.add("vm.builtin." #name, &builtin::name);
+  KILN_VM_BUILTINS(KILN_VM_REGISTER_BUILTIN)
+#undef KILN_VM_REGISTER_BUILTIN
+  r.add("runtime.Tuple", &builtin::make_tuple);
 }
 
 /// The process-wide registry VMs resolve names in by default; it starts with the built-ins, and

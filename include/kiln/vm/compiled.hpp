@@ -17,6 +17,7 @@
 #pragma once
 
 #include <kiln/version.hpp>
+#include <kiln/vm/builtins.hpp>
 #include <kiln/vm/context.hpp>
 #include <kiln/vm/executable.hpp>
 #include <kiln/vm/native.hpp>
@@ -25,6 +26,9 @@
 #include <cstdint>
 
 #include <exception>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <memory>
 #include <span>
 #include <string>
@@ -89,6 +93,70 @@ value invoke(vm_context& vm, const value& f, const site& at, const V&... args) {
   } catch (...) {
     detail::rethrow_at(at, f.is_closure() ? f.as_closure().name : std::string());
   }
+}
+
+namespace detail {
+
+template <auto F, std::size_t... I>
+raw_value call_direct(call_args a, const char* name, std::index_sequence<I...> seq) {
+  using native = vm::detail::typed_native<decltype(F)>;
+  if (!(native::template accepts<I>(a) && ...)) [[unlikely]]
+    native{F, name}.bad_arguments(a, seq);
+  std::tuple<decltype(native::template arg<I>(a))...> converted{native::template arg<I>(a)...};
+  if constexpr (std::is_void_v<typename native::sig::result>) {
+    F(std::get<I>(std::move(converted))...);
+    return raw_value{0, value_kind::null};
+  } else {
+    return vm::detail::to_value(F(std::get<I>(std::move(converted))...)).into_raw();
+  }
+}
+
+}  // namespace detail
+
+/// Calls the C++ function `F` — a built-in, known when the code was generated — directly with
+/// `args`, converting them as the registry's native function `name` would (the same checks, the
+/// same messages).
+template <auto F, class... V>
+value direct(const site& at, const char* name, const V&... args) {
+  static_assert((std::is_same_v<V, value> && ...), "kiln::vm::compiled::direct: arguments are register values");
+  using native = vm::detail::typed_native<decltype(F)>;
+  const value* ptrs[sizeof...(V) + 1] = {&args..., nullptr};
+  const call_args a(ptrs, sizeof...(V));
+  try {
+    if constexpr (native::variadic ? sizeof...(V) < native::fixed : sizeof...(V) != native::fixed) {
+      native{F, name}.bad_arity(sizeof...(V));
+    } else {
+      return value::from_raw(detail::call_direct<F>(a, name, std::make_index_sequence<native::count>{}));
+    }
+  } catch (...) {
+    detail::rethrow_at(at, name);
+  }
+}
+
+/// Marks a function's per-VM arena in use for one call; a nested call of the same function on the
+/// same VM (recursion) finds it in use (`nested`) and allocates its own.
+class arena_guard {
+public:
+  explicit arena_guard(bool& busy) noexcept : busy_(busy), nested(busy) { busy_ = true; }
+  ~arena_guard() {
+    if (!nested) busy_ = false;
+  }
+  arena_guard(const arena_guard&) = delete;
+  arena_guard& operator=(const arena_guard&) = delete;
+
+private:
+  bool& busy_;
+
+public:
+  const bool nested;
+};
+
+/// The per-VM state `State` of compiled function `index`, made on first use.
+template <class State>
+State& state_of(vm_context& vm, std::size_t index) {
+  std::shared_ptr<void>& slot = vm.compiled_state(index);
+  if (!slot) slot = std::make_shared<State>();
+  return *static_cast<State*>(slot.get());
 }
 
 /// A tuple of `items`.

@@ -8,6 +8,8 @@
 #include <kiln/runtime/allocator.hpp>
 #include <kiln/vm/value.hpp>
 
+#include <memory>
+
 namespace kiln::vm {
 
 /// An error raised while running a program, with where it happened (the bytecode instruction or
@@ -36,6 +38,10 @@ public:
   /// Entry `index` of the executable's function table as a closure (for compiled functions, which
   /// call natives and other functions through it). A context without a function table throws.
   virtual const value& function(std::size_t index) const;
+  /// A slot per function of the executable where its generated code keeps state across calls on
+  /// this VM (tensor views on its arena, made once); empty at first, dropped with the VM. A
+  /// context without such slots throws.
+  virtual std::shared_ptr<void>& compiled_state(std::size_t function_index);
 
 protected:
   vm_context() = default;
@@ -46,6 +52,10 @@ protected:
 
 inline const value& vm_context::function(std::size_t index) const {
   throw error("kiln::vm::vm_context: function " + std::to_string(index) + " requested, but this context has no function table");
+}
+
+inline std::shared_ptr<void>& vm_context::compiled_state(std::size_t function_index) {
+  throw error("kiln::vm::vm_context: state for function " + std::to_string(function_index) + " requested, but this context keeps none");
 }
 
 }  // namespace kiln::vm

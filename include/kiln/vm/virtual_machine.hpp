@@ -342,6 +342,11 @@ public:
     if (index >= exec_->constants.size()) throw_bad_literal("constant", index, exec_->constants.size());
     return literals_[index];
   }
+  std::shared_ptr<void>& compiled_state(std::size_t index) override {
+    if (index >= exec_->functions.size()) throw_bad_literal("function", index, exec_->functions.size());
+    if (compiled_state_.size() != exec_->functions.size()) compiled_state_.resize(exec_->functions.size());
+    return compiled_state_[index];
+  }
   const value& function(std::size_t index) const override {
     if (index >= exec_->functions.size()) throw_bad_literal("function", index, exec_->functions.size());
     return literals_[exec_->constants.size() + index];
@@ -984,6 +989,7 @@ private:
   std::vector<callee> callees_;
   std::size_t num_functions_ = 0;
   std::vector<value> literals_;  ///< constants, then the function pool, then %vm, then immediates
+  std::vector<std::shared_ptr<void>> compiled_state_;  ///< per compiled function, its generated code's state
   std::vector<op> ops_;
   std::vector<call_operand> operands_;
   detail::string_map<std::size_t> index_;
