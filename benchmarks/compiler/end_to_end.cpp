@@ -18,6 +18,7 @@
 //                                          runs one form `reps` times inside kiln_measure
 //                                          (for benchmarks/compiler/callgrind.sh); vm is compiled
 //                                          without fusion, so that it runs the hand-written kernels
+//   --generated-source <model>             prints the compiled mode's C++ for the model (fused)
 //   --compile-time                         prints compile() times of the encoder layer and a
 //                                          12-layer stack
 #include <kiln/kiln.hpp>
@@ -243,7 +244,8 @@ struct compiled {
     kiln::pass_context_scope scope(ctx);
     ex = kiln::compile(ir::parse_module(text), {.mode = mode, .lowered = &lowered});
     if (mode == kiln::exec_mode::compiled) {
-      const auto lib = std::filesystem::temp_directory_path() / ("kiln-bench-" + std::to_string(::getpid()) + ".so");
+      static int builds = 0;
+      const auto lib = std::filesystem::temp_directory_path() / ("kiln-bench-" + std::to_string(::getpid()) + "-" + std::to_string(++builds) + ".so");
       vm::export_options opts;
       opts.flags = {"-O2"};
       if (std::strlen(KILN_BENCH_MARCH) != 0) opts.flags.push_back(std::string("-march=") + KILN_BENCH_MARCH);
@@ -420,6 +422,12 @@ int compile_time() {
 int main(int argc, char** argv) {
   if (argc >= 5 && std::strcmp(argv[1], "--callgrind") == 0) return callgrind(argv[2], argv[3], std::atoi(argv[4]));
   if (argc >= 2 && std::strcmp(argv[1], "--compile-time") == 0) return compile_time();
+  if (argc >= 3 && std::strcmp(argv[1], "--generated-source") == 0) {
+    const std::string model = argv[2];
+    const std::string text = model == "mlp" ? mlp_text(1) : model == "cnn" ? std::string(cnn_text) : encoder_text();
+    std::cout << kiln::compile(ir::parse_module(text), {.mode = kiln::exec_mode::compiled}).generated_source;
+    return 0;
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -258,3 +258,25 @@ class Module:
     CHECK(first.as_tensor().to_vector<float>() == kept);                             // results are not in it
   }
 }
+
+TEST_CASE("load_module loads the file as it is now, not an earlier library loaded from the same path") {
+  const auto lib = temp_file("same", ".so");
+  const ir::ir_module one = ir::parse_module(two_functions);
+  vm::export_library(kiln::compile(one, {.mode = exec_mode::compiled}), lib);
+  const vm::executable first = vm::load_module(lib);
+  const ir::ir_module other = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def other(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y: R.Tensor((2,), "float32") = R.negative(x)
+        return y
+)");
+  vm::export_library(kiln::compile(other, {.mode = exec_mode::compiled}), lib);
+  const vm::executable second = vm::load_module(lib);
+  std::filesystem::remove(lib);
+  CHECK(first.find_function("main"));
+  CHECK(!second.find_function("main"));
+  REQUIRE(second.find_function("other"));
+  vm::virtual_machine machine(second, {}, kernels::global_registry());
+  CHECK(machine.invoke("other", tensor::from_values<float>({2}, {1, -2})).as_tensor().to_vector<float>() == std::vector<float>{-1, 2});
+}

@@ -456,7 +456,9 @@ private:
   // Storage allocated with a static size, and tensor views on it with static offsets and shapes,
   // need making only once per VM when no tensor of that storage leaves the function: when every
   // use of each view is an argument of a kernel (which reads or writes it and keeps nothing), an
-  // `if` condition or a kill. Only bindings at the function's top level are considered.
+  // `if` condition, a kill, a field of a tuple used so (element access included), or the argument
+  // of a `kernels.reshape_view` whose result is used so.
+  // Only bindings at the function's top level are considered.
 
   static bool static_shape(const ir::expr& e) {
     auto* s = ir::dyn_cast<ir::shape_expr_node>(e);
@@ -473,6 +475,13 @@ private:
   static const ir::extern_func_node* extern_callee(const ir::expr& e) {
     auto* c = ir::dyn_cast<ir::call_node>(e);
     return c ? ir::dyn_cast<ir::extern_func_node>(c->callee) : nullptr;
+  }
+
+  /// The variable whose value `e` is or is part of: `x`, or `t` for `t[i]`.
+  static const ir::var_node* holder(const ir::expr& e) {
+    if (auto* v = ir::dyn_cast<ir::var_node>(e)) return v;
+    if (auto* g = ir::dyn_cast<ir::tuple_get_item_node>(e)) return ir::dyn_cast<ir::var_node>(g->tuple);
+    return nullptr;
   }
 
   void find_cacheable() {
@@ -497,6 +506,7 @@ private:
       }
     if (view_of.empty()) return;
     std::set<const ir::var_node*> escapes;
+    std::vector<std::pair<const ir::var_node*, const ir::var_node*>> derived;  ///< (a result, what it may hold): a reshape_view or a tuple
     std::function<void(const ir::seq_expr_node&)> walk = [&](const ir::seq_expr_node& s) {
       auto escape_all = [&](const ir::expr& e) {
         ir::post_order_visit(e, [&](const ir::expr& x) {
@@ -516,10 +526,32 @@ private:
           const auto* x = extern_callee(b.value);
           const bool kernel = x && x->symbol.starts_with("kernels.") && x->symbol != "kernels.reshape_view";
           if (o && o->name() == "vm.kill_object") continue;
+          if (x && x->symbol == "kernels.reshape_view" && c->args.size() == 2 && holder(c->args[0])) {
+            // A view (or a copy) of its argument: the argument leaves only if the result does.
+            derived.emplace_back(b.variable.get(), holder(c->args[0]));
+            escape_all(c->args[1]);
+            continue;
+          }
+          if (ir::isa<ir::tuple_get_item_node>(b.value) && holder(b.value)) {  // an element: the tuple leaves if it does
+            derived.emplace_back(b.variable.get(), holder(b.value));
+            continue;
+          }
+          if (auto* t = ir::dyn_cast<ir::tuple_node>(b.value)) {  // holds its fields: they leave only if it does
+            for (auto& field : t->fields)
+              if (auto* fv = ir::dyn_cast<ir::var_node>(field)) derived.emplace_back(b.variable.get(), fv);
+              else escape_all(field);
+            continue;
+          }
           if (kernel || (x && x->symbol == "vm.builtin.alloc_tensor" && view_of.count(b.variable.get()))) {
             for (std::size_t i = 0; i < c->args.size(); ++i) {
-              const bool kept_inside = ir::isa<ir::var_node>(c->args[i]) && (kernel || i == 0);
-              if (!kept_inside) escape_all(c->args[i]);
+              const ir::expr& arg = c->args[i];
+              if (ir::isa<ir::var_node>(arg) && (kernel || i == 0)) continue;
+              if (auto* t = ir::dyn_cast<ir::tuple_node>(arg); t && kernel) {  // a kernel's tuple of inputs or outputs
+                for (auto& field : t->fields)
+                  if (!ir::isa<ir::var_node>(field)) escape_all(field);
+                continue;
+              }
+              escape_all(arg);
             }
             continue;
           }
@@ -528,6 +560,11 @@ private:
       escape_all(s.body);
     };
     walk(body);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto& [result, source] : derived)
+        if (escapes.count(result) && escapes.insert(source).second) changed = true;
+    }
     std::set<const ir::var_node*> bad_storages;
     for (auto& [view, st] : view_of)
       if (escapes.count(view)) bad_storages.insert(st);

@@ -78,7 +78,12 @@ value call(vm_context& vm, std::size_t index, const site& at, const V&... args) 
   static_assert((std::is_same_v<V, value> && ...), "kiln::vm::compiled::call: arguments are register values");
   const value* ptrs[sizeof...(V) + 1] = {&args..., nullptr};
   try {
-    return vm.call(vm.function(index), call_args(ptrs, sizeof...(V)));
+    const value& f = vm.function(index);
+    const closure_obj& c = f.as_closure();
+    // A native function without bound arguments (every kernel): called as the VM's run loop calls
+    // it; anything else through the VM.
+    if (c.is_native() && c.bound.empty()) return value::from_raw(c.native.fn(c.native.state, call_args(ptrs, sizeof...(V))));
+    return vm.call(f, call_args(ptrs, sizeof...(V)));
   } catch (...) {
     detail::rethrow_at(at, detail::callee_name(vm, index));
   }

@@ -22,8 +22,9 @@
 /// of the library runs for this) and refuses, with a `library_error` saying why, a file that is
 /// not a shared library, a library that is not kiln's, one built by another kiln version or C++
 /// library, or one built for CPU features this machine lacks; the embedded executable is checked
-/// as `load_executable` checks a file. Libraries stay loaded until the process ends
-/// (`RTLD_NODELETE`): tensors made by their code may outlive every executable.
+/// as `load_executable` checks a file. Each call loads the file as it is now (a private copy: the
+/// dynamic loader would hand back an earlier load of the same path). Libraries stay loaded until
+/// the process ends (`RTLD_NODELETE`): tensors made by their code may outlive every executable.
 #pragma once
 
 #include <kiln/support/error.hpp>
@@ -261,12 +262,31 @@ inline void export_library(const executable& ex, const std::filesystem::path& pa
 inline executable load_module(const std::filesystem::path& path) {
   const std::string where = "kiln::vm::load_module: '" + path.string() + "'";
   detail::check_elf(path, where);
-  // An absolute path, so that dlopen does not search the library path for a bare name.
-  const std::string abs = std::filesystem::absolute(path).string();
-  void* handle = ::dlopen(abs.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  // The dynamic loader hands back a library already loaded from the same path, even when the file
+  // has been replaced since: each load opens a private copy under a fresh name instead, so that
+  // what is loaded is what the file holds now.
+  std::string copy = (std::filesystem::temp_directory_path() / "kiln-module-XXXXXX.so").string();
+  {
+    const int fd = ::mkstemps(copy.data(), 3);
+    if (fd < 0) throw library_error(where + ": cannot make a temporary copy to load: " + std::string(std::strerror(errno)));
+    ::close(fd);
+    std::error_code ec;
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) {
+      std::filesystem::remove(copy, ec);
+      throw library_error(where + ": cannot make a temporary copy to load: " + ec.message());
+    }
+  }
+  void* handle = ::dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  {
+    std::error_code ec;
+    std::filesystem::remove(copy, ec);  // the mapping stays
+  }
   if (!handle) {
     const char* why = ::dlerror();
-    throw library_error(where + ": cannot be loaded: " + std::string(why ? why : "unknown error"));
+    std::string text = why ? why : "unknown error";
+    if (auto at = text.find(copy); at != std::string::npos) text.replace(at, copy.size(), path.string());
+    throw library_error(where + ": cannot be loaded: " + text);
   }
   const auto* info = static_cast<const compiled::library_info*>(::dlsym(handle, "kiln_library_info_v1"));
   if (!info) throw library_error(where + ": not a kiln library (it has no kiln_library_info_v1)");
