@@ -24,6 +24,7 @@
 
 #include <kiln/codegen/vm_codegen.hpp>
 #include <kiln/ir/printer.hpp>
+#include <kiln/kernels/fused.hpp>
 #include <kiln/vm/builtins.hpp>
 #include <kiln/version.hpp>
 
@@ -33,7 +34,6 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -120,6 +120,27 @@ inline std::string comment_text(std::string s) {
   return out;
 }
 
+/// A fused group's description as an `fx::` expression (in parentheses when it is an infix
+/// operation and `operand` says it is an operand of one).
+inline std::string fx_text(const kernels::fused_expr::node& n, bool operand = false) {
+  using node = kernels::fused_expr::node;
+  using opcode = kernels::fused_expr::opcode;
+  switch (n.kind) {
+    case node::input: return "fx::arg<" + std::to_string(n.index) + ">{}";
+    case node::constant: return "fx::constant{" + cpp_double(n.value) + "}";
+    case node::apply: break;
+  }
+  const char* infix = n.op == opcode::add ? " + " : n.op == opcode::subtract ? " - " : n.op == opcode::multiply ? " * " : n.op == opcode::divide ? " / " : nullptr;
+  if (infix) {
+    const std::string s = fx_text(*n.children[0], true) + infix + fx_text(*n.children[1], true);
+    return operand ? "(" + s + ")" : s;
+  }
+  std::string s = "fx::" + std::string(kernels::fused_expr::operator_names[std::size_t(n.op)]) + "(";
+  for (std::size_t i = 0; i < n.children.size(); ++i) s += (i ? ", " : "") + fx_text(*n.children[i]);
+  if (n.op == opcode::clip) s += ", " + cpp_double(n.lo) + ", " + cpp_double(n.hi);
+  return s + ")";
+}
+
 /// What all functions of one module share: the executable being made, the literals.
 struct cpp_module_state {
   vm::executable exec;
@@ -157,7 +178,7 @@ public:
   std::string run() {
     collect_uses(static_cast<const ir::seq_expr_node&>(*f_->body));
     find_cacheable();
-    for (const char* r : {"k", "vm", "args", "rt", "value", "vm_arg", "fn", "std", "kiln"}) taken_.insert(r);
+    for (const char* r : {"k", "vm", "args", "rt", "fx", "value", "vm_arg", "fn", "std", "kiln"}) taken_.insert(r);
     std::string params;
     for (std::size_t i = 0; i < f_->params.size(); ++i) {
       const ir::var& p = f_->params[i];
@@ -361,7 +382,11 @@ private:
           if (n == "null_value") return "value()";
           fail("operator R." + n + " reached code generation; the pipeline must lower it first (legalize_ops, call_tir_rewrite, vm_builtin_lower)");
         }
-        if (auto* x = ir::dyn_cast<ir::extern_func_node>(c.callee)) return native_call(x->symbol, operands(c.args));
+        if (auto* x = ir::dyn_cast<ir::extern_func_node>(c.callee)) {
+          if (x->symbol == "kernels.fused")
+            if (auto f = fused_call(c)) return *f;
+          return native_call(x->symbol, operands(c.args));
+        }
         if (auto* g = ir::dyn_cast<ir::global_var_node>(c.callee)) {
           if (!ir::isa<ir::function_node>(m_->lookup(g->name))) fail("'" + g->name + "' is a kernel function; call it through R.call_tir before lowering");
           const std::int64_t idx = st_.function_index(g->name, vm::function_kind::compiled);
@@ -389,6 +414,38 @@ private:
     }
   }
 
+  // ---- fused elementwise groups -----------------------------------------------------------------------
+
+  /// `kernels.fused` with its description known: the group as a compile-time `fx::` expression,
+  /// which the C++ compiler inlines into one loop (no interpreter). Anything this cannot see
+  /// statically (a description that does not parse, too few inputs for it, an element type that
+  /// is not float32 or float64) stays a call of the kernel, which reports it as the bytecode would.
+  std::optional<std::string> fused_call(const ir::call_node& c) {
+    if (c.args.size() < 3 || c.args.size() - 2 > kernels::detail::max_fused_inputs) return std::nullopt;
+    auto* text = ir::dyn_cast<ir::string_imm_node>(c.args[0]);
+    auto* out = c.args.back()->checked_type ? ir::dyn_cast<ir::tensor_type_node>(c.args.back()->checked_type) : nullptr;
+    if (!text || !out || (out->dt != dtype::float32 && out->dt != dtype::float64)) return std::nullopt;
+    std::optional<kernels::fused_expr> e;
+    try {
+      e = kernels::fused_expr::parse(text->value);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    if (e->num_inputs() > c.args.size() - 2) return std::nullopt;
+    auto* result = ir::dyn_cast<ir::var_node>(c.args.back());
+    const std::string n = fresh((result ? result->name_hint : binding_) + "_fx");
+    line("static constexpr auto " + n + " = " + fx_text(e->root()) + ";");
+    uses_fused_ = true;
+    std::string args;
+    for (std::size_t i = 1; i < c.args.size(); ++i) args += ", " + operand(c.args[i]);
+    return "rt::fused<" + std::string(out->dt == dtype::float32 ? "float" : "double") + ">(" + n + ", " + site() + args + ")";
+  }
+
+public:
+  /// Whether the function runs a fused group through `fx::` (the generated code then needs the kernels).
+  bool uses_fused() const noexcept { return uses_fused_; }
+
+private:
   // ---- bindings -----------------------------------------------------------------------------------
 
   /// Emits a sequence's bindings; returns the C++ lvalue of its result.
@@ -629,6 +686,7 @@ private:
   std::string body_, binding_;
   int indent_ = 1;
   bool uses_vm_arg_ = false;
+  bool uses_fused_ = false;
 };
 
 }  // namespace detail
@@ -675,12 +733,15 @@ inline vm::executable cpp_codegen(const ir::ir_module& m, const cpp_codegen_opti
   }
   std::set<std::string> cpp_names;
   std::vector<std::string> bodies, registrations;
+  bool uses_fused = false;
   for (auto& [name, f] : fns) {
     std::string cpp = detail::cpp_identifier(name, "fn");
     for (int i = 1; cpp_names.count(cpp) || cpp == "literals" || cpp == "add_functions" || cpp == "value"; ++i)
       cpp = detail::cpp_identifier(name, "fn") + "_" + std::to_string(i);
     cpp_names.insert(cpp);
-    bodies.push_back(detail::cpp_function_emitter(st, m, name, cpp, f, st.exec.functions[bodies.size()].signature_text(), bodies.size()).run());
+    detail::cpp_function_emitter emitter(st, m, name, cpp, f, st.exec.functions[bodies.size()].signature_text(), bodies.size());
+    bodies.push_back(emitter.run());
+    uses_fused = uses_fused || emitter.uses_fused();
     registrations.push_back("  code.add(" + detail::cpp_string(name) + ", rt::make_function<literals, &" + cpp + ">(k));");
   }
 
@@ -694,9 +755,13 @@ inline vm::executable cpp_codegen(const ir::ir_module& m, const cpp_codegen_opti
   for (char c : ns) guard.push_back(c == ':' ? '_' : char(std::toupper(static_cast<unsigned char>(c))));
   guard += "_HPP";
   src += "#ifndef " + guard + "\n#define " + guard + "\n\n";
-  src += "#include <kiln/vm/compiled.hpp>\n#include <kiln/vm/serialize.hpp>\n\n#include <cstdint>\n#include <filesystem>\n#include <limits>\n#include <memory>\n#include <span>\n#include <string>\n\n";
+  src += "#include <kiln/vm/compiled.hpp>\n";
+  if (uses_fused) src += "#include <kiln/vm/compiled_fused.hpp>\n";
+  src += "#include <kiln/vm/serialize.hpp>\n\n#include <cstdint>\n#include <filesystem>\n#include <limits>\n#include <memory>\n#include <span>\n#include <string>\n\n";
   src += "namespace " + ns + " {\n\n";
-  src += "using kiln::vm::value;\nnamespace rt = kiln::vm::compiled;\n\n";
+  src += "using kiln::vm::value;\nnamespace rt = kiln::vm::compiled;\n";
+  if (uses_fused) src += "namespace fx = kiln::kernels::fx;\n";
+  src += "\n";
   src += "/// The literals the functions use (shapes, strings, numbers), made once per executable.\nstruct literals {\n";
   for (auto& [n, init] : st.literals) src += "  value " + n + " = " + init + ";\n";
   src += "};\n\n";

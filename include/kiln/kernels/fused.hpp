@@ -225,6 +225,27 @@ void run_fused(const E& e, std::span<const tensor> inputs, const tensor& out) {
     }
   });
 }
+/// The same with the element type `T` and the number of inputs `N` fixed at compile time, so that
+/// one loop is instantiated rather than one per input count and dtype (what generated code
+/// calls); tensors of another dtype are an error.
+template <class T, fx::expr E, std::size_t N>
+  requires(std::is_floating_point_v<T> && N >= 1 && N <= detail::max_fused_inputs)
+void run_fused_for(const E& e, const std::array<tensor, N>& inputs, const tensor& out) {
+  constexpr std::string_view op = "fused";
+  static_assert(N >= E::inputs, "kiln::kernels::run_fused_for: the expression reads more inputs than are given");
+  detail::check_fused(op, inputs, E::inputs, &out);
+  if (out.type() != runtime::dtype_of<T>)
+    fail(op, kiln::detail::concat("this kernel was made for ", name(runtime::dtype_of<T>), " operands, got ", describe_operand(out)));
+  std::array<const tensor*, N + 1> operands;
+  operands[0] = &out;
+  for (std::size_t i = 0; i < N; ++i) operands[i + 1] = &inputs[i];
+  const loop_plan<N + 1> plan(operands);
+  const fx::as_op<E> f{e};
+  plan.for_each_run([&](std::int64_t len, const std::array<char*, N + 1>& p, const std::array<std::int64_t, N + 1>& s) {
+    detail::map_run<T, fx::as_op<E>, N>(f, len, p, s);
+  });
+}
+
 template <fx::expr E>
 void run_fused(const E& e, std::initializer_list<tensor> inputs, const tensor& out) {
   run_fused(e, std::span<const tensor>(inputs.begin(), inputs.size()), out);
@@ -329,10 +350,7 @@ public:
   /// constant, folded into the instruction that computes its operand).
   std::size_t num_instructions() const noexcept { return program_->code.size(); }
 
-private:
-  template <class T>
-  friend class fused_epilogue;
-
+  /// A node of the expression tree: an input, a constant, or an operator applied to children.
   struct node {
     enum kind_t : std::uint8_t { input, constant, apply } kind;
     opcode op;
@@ -341,6 +359,14 @@ private:
     double lo, hi;      ///< clip
     std::vector<std::shared_ptr<const node>> children;
   };
+  /// The expression tree, for tools that translate it (the C++ code generator writes it as an
+  /// `fx::` expression).
+  const node& root() const noexcept { return *root_; }
+
+private:
+  template <class T>
+  friend class fused_epilogue;
+
   /// A cheap operator applied to an instruction's result while it is still in a register: a
   /// unary one (negative, abs, relu, clip) or a binary one with a constant on the `left` or
   /// the right (add, subtract, multiply, divide, maximum, minimum).

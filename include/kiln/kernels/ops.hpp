@@ -403,7 +403,7 @@ struct clip : numeric_operator {
   double lo = -std::numeric_limits<double>::infinity();
   double hi = std::numeric_limits<double>::infinity();
   clip() = default;
-  clip(double lo_, double hi_) : lo(lo_), hi(hi_) {}
+  constexpr clip(double lo_, double hi_) : lo(lo_), hi(hi_) {}
   template <class V>
   V operator()(const V& x) const {
     using E = element_t<V>;

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Fused elementwise groups in generated code. The bytecode calls `kernels.fused` with the group's
+/// description as text, which the run-time `fused_expr` interpreter evaluates tile by tile; the
+/// compiled mode writes the same description as a compile-time `fx::` expression, so the C++
+/// compiler inlines the whole group into one loop over SIMD registers:
+///
+///     // lv2 = R.call_packed("kernels.fused", R.str("(relu (add x0 x1)) ; lv lv1"), x, b, alloc)
+///     static constexpr auto lv2_fx = fx::relu(fx::arg<0>{} + fx::arg<1>{});
+///     rt::fused<float>(lv2_fx, {fn, "lv2"}, x, b, alloc);
+///
+/// The checks and messages are those of `kernels.fused`. The results equal the interpreter's
+/// where both are built for the same instruction set; a library built with another `-march`
+/// (FMA contraction, other SIMD math) may differ in the last bits.
+#pragma once
+
+#include <kiln/kernels/fused.hpp>
+#include <kiln/vm/compiled.hpp>
+
+#include <array>
+
+namespace kiln::vm::compiled {
+
+namespace fx = kiln::kernels::fx;
+
+/// Runs the fused group `e` over float or double (`T`) tensors: `args` are the inputs, then the
+/// output, as `kernels.fused` takes them after the description.
+template <class T, fx::expr E, class... V>
+value fused(const E& e, const site& at, const V&... args) {
+  static_assert((std::is_same_v<V, value> && ...), "kiln::vm::compiled::fused: arguments are register values");
+  constexpr std::size_t n = sizeof...(V) - 1;
+  static_assert(sizeof...(V) >= 2, "kiln::vm::compiled::fused: the inputs and the output");
+  try {
+    const value* ptrs[] = {&args...};
+    std::array<tensor, n> inputs;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!ptrs[i]->is_tensor()) kernels::fail("fused", kiln::detail::concat("argument ", i + 1, " must be a tensor, got ", name(ptrs[i]->kind())));
+      inputs[i] = ptrs[i]->as_tensor();
+    }
+    if (!ptrs[n]->is_tensor()) kernels::fail("fused", kiln::detail::concat("the output must be a tensor, got ", name(ptrs[n]->kind())));
+    kernels::run_fused_for<T>(e, inputs, ptrs[n]->as_tensor());
+    return value();
+  } catch (...) {
+    detail::rethrow_at(at, "kernels.fused");
+  }
+}
+
+}  // namespace kiln::vm::compiled
