@@ -5,6 +5,7 @@
 //   kiln-compile resnet18.onnx -o resnet18.kx --shape input=1,3,224,224 --time-passes
 //   kiln-compile mlp.ir --exec-mode compiled -o mlp.so              # export_library
 //   kiln-compile mlp.ir --emit-cpp mlp.hpp -o mlp.kx --namespace mlp  # a header to include
+//   kiln-compile mlp.ir --exec-mode compiled --instrumented -o mlp.so # kiln-run --profile sees its kernels
 #include "common.hpp"
 
 int main(int argc, char** argv) {
@@ -12,7 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Compiles an ONNX model or a module in kiln's IR text format to an executable for kiln's VM.", "kiln-compile"};
   std::string input, output, pipeline;
   std::vector<std::string> shape_options;
-  bool print_bytecode = false;
+  bool print_bytecode = false, instrumented = false;
   std::string mode_text = "bytecode", emit_cpp, name_space = "kiln_generated", cxx;
   std::vector<std::string> cxx_flags;
   pass_options passes;
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"bytecode", "compiled"}));
   app.add_option("--emit-cpp", emit_cpp, "Write the compiled mode's C++ as a header to include in a program (implies --exec-mode compiled)");
   app.add_option("--namespace", name_space, "The C++ namespace of the generated code");
+  app.add_flag("--instrumented", instrumented,
+               "Compiled mode: report every call inside compiled functions to the VM's instrument (for kiln-run --profile)");
   app.add_option("--cxx", cxx, "The C++ compiler that builds the library (default: $CXX, else the one kiln was configured with)");
   app.add_option("--cxx-flag", cxx_flags, "A flag for that compiler instead of the defaults (-O2 -march=native); repeatable")->allow_extra_args(false);
   app.add_option("-p,--pipeline", pipeline, "Pipeline text instead of the default pipeline (kiln.default)");
@@ -45,7 +48,7 @@ int main(int argc, char** argv) {
       kiln::pass_context_scope scope(ctx);
       ex = kiln::compile(m, {.pipeline = pipeline.empty() ? std::nullopt : std::optional<std::string>(pipeline),
                              .mode = compiled ? kiln::exec_mode::compiled : kiln::exec_mode::bytecode,
-                             .cpp = {.name_space = name_space}});
+                             .cpp = {.name_space = name_space, .instrumented = instrumented}});
     }
     passes.report(ctx);
     if (!emit_cpp.empty()) {

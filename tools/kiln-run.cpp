@@ -175,11 +175,11 @@ int main(int argc, char** argv) {
       };
       std::map<std::string, entry> table;
       std::vector<std::chrono::steady_clock::time_point> started;
-      std::set<std::string> bytecode;
+      std::set<std::string> module_functions;  // calls between them are not rows: their kernels are
       for (auto& fn : ex.functions)
-        if (fn.kind == vm::function_kind::bytecode) bytecode.insert(fn.name);
+        if (fn.kind != vm::function_kind::native) module_functions.insert(fn.name);
       machine.set_instrument([&](const vm::value&, std::string_view symbol, bool before, const vm::value&, vm::call_args) {
-        if (bytecode.count(std::string(symbol))) return vm::instrument_action::no_op;
+        if (module_functions.count(std::string(symbol))) return vm::instrument_action::no_op;
         if (before) {
           started.push_back(std::chrono::steady_clock::now());
         } else {
@@ -201,6 +201,8 @@ int main(int argc, char** argv) {
       std::printf("\nprofile over %d run%s (%.3f ms per run; natives %.1f%% of it, the rest the VM and the instrument):\n", repeat,
                   repeat == 1 ? "" : "s", total / repeat, 100.0 * in_natives / total);
       std::printf("  %-36s %8s %12s %8s\n", "native function", "calls", "ms per run", "share");
+      if (rows.empty() && std::any_of(ex.functions.begin(), ex.functions.end(), [](auto& f) { return f.kind == vm::function_kind::compiled; }))
+        std::printf("  (no calls reported: compiled functions report their calls only when built with kiln-compile --instrumented)\n");
       for (auto& [name, e] : rows)
         std::printf("  %-36s %8zu %12.3f %7.1f%%\n", name.c_str(), e.calls / std::size_t(repeat), e.ms / repeat, 100.0 * e.ms / total);
     }

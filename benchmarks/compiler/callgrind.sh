@@ -26,3 +26,14 @@ for model in mlp cnn encoder; do
   awk -v m="$model" -v r="$reps" -v vm="$vm" -v c="$comp" -v hand="$hand" -v k="${calls[$model]}" 'BEGIN {
     printf "%-8s %14.0f %14.0f %14.0f %16.1f %16.1f\n", m, vm / r, c / r, hand / r, (vm - hand) / r / k, (c - hand) / r / k }'
 done
+
+# With fusion on (the default pipeline): fused elementwise groups run in the bytecode through the
+# fused_expr interpreter, in the compiled mode as inlined fx:: expressions. Both forms run the same
+# GEMM and convolution kernels, so the difference is the groups and the calls around them.
+printf '\n%-8s %16s %16s %10s\n' model "vm fused ins/run" "compiled fused" "ratio"
+for model in mlp cnn encoder; do
+  vm=$(instructions "$model" vm_fused)
+  comp=$(instructions "$model" compiled_fused)
+  awk -v m="$model" -v r="$reps" -v vm="$vm" -v c="$comp" 'BEGIN {
+    printf "%-8s %16.0f %16.0f %10.4f\n", m, vm / r, c / r, c / vm }'
+done

@@ -173,6 +173,71 @@ class Module:
                  "kiln::vm: in 'g' at binding 'lv' (call 'kernels.fused'): kiln::kernels::fused: "));
 }
 
+TEST_CASE("the instrumented variant reports the calls inside compiled functions as the bytecode does") {
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def helper(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        with R.dataflow():
+            y: R.Tensor((2, 3), "float32") = R.exp(x)
+            z: R.Tensor((2, 3), "float32") = R.multiply(y, R.const(2.0, "float32"))
+            R.output(z)
+        return z
+
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32"), w: R.Tensor((3, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        h: R.Tensor((2, 3), "float32") = R.matmul(x, w)
+        r: R.Tensor((2, 3), "float32") = cls.helper(h)
+        return r
+)");
+  using event = std::pair<std::string, bool>;  // the callee, before or after
+  auto record = [](vm::virtual_machine& machine, std::vector<event>& events, std::string skip = "") {
+    machine.set_instrument([&events, skip](const vm::value&, std::string_view symbol, bool before, const vm::value&, vm::call_args) {
+      events.emplace_back(std::string(symbol), before);
+      return before && symbol == skip ? vm::instrument_action::skip_run : vm::instrument_action::no_op;
+    });
+  };
+  const auto args = arguments_for(m, "main", {}, 7);
+  kiln::pass_context ctx(2);
+  kiln::pass_context_scope scope(ctx);
+  vm::virtual_machine bytecode(kiln::compile(m), {}, kernels::global_registry());
+  std::vector<event> want;
+  record(bytecode, want);
+  const vm::value expected = bytecode.invoke_span("main", args);
+
+  const vm::executable ex = kiln::compile(m, {.mode = exec_mode::compiled, .cpp = {.instrumented = true}});
+  CHECK(contains(ex.generated_source, "// Instrumented: every call is reported"));
+  CHECK(contains(ex.generated_source, "rt::call_reported(vm, "));
+  CHECK(contains(ex.generated_source, "rt::fused_reported<float>(vm, "));
+  CHECK(!contains(ex.generated_source, "rt::direct<"));  // built-ins go through the table, to be seen
+  const auto lib = temp_file("instrumented", ".so");
+  vm::export_library(ex, lib);
+  const vm::executable loaded = vm::load_module(lib);
+  std::filesystem::remove(lib);
+  vm::virtual_machine compiled(loaded, {}, kernels::global_registry());
+  std::vector<event> got;
+  record(compiled, got);
+  CHECK(max_difference(compiled.invoke_span("main", args), expected, true) <= fused_tolerance);
+  CHECK(got == want);  // the same calls in the same order: kernels, built-ins, the call of helper, the fused group
+  CHECK(std::count(got.begin(), got.end(), event{"kernels.fused", true}) == 1);
+  CHECK(std::count(got.begin(), got.end(), event{"helper", true}) == 1);
+
+  // Without an instrument the variant runs as the plain one; an instrument may skip a call.
+  compiled.set_instrument(nullptr);
+  CHECK(max_difference(compiled.invoke_span("main", args), expected, true) <= fused_tolerance);
+  std::vector<event> skipped;
+  record(compiled, skipped, "helper");
+  CHECK(compiled.invoke_span("main", args).is_null());  // the skipped call's result is null, as in the bytecode
+  CHECK(std::count(skipped.begin(), skipped.end(), event{"kernels.fused", true}) == 0);
+
+  // The plain variant: the instrument sees nothing inside compiled functions (as in TVM).
+  vm::virtual_machine plain(compiled_mode(m), {}, kernels::global_registry());
+  std::vector<event> none;
+  record(plain, none);
+  (void)plain.invoke_span("main", args);
+  CHECK(none.empty());
+}
+
 TEST_CASE("export_library and load_module: the loaded executable runs as the bytecode does") {
   const ir::ir_module m = ir::parse_module(two_functions);
   const vm::executable ex = kiln::compile(m, {.mode = exec_mode::compiled});

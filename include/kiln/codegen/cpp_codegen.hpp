@@ -22,6 +22,7 @@
 /// a module code generation cannot handle is a `codegen_error` naming the function and binding.
 #pragma once
 
+#include <kiln/codegen/lowered.hpp>
 #include <kiln/codegen/vm_codegen.hpp>
 #include <kiln/ir/printer.hpp>
 #include <kiln/kernels/fused.hpp>
@@ -43,6 +44,12 @@ namespace kiln::codegen {
 struct cpp_codegen_options {
   /// The namespace the generated code lives in (a C++ qualified name, "models::mlp").
   std::string name_space = "kiln_generated";
+  /// Report every call (kernels, built-ins, fused groups, other functions) to the VM's instrument
+  /// (`virtual_machine::set_instrument`) as the bytecode does, so that a per-kernel profile
+  /// (`kiln-run --profile`) sees inside compiled functions. Off by default: without it calls are
+  /// direct, and the instrument sees only the call of the compiled function itself (as in TVM).
+  /// On, each call checks for an instrument, and built-ins go through the function table.
+  bool instrumented = false;
 };
 
 namespace detail {
@@ -141,11 +148,32 @@ inline std::string fx_text(const kernels::fused_expr::node& n, bool operand = fa
   return s + ")";
 }
 
+/// The C++ initializer of a literal's value (a shape, a number, a bool, a string or null).
+inline std::string cpp_initializer(const vm::value& v) {
+  switch (v.kind()) {
+    case vm::value_kind::shape: {
+      std::string s = "value::shape({";
+      bool first = true;
+      for (auto d : v.as_shape()) {
+        s += (first ? "" : ", ") + std::to_string(d);
+        first = false;
+      }
+      return s + "})";
+    }
+    case vm::value_kind::float_: return "value(" + cpp_double(v.as_float()) + ")";
+    case vm::value_kind::bool_: return v.as_bool() ? "value(true)" : "value(false)";
+    case vm::value_kind::int_: return "value(" + cpp_int(v.as_int()) + ")";
+    case vm::value_kind::string: return "value(std::string(" + cpp_string(v.as_string()) + "))";
+    case vm::value_kind::null: return "value()";
+    default: throw codegen_error("kiln::codegen::cpp_codegen: a literal of kind " + std::string(vm::name(v.kind())) + " has no C++ form");
+  }
+}
+
 /// What all functions of one module share: the executable being made, the literals.
 struct cpp_module_state {
   vm::executable exec;
-  std::unordered_map<const ir::constant_node*, std::int64_t> const_cache;
-  std::vector<std::pair<ir::ndarray, std::int64_t>> tensors;
+  bool instrumented = false;
+  constant_pool pool;
   std::map<std::string, std::string> literal_names;  ///< initializer -> member name
   std::vector<std::pair<std::string, std::string>> literals;  ///< member name, initializer, in order
 
@@ -243,6 +271,9 @@ private:
     throw codegen_error("kiln::codegen::cpp_codegen: in function '" + name_ + "', " +
                         (binding_.empty() || binding_ == "the result" ? std::string("the result") : "binding '" + binding_ + "'") + ": " + msg);
   }
+  fail_fn failer() const {
+    return [this](const std::string& msg) { fail(msg); };
+  }
 
   std::string fresh(const std::string& hint) {
     const std::string base = cpp_identifier(hint, "v");
@@ -267,20 +298,10 @@ private:
   // ---- operands -----------------------------------------------------------------------------------
 
   std::string constant_tensor(const ir::constant_node& c) {
-    std::int64_t idx;
-    if (auto it = st_.const_cache.find(&c); it != st_.const_cache.end()) {
-      idx = it->second;
-    } else {
-      idx = -1;
-      for (auto& [a, i] : st_.tensors)
-        if (a == c.data) idx = i;
-      if (idx < 0) {
-        idx = std::int64_t(st_.exec.constants.size());
-        st_.exec.constants.push_back(vm::value(transform::to_tensor(c.data)));
-        st_.tensors.emplace_back(c.data, idx);
-      }
-      st_.const_cache[&c] = idx;
-    }
+    const std::int64_t idx = st_.pool.index(c, [&](vm::value v) {
+      st_.exec.constants.push_back(std::move(v));
+      return std::int64_t(st_.exec.constants.size() - 1);
+    });
     auto it = constants_.find(idx);
     if (it == constants_.end()) it = constants_.emplace(idx, "c" + std::to_string(idx)).first;
     return it->second;
@@ -288,58 +309,37 @@ private:
 
   std::string function_value(std::int64_t index) { return "vm.function(" + std::to_string(index) + ")"; }
 
+  /// The call of function-table entry `idx` with `args` (", a, b").
+  std::string call_through_table(std::int64_t idx, const std::string& args) {
+    return std::string(st_.instrumented ? "rt::call_reported(" : "rt::call(") + "vm, " + std::to_string(idx) + ", " + site() + args + ")";
+  }
+
   /// The call of native `symbol` with `args` (", a, b"): a built-in directly, anything else
   /// through the function table.
   std::string native_call(const std::string& symbol, const std::string& args) {
     std::string_view b = symbol;
     if (b == "runtime.Tuple") b = "vm.builtin.make_tuple";
-    if (b.starts_with("vm.builtin.")) {
+    if (b.starts_with("vm.builtin.") && !st_.instrumented) {
       b.remove_prefix(11);
       for (std::string_view n : vm::builtin_names)
         if (n == b)
           return "rt::direct<&kiln::vm::builtin::" + std::string(n) + ">(" + site() + ", " + cpp_string(symbol) + args + ")";
     }
     const std::int64_t idx = st_.function_index(symbol, vm::function_kind::native);
-    return "rt::call(vm, " + std::to_string(idx) + ", " + site() + args + ")";
+    return call_through_table(idx, args);
   }
 
   /// The literal an expression is, if it is one (as a C++ lvalue of type `const value&`).
   std::optional<std::string> literal(const ir::expr& e) {
-    switch (e->kind) {
-      case ir::node_kind::constant: return constant_tensor(static_cast<const ir::constant_node&>(*e));
-      case ir::node_kind::shape_expr: {
-        std::string init = "value::shape({";
-        bool first = true;
-        for (auto& d : static_cast<const ir::shape_expr_node&>(*e).values) {
-          auto c = ir::as_int(d);
-          if (!c) fail("the shape uses size variables; run vm_shape_lower first");
-          init += (first ? "" : ", ") + std::to_string(*c);
-          first = false;
-        }
-        return st_.literal(init + "})");
-      }
-      case ir::node_kind::prim_value: {
-        auto& p = static_cast<const ir::prim_value_node&>(*e);
-        if (!p.int_value) return st_.literal("value(" + cpp_double(p.float_value) + ")");
-        auto c = ir::as_int(p.int_value);
-        if (!c) fail("the value " + ir::to_string(p.int_value) + " uses size variables; run vm_shape_lower first");
-        if (p.dt == dtype::bool_) return st_.literal(*c != 0 ? "value(true)" : "value(false)");
-        return st_.literal("value(" + cpp_int(*c) + ")");
-      }
-      case ir::node_kind::string_imm: return st_.literal("value(std::string(" + cpp_string(static_cast<const ir::string_imm_node&>(*e).value) + "))");
-      case ir::node_kind::global_var: {
-        const std::string& n = static_cast<const ir::global_var_node&>(*e).name;
-        if (!ir::isa<ir::function_node>(m_->lookup(n))) fail("'" + n + "' is a kernel function; it cannot be used as a value");
-        return function_value(st_.function_index(n, vm::function_kind::compiled));
-      }
-      case ir::node_kind::extern_func:
-        return function_value(st_.function_index(static_cast<const ir::extern_func_node&>(*e).symbol, vm::function_kind::native));
-      case ir::node_kind::call:
-        if (auto* o = ir::dyn_cast<ir::op_node>(static_cast<const ir::call_node&>(*e).callee); o && o->name() == "null_value")
-          return st_.literal("value()");
-        return std::nullopt;
-      default: return std::nullopt;
+    auto l = as_literal(e, m_, failer());
+    if (!l) return std::nullopt;
+    switch (l->kind) {
+      case literal::constant: return constant_tensor(*l->tensor);
+      case literal::value: return st_.literal(cpp_initializer(l->v));
+      case literal::function: return function_value(st_.function_index(l->name, vm::function_kind::compiled));
+      case literal::native: return function_value(st_.function_index(l->name, vm::function_kind::native));
     }
+    return std::nullopt;
   }
 
   /// `e` as a C++ lvalue of type `const value&`: a local, a literal, or a temporary computed first.
@@ -359,7 +359,7 @@ private:
     fail("cannot use this expression (an if or a sequence) as an operand; bind it to a variable first");
   }
 
-  std::string operands(const std::vector<ir::expr>& xs) {
+  std::string operands(std::span<const ir::expr> xs) {
     std::string s;
     for (auto& x : xs) s += ", " + operand(x);
     return s;
@@ -369,33 +369,30 @@ private:
   std::string value_expr(const ir::expr& e) {
     switch (e->kind) {
       case ir::node_kind::call: {
-        auto& c = static_cast<const ir::call_node&>(*e);
-        if (auto* o = ir::dyn_cast<ir::op_node>(c.callee)) {
-          const std::string& n = o->name();
-          if (n == "call_builtin_with_ctx") {
-            auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
-            if (!t) fail("the arguments of R.call_builtin_with_ctx must be a tuple literal");
+        auto& call = static_cast<const ir::call_node&>(*e);
+        const lowered_call c = classify_call(call, m_, failer());
+        switch (c.kind) {
+          case lowered_call::builtin_with_ctx: {
             uses_vm_arg_ = true;
-            const std::string args = operands(t->fields);
-            return native_call(static_cast<const ir::extern_func_node&>(*c.args[0]).symbol, ", vm_arg" + args);
+            return native_call(c.symbol, ", vm_arg" + operands(c.args));
           }
-          if (n == "null_value") return "value()";
-          fail("operator R." + n + " reached code generation; the pipeline must lower it first (legalize_ops, call_tir_rewrite, vm_builtin_lower)");
+          case lowered_call::kill:  // as a value (not a binding's own statement): clears nothing
+          case lowered_call::null_value: return "value()";
+          case lowered_call::native:
+            if (c.symbol == "kernels.fused")
+              if (auto f = fused_call(call)) return *f;
+            return native_call(c.symbol, operands(c.args));
+          case lowered_call::function: {
+            const std::int64_t idx = st_.function_index(c.symbol, vm::function_kind::compiled);
+            return call_through_table(idx, operands(c.args));
+          }
+          case lowered_call::closure: {
+            const std::string f = operand(*c.callee);
+            const std::string args = operands(c.args);
+            return "rt::invoke(vm, " + f + ", " + site() + args + ")";
+          }
         }
-        if (auto* x = ir::dyn_cast<ir::extern_func_node>(c.callee)) {
-          if (x->symbol == "kernels.fused")
-            if (auto f = fused_call(c)) return *f;
-          return native_call(x->symbol, operands(c.args));
-        }
-        if (auto* g = ir::dyn_cast<ir::global_var_node>(c.callee)) {
-          if (!ir::isa<ir::function_node>(m_->lookup(g->name))) fail("'" + g->name + "' is a kernel function; call it through R.call_tir before lowering");
-          const std::int64_t idx = st_.function_index(g->name, vm::function_kind::compiled);
-          const std::string args = operands(c.args);
-          return "rt::call(vm, " + std::to_string(idx) + ", " + site() + args + ")";
-        }
-        const std::string f = operand(c.callee);  // a closure value
-        const std::string args = operands(c.args);
-        return "rt::invoke(vm, " + f + ", " + site() + args + ")";
+        return "value()";
       }
       case ir::node_kind::tuple: {
         std::string s = "rt::tuple(";
@@ -438,7 +435,9 @@ private:
     uses_fused_ = true;
     std::string args;
     for (std::size_t i = 1; i < c.args.size(); ++i) args += ", " + operand(c.args[i]);
-    return "rt::fused<" + std::string(out->dt == dtype::float32 ? "float" : "double") + ">(" + n + ", " + site() + args + ")";
+    const std::string type = out->dt == dtype::float32 ? "float" : "double";
+    if (st_.instrumented) return "rt::fused_reported<" + type + ">(vm, " + n + ", " + site() + args + ")";
+    return "rt::fused<" + type + ">(" + n + ", " + site() + args + ")";
   }
 
 public:
@@ -701,6 +700,7 @@ private:
 ///     inline void add_functions(kiln::vm::native_code& code);   // registers them all
 inline vm::executable cpp_codegen(const ir::ir_module& m, const cpp_codegen_options& options = {}) {
   detail::cpp_module_state st;
+  st.instrumented = options.instrumented;
   // The graph-level functions come first in the table, so that their indices do not depend on
   // the order functions call each other.
   std::vector<std::pair<std::string, ir::function>> fns;
@@ -748,6 +748,7 @@ inline vm::executable cpp_codegen(const ir::ir_module& m, const cpp_codegen_opti
   std::string src;
   src += "// Generated by kiln " + std::string(kiln::version) + " (kiln::codegen::cpp_codegen): the compiled functions of an executable.\n";
   src += "// Deterministic; regenerate it from the IR rather than editing it.\n";
+  if (options.instrumented) src += "// Instrumented: every call is reported to the VM's instrument (set_instrument), as the bytecode does.\n";
   for (auto& f : st.exec.functions)
     if (f.kind == vm::function_kind::compiled) src += "//   @" + detail::comment_text(f.name + f.signature_text()) + "\n";
   const std::string ns = options.name_space.empty() ? std::string("kiln_generated") : options.name_space;

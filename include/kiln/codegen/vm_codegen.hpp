@@ -24,11 +24,8 @@
 /// functions (`prim_func`) get no bytecode.
 #pragma once
 
-#include <kiln/ir/module.hpp>
-#include <kiln/ir/op.hpp>
+#include <kiln/codegen/lowered.hpp>
 #include <kiln/ir/visitor.hpp>
-#include <kiln/support/error.hpp>
-#include <kiln/transform/tensor_conversion.hpp>
 #include <kiln/vm/exec_builder.hpp>
 
 #include <map>
@@ -36,11 +33,6 @@
 #include <unordered_map>
 
 namespace kiln::codegen {
-
-class codegen_error : public error {
-public:
-  using error::error;
-};
 
 struct vm_codegen_options {
   /// Give a register back after the last use of its value (off: one register per binding, as TVM).
@@ -94,9 +86,8 @@ namespace detail {
 /// Emits one function.
 class function_emitter {
 public:
-  function_emitter(vm::exec_builder& b, const ir::ir_module& m, std::string name, const ir::function& f, vm_codegen_options o,
-                   std::unordered_map<const ir::constant_node*, std::int64_t>& const_cache, std::vector<std::pair<ir::ndarray, std::int64_t>>& tensors)
-      : b_(b), m_(m), name_(std::move(name)), f_(f), opts_(o), const_cache_(const_cache), tensors_(tensors) {}
+  function_emitter(vm::exec_builder& b, const ir::ir_module& m, std::string name, const ir::function& f, vm_codegen_options o, constant_pool& pool)
+      : b_(b), m_(m), name_(std::move(name)), f_(f), opts_(o), pool_(pool) {}
 
   void run() {
     liveness();
@@ -136,6 +127,9 @@ private:
   [[noreturn]] void fail(const std::string& msg) const {
     throw codegen_error("kiln::codegen::vm_codegen: in function '" + name_ + "', " + (binding_.empty() ? std::string("the result") : "binding '" + binding_ + "'") +
                         ": " + msg);
+  }
+  fail_fn failer() const {
+    return [this](const std::string& msg) { fail(msg); };
   }
 
   // ---- liveness -----------------------------------------------------------------------------------
@@ -203,52 +197,20 @@ private:
 
   // ---- operands -----------------------------------------------------------------------------------
 
-  std::int64_t constant_tensor(const ir::constant_node& c) {
-    if (auto it = const_cache_.find(&c); it != const_cache_.end()) return it->second;
-    for (auto& [a, idx] : tensors_)
-      if (a == c.data) return const_cache_[&c] = idx;
-    const std::int64_t idx = b_.add_constant(vm::value(transform::to_tensor(c.data)));
-    tensors_.emplace_back(c.data, idx);
-    return const_cache_[&c] = idx;
-  }
-
-  /// The literal an expression is, if it is one.
+  /// The literal an expression is, if it is one: a small integer as an immediate, anything else
+  /// from the constant pool.
   std::optional<vm::instr_arg> literal(const ir::expr& e) {
-    switch (e->kind) {
-      case ir::node_kind::constant: return b_.c(constant_tensor(static_cast<const ir::constant_node&>(*e)));
-      case ir::node_kind::shape_expr: {
-        vm::shape_vector dims;
-        for (auto& d : static_cast<const ir::shape_expr_node&>(*e).values) {
-          auto c = ir::as_int(d);
-          if (!c)
-            fail("the shape " + ir::to_string(static_cast<const ir::shape_expr_node&>(*e).values, [](const ir::size_var_node& v) { return v.name; }, "[", "]") +
-                 " uses size variables; run vm_shape_lower first");
-          dims.push_back(*c);
-        }
-        return b_.c(b_.add_constant(vm::value::shape(std::move(dims))));
-      }
-      case ir::node_kind::prim_value: {
-        auto& p = static_cast<const ir::prim_value_node&>(*e);
-        if (!p.int_value) return b_.c(b_.add_constant(vm::value(p.float_value)));
-        auto c = ir::as_int(p.int_value);
-        if (!c) fail("the value " + ir::to_string(p.int_value) + " uses size variables; run vm_shape_lower first");
-        if (p.dt == dtype::bool_) return b_.c(b_.add_constant(vm::value(*c != 0)));
-        if (vm::instr_arg::fits(*c)) return b_.imm(*c);
-        return b_.c(b_.add_constant(vm::value(*c)));
-      }
-      case ir::node_kind::string_imm: return b_.c(b_.add_constant(vm::value(static_cast<const ir::string_imm_node&>(*e).value)));
-      case ir::node_kind::global_var: {
-        const std::string& n = static_cast<const ir::global_var_node&>(*e).name;
-        if (!ir::isa<ir::function_node>(m_->lookup(n))) fail("'" + n + "' is a kernel function; it cannot be used as a value");
-        return b_.f(n);
-      }
-      case ir::node_kind::extern_func: return b_.f(static_cast<const ir::extern_func_node&>(*e).symbol);
-      case ir::node_kind::call:
-        if (auto* o = ir::dyn_cast<ir::op_node>(static_cast<const ir::call_node&>(*e).callee); o && o->name() == "null_value")
-          return b_.c(b_.add_constant(vm::value()));
-        return std::nullopt;
-      default: return std::nullopt;
+    auto l = as_literal(e, m_, failer());
+    if (!l) return std::nullopt;
+    switch (l->kind) {
+      case literal::constant: return b_.c(pool_.index(*l->tensor, [&](vm::value v) { return b_.add_constant(std::move(v)); }));
+      case literal::value:
+        if (l->v.is_int() && vm::instr_arg::fits(l->v.as_int())) return b_.imm(l->v.as_int());
+        return b_.c(b_.add_constant(std::move(l->v)));
+      case literal::function:
+      case literal::native: return b_.f(l->name);
     }
+    return std::nullopt;
   }
 
   // ---- values -------------------------------------------------------------------------------------
@@ -268,38 +230,29 @@ private:
     };
     switch (e->kind) {
       case ir::node_kind::call: {
-        auto& c = static_cast<const ir::call_node&>(*e);
-        if (auto* o = ir::dyn_cast<ir::op_node>(c.callee)) {
-          const std::string& n = o->name();
-          if (n == "call_builtin_with_ctx") {
-            auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
-            if (!t) fail("the arguments of R.call_builtin_with_ctx must be a tuple literal");
-            p.func = static_cast<const ir::extern_func_node&>(*c.args[0]).symbol;
+        const lowered_call c = classify_call(static_cast<const ir::call_node&>(*e), m_, failer());
+        switch (c.kind) {
+          case lowered_call::builtin_with_ctx:
+            p.func = c.symbol;
             p.args.push_back(vm::exec_builder::vm());
-            all(t->fields);
-          } else if (n == "vm.kill_object") {
+            break;
+          case lowered_call::kill: {
             p.func = "vm.builtin.null_value";
             const vm::instr_arg x = operand(c.args[0], temps);
             if (x.kind() == vm::arg_kind::reg) p.fixed_dst = x.value();
             else p.fixed_dst = vm::void_register;  // a literal: nothing to clear
-          } else if (n == "null_value") {
-            p.func = "vm.builtin.null_value";
-          } else {
-            fail("operator R." + n + " reached code generation; the pipeline must lower it first (legalize_ops, call_tir_rewrite, vm_builtin_lower)");
+            return p;
           }
-        } else if (auto* x = ir::dyn_cast<ir::extern_func_node>(c.callee)) {
-          p.func = x->symbol;
-          all(c.args);
-        } else if (auto* g = ir::dyn_cast<ir::global_var_node>(c.callee)) {
-          if (!ir::isa<ir::function_node>(m_->lookup(g->name))) fail("'" + g->name + "' is a kernel function; call it through R.call_tir before lowering");
-          p.func = g->name;
-          all(c.args);
-        } else {  // a closure value
-          p.func = "vm.builtin.invoke_closure";
-          p.args.push_back(vm::exec_builder::vm());
-          p.args.push_back(operand(c.callee, temps));
-          all(c.args);
+          case lowered_call::null_value: p.func = "vm.builtin.null_value"; return p;
+          case lowered_call::native:
+          case lowered_call::function: p.func = c.symbol; break;
+          case lowered_call::closure:
+            p.func = "vm.builtin.invoke_closure";
+            p.args.push_back(vm::exec_builder::vm());
+            p.args.push_back(operand(*c.callee, temps));
+            break;
         }
+        for (auto& x : c.args) p.args.push_back(operand(x, temps));
         return p;
       }
       case ir::node_kind::tuple:
@@ -458,8 +411,7 @@ private:
   std::string name_;
   ir::function f_;
   vm_codegen_options opts_;
-  std::unordered_map<const ir::constant_node*, std::int64_t>& const_cache_;
-  std::vector<std::pair<ir::ndarray, std::int64_t>>& tensors_;
+  constant_pool& pool_;
 
   std::string binding_;
   std::unordered_map<const ir::var_node*, const ir::var_node*> alias_;
@@ -481,10 +433,9 @@ inline vm::executable vm_codegen(const ir::ir_module& m, vm_codegen_options opti
   // Declared first, so that calls in either direction (and recursion) find them.
   for (auto& e : m->functions())
     if (auto* f = ir::dyn_cast<ir::function_node>(e.func)) b.declare_function(e.gv->name, vm::function_kind::bytecode, std::int64_t(f->params.size()));
-  std::unordered_map<const ir::constant_node*, std::int64_t> const_cache;
-  std::vector<std::pair<ir::ndarray, std::int64_t>> tensors;
+  constant_pool pool;
   for (auto& e : m->functions())
-    if (auto f = ir::ref_cast<ir::function_node>(e.func)) detail::function_emitter(b, m, e.gv->name, f, options, const_cache, tensors).run();
+    if (auto f = ir::ref_cast<ir::function_node>(e.func)) detail::function_emitter(b, m, e.gv->name, f, options, pool).run();
   return b.get();
 }
 

@@ -89,6 +89,28 @@ value call(vm_context& vm, std::size_t index, const site& at, const V&... args) 
   }
 }
 
+/// `call` in code generated with `cpp_codegen_options::instrumented`: when the VM has an instrument
+/// (`set_instrument`), reports the call to it before and after, as the bytecode's run loop does;
+/// a call the instrument skips gives null.
+template <class... V>
+value call_reported(vm_context& vm, std::size_t index, const site& at, const V&... args) {
+  const instrument_fn* instrument = vm.instrument();
+  if (!instrument) return call(vm, index, at, args...);
+  const value* ptrs[sizeof...(V) + 1] = {&args..., nullptr};
+  const call_args a(ptrs, sizeof...(V));
+  const std::string symbol = detail::callee_name(vm, index);
+  try {
+    const value& f = vm.function(index);
+    if ((*instrument)(f, symbol, true, value(), a) == instrument_action::skip_run) return value();
+    const closure_obj& c = f.as_closure();
+    value r = c.is_native() && c.bound.empty() ? value::from_raw(c.native.fn(c.native.state, a)) : vm.call(f, a);
+    (*instrument)(f, symbol, false, r, a);
+    return r;
+  } catch (...) {
+    detail::rethrow_at(at, symbol);
+  }
+}
+
 /// Calls the closure `f` (a function value) with `args`.
 template <class... V>
 value invoke(vm_context& vm, const value& f, const site& at, const V&... args) {

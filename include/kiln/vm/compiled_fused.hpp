@@ -45,4 +45,28 @@ value fused(const E& e, const site& at, const V&... args) {
   }
 }
 
+/// `fused` in code generated with `cpp_codegen_options::instrumented`: reported to the VM's
+/// instrument as a call of `kernels.fused` (the callee is null: the group is inlined, not a
+/// function of the table; the arguments are the inputs and the output).
+template <class T, fx::expr E, class... V>
+value fused_reported(vm_context& vm, const E& e, const site& at, const V&... args) {
+  const instrument_fn* instrument = vm.instrument();
+  if (!instrument) return fused<T>(e, at, args...);
+  const value* ptrs[] = {&args..., nullptr};
+  const call_args a(ptrs, sizeof...(V));
+  const value none;
+  try {
+    if ((*instrument)(none, "kernels.fused", true, value(), a) == instrument_action::skip_run) return value();
+  } catch (...) {
+    detail::rethrow_at(at, "kernels.fused");
+  }
+  value r = fused<T>(e, at, args...);
+  try {
+    (*instrument)(none, "kernels.fused", false, r, a);
+  } catch (...) {
+    detail::rethrow_at(at, "kernels.fused");
+  }
+  return r;
+}
+
 }  // namespace kiln::vm::compiled

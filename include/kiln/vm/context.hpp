@@ -8,7 +8,9 @@
 #include <kiln/runtime/allocator.hpp>
 #include <kiln/vm/value.hpp>
 
+#include <functional>
 #include <memory>
+#include <string_view>
 
 namespace kiln::vm {
 
@@ -24,6 +26,15 @@ public:
 private:
   bool located_ = false;
 };
+
+/// What an instrument tells the VM before a call.
+enum class instrument_action { no_op = 0, skip_run = 1 };
+
+/// Called before and after every Call: the callee (a closure value), its name, whether the call is
+/// about to run, the result (null before) and the arguments. Returning `skip_run` before a call
+/// skips it; its destination register receives null. (Set with `virtual_machine::set_instrument`.)
+using instrument_fn =
+    std::function<instrument_action(const value& func, std::string_view symbol, bool before_run, const value& ret, call_args args)>;
 
 class vm_context {
 public:
@@ -42,6 +53,9 @@ public:
   /// this VM (tensor views on its arena, made once); empty at first, dropped with the VM. A
   /// context without such slots throws.
   virtual std::shared_ptr<void>& compiled_state(std::size_t function_index);
+  /// The instrument set on the VM, or null: compiled functions generated with
+  /// `cpp_codegen_options::instrumented` report their calls to it as the bytecode's run loop does.
+  virtual const instrument_fn* instrument() const noexcept { return nullptr; }
 
 protected:
   vm_context() = default;

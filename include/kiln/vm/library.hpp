@@ -155,12 +155,9 @@ inline std::string feature_list(std::uint64_t bits) {
   return s.empty() ? "none" : s;
 }
 
-/// Checks that `path` is a whole ELF shared library for this machine before the dynamic loader
-/// maps it: a file cut short would be mapped past its end (and fault when touched).
-inline void check_elf(const std::filesystem::path& path, const std::string& where) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw library_error(where + ": cannot open the file");
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+/// Checks that `bytes` are a whole ELF shared library for this machine before the dynamic loader
+/// maps them: a file cut short would be mapped past its end (and fault when touched).
+inline void check_elf(std::string_view bytes, const std::string& where) {
   auto fail = [&](const std::string& why) { throw library_error(where + ": " + why); };
   if (bytes.size() < 4 || std::memcmp(bytes.data(), "\x7f" "ELF", 4) != 0) fail("not a shared library (no ELF header)");
   Elf64_Ehdr eh;
@@ -261,20 +258,40 @@ inline void export_library(const executable& ex, const std::filesystem::path& pa
 /// compiled functions attached.
 inline executable load_module(const std::filesystem::path& path) {
   const std::string where = "kiln::vm::load_module: '" + path.string() + "'";
-  detail::check_elf(path, where);
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw library_error(where + ": cannot open the file");
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    if (f.bad()) throw library_error(where + ": cannot read the file");
+  }
+  detail::check_elf(bytes, where);
   // The dynamic loader hands back a library already loaded from the same path, even when the file
-  // has been replaced since: each load opens a private copy under a fresh name instead, so that
-  // what is loaded is what the file holds now.
+  // has been replaced since: each load writes the bytes just checked to a private copy under a
+  // fresh name and opens that, so that what is loaded is what was checked, and is the file as it
+  // is now.
   std::string copy = (std::filesystem::temp_directory_path() / "kiln-module-XXXXXX.so").string();
   {
     const int fd = ::mkstemps(copy.data(), 3);
     if (fd < 0) throw library_error(where + ": cannot make a temporary copy to load: " + std::string(std::strerror(errno)));
-    ::close(fd);
-    std::error_code ec;
-    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ::ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = n < 0 ? std::strerror(errno) : "nothing written";
+        ::close(fd);
+        std::error_code ec;
+        std::filesystem::remove(copy, ec);
+        throw library_error(where + ": cannot make a temporary copy to load: " + why);
+      }
+      done += std::size_t(n);
+    }
+    if (::close(fd) != 0) {
+      const std::string why = std::strerror(errno);
+      std::error_code ec;
       std::filesystem::remove(copy, ec);
-      throw library_error(where + ": cannot make a temporary copy to load: " + ec.message());
+      throw library_error(where + ": cannot make a temporary copy to load: " + why);
     }
   }
   void* handle = ::dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);

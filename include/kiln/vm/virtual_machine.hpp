@@ -65,15 +65,6 @@
 
 namespace kiln::vm {
 
-/// What an instrument tells the VM before a call.
-enum class instrument_action { no_op = 0, skip_run = 1 };
-
-/// Called before and after every Call: the callee (a closure value), its name, whether the call is
-/// about to run, the result (null before) and the arguments. Returning `skip_run` before a call
-/// skips it; its destination register receives null.
-using instrument_fn =
-    std::function<instrument_action(const value& func, std::string_view symbol, bool before_run, const value& ret, call_args args)>;
-
 struct vm_options {
   runtime::allocator_kind allocator = runtime::allocator_kind::pooled;
   std::int64_t num_devices = 1;             ///< devices 0..N-1 (all CPU today); 0 is used for shapes
@@ -351,6 +342,7 @@ public:
     if (index >= exec_->functions.size()) throw_bad_literal("function", index, exec_->functions.size());
     return literals_[exec_->constants.size() + index];
   }
+  const instrument_fn* instrument() const noexcept override { return instrument_ ? &instrument_ : nullptr; }
 
   /// The function pool entry (a closure) of function `index`.
   const value& function_value(std::size_t index) const { return literals_.at(exec_->constants.size() + index); }
