@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   app.add_flag("--instrumented", instrumented,
                "Compiled mode: report every call inside compiled functions to the VM's instrument (for kiln-run --profile)");
   app.add_option("--cxx", cxx, "The C++ compiler that builds the library (default: $CXX, else the one kiln was configured with)");
-  app.add_option("--cxx-flag", cxx_flags, "A flag for that compiler instead of the defaults (-O2 -march=native); repeatable")->allow_extra_args(false);
+  app.add_option("--cxx-flag", cxx_flags, "A flag for that compiler instead of the defaults (-O3 -march=native); repeatable")->allow_extra_args(false);
   app.add_option("-p,--pipeline", pipeline, "Pipeline text instead of the default pipeline (kiln.default)");
   app.add_option("--shape", shape_options, "Fix an ONNX input's shape: NAME=D0,D1,... (repeatable)");
   app.add_flag("--print-bytecode", print_bytecode, "Print the bytecode listing (to stdout)");

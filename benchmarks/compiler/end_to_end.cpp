@@ -19,6 +19,7 @@
 //                                          (for benchmarks/compiler/callgrind.sh); vm is compiled
 //                                          without fusion, so that it runs the hand-written kernels
 //   --generated-source <model>             prints the compiled mode's C++ for the model (fused)
+//                                          (models: mlp, cnn, encoder, gelu)
 //   --compile-time                         prints compile() times of the encoder layer and a
 //                                          12-layer stack
 #include <kiln/kiln.hpp>
@@ -33,6 +34,7 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 namespace {
 
@@ -231,6 +233,40 @@ std::vector<vm::value> encoder_args() {
           random_tensor({1024, 256}, 0.03f, 7),   random_tensor({256}, 0.1f, 8),       random_tensor({256}, 0.1f, 9)};
 }
 
+/// GPT-2's GELU written out, as exported models have it, and a residual: one fused elementwise
+/// group of two inputs. The bytecode runs it with the fused_expr interpreter, the compiled mode as
+/// an inlined fx:: expression, which is what the hand-written form calls.
+std::string gelu_text(std::int64_t n) {
+  const std::string t = "R.Tensor((" + std::to_string(n) + ", 1024), \"float32\")";
+  return R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: )" + t + R"(, r: )" + t + R"() -> )" + t + R"(:
+        with R.dataflow():
+            c: )" + t + R"( = R.multiply(R.multiply(x, x), x)
+            i: )" + t + R"( = R.add(x, R.multiply(c, R.const(0.044715, "float32")))
+            h: )" + t + R"( = R.tanh(R.multiply(i, R.const(0.7978845608, "float32")))
+            g: )" + t + R"( = R.multiply(R.multiply(x, R.const(0.5, "float32")), R.add(h, R.const(1.0, "float32")))
+            o: )" + t + R"( = R.add(g, r)
+            R.output(o)
+        return o
+)";
+}
+
+struct gelu_hand {
+  static constexpr auto x = k::fx::arg<0>{};
+  static constexpr auto expr = x * 0.5 * (k::fx::tanh((x + x * x * x * 0.044715) * 0.7978845608) + 1.0) + k::fx::arg<1>{};
+  tensor run(const std::vector<vm::value>& a) {
+    const tensor in[] = {a[0].as_tensor(), a[1].as_tensor()};
+    tensor out = empty(in[0].shape());  // the compiled program allocates its result too
+    k::run_fused(expr, in, out);
+    return out;
+  }
+  static constexpr int kernel_calls = 1;
+};
+
+std::vector<vm::value> gelu_args(std::int64_t n) { return {random_tensor({n, 1024}, 1, 1), random_tensor({n, 1024}, 1, 2)}; }
+
 // ---- one model, both forms ---------------------------------------------------------------------------
 
 struct compiled {
@@ -247,8 +283,13 @@ struct compiled {
       static int builds = 0;
       const auto lib = std::filesystem::temp_directory_path() / ("kiln-bench-" + std::to_string(::getpid()) + "-" + std::to_string(++builds) + ".so");
       vm::export_options opts;
-      opts.flags = {"-O2"};
+      opts.flags = {"-O3"};  // export_library's default level; -march as the benchmark itself
       if (std::strlen(KILN_BENCH_MARCH) != 0) opts.flags.push_back(std::string("-march=") + KILN_BENCH_MARCH);
+      if (const char* flags = std::getenv("KILN_BENCH_LIBRARY_FLAGS")) {  // e.g. "-O3 -march=native"
+        opts.flags.clear();
+        std::istringstream words(flags);
+        for (std::string w; words >> w;) opts.flags.push_back(w);
+      }
       const auto t0 = std::chrono::steady_clock::now();
       vm::export_library(ex, lib, opts);
       build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -338,6 +379,22 @@ void BM_encoder_hand(benchmark::State& state) {
   state.counters["kernel_calls"] = encoder_hand::kernel_calls;
 }
 
+void BM_gelu_vm(benchmark::State& state, bool fuse, kiln::exec_mode mode) {
+  const std::int64_t n = state.range(0);
+  compiled c(gelu_text(n), fuse, mode);
+  const auto args = gelu_args(n);
+  gelu_hand hand;
+  check_same(c.machine->invoke_span("main", args), hand.run(args), 1e-5);
+  for (auto _ : state) benchmark::DoNotOptimize(c.machine->invoke_span("main", args));
+  c.counters(state);
+}
+void BM_gelu_hand(benchmark::State& state) {
+  const auto args = gelu_args(state.range(0));
+  gelu_hand hand;
+  for (auto _ : state) benchmark::DoNotOptimize(hand.run(args));
+  state.counters["kernel_calls"] = gelu_hand::kernel_calls;
+}
+
 constexpr auto bytecode = kiln::exec_mode::bytecode;
 constexpr auto compiled_mode = kiln::exec_mode::compiled;
 BENCHMARK_CAPTURE(BM_mlp_vm, unfused, false, bytecode)->Name("BM_mlp_vm_unfused")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
@@ -355,6 +412,10 @@ BENCHMARK_CAPTURE(BM_encoder_vm, fused, true, bytecode)->Name("BM_encoder_vm")->
 BENCHMARK_CAPTURE(BM_encoder_vm, compiled_unfused, false, compiled_mode)->Name("BM_encoder_compiled_unfused")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_encoder_vm, compiled, true, compiled_mode)->Name("BM_encoder_compiled")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_encoder_hand)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_gelu_vm, unfused, false, bytecode)->Name("BM_gelu_vm_unfused")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_gelu_vm, fused, true, bytecode)->Name("BM_gelu_vm")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_gelu_vm, compiled, true, compiled_mode)->Name("BM_gelu_compiled")->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gelu_hand)->Arg(1)->Arg(64)->Unit(benchmark::kMicrosecond);
 
 // ---- callgrind and compile-time entry points ---------------------------------------------------------
 
@@ -369,6 +430,7 @@ int callgrind(const std::string& model, const std::string& form, int reps) {
   std::unique_ptr<mlp_hand> mh;
   std::unique_ptr<cnn_hand> ch;
   std::unique_ptr<encoder_hand> eh;
+  std::unique_ptr<gelu_hand> gh;
   if (form != "vm" && form != "vm_fused" && form != "compiled" && form != "compiled_fused" && form != "hand") {
     std::cerr << "unknown form " << form << " (vm, vm_fused, compiled, compiled_fused, hand)\n";
     return 2;
@@ -387,6 +449,10 @@ int callgrind(const std::string& model, const std::string& form, int reps) {
     args = encoder_args();
     if (!hand) c = std::make_unique<compiled>(encoder_text(), fused, mode);
     else eh = std::make_unique<encoder_hand>();
+  } else if (model == "gelu") {
+    args = gelu_args(1);
+    if (!hand) c = std::make_unique<compiled>(gelu_text(1), fused, mode);
+    else gh = std::make_unique<gelu_hand>();
   } else {
     std::cerr << "unknown model " << model << '\n';
     return 2;
@@ -394,7 +460,8 @@ int callgrind(const std::string& model, const std::string& form, int reps) {
   if (c) f = [&] { c->machine->invoke_span("main", args); };
   else if (mh) f = [&] { mh->run(args); };
   else if (ch) f = [&] { ch->run(args); };
-  else f = [&] { eh->run(args); };
+  else if (eh) f = [&] { eh->run(args); };
+  else f = [&] { gh->run(args); };
   f();  // warm up: pools filled, caches of parsed descriptions made
   kiln_measure(f, reps);
   return 0;
@@ -424,7 +491,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--compile-time") == 0) return compile_time();
   if (argc >= 3 && std::strcmp(argv[1], "--generated-source") == 0) {
     const std::string model = argv[2];
-    const std::string text = model == "mlp" ? mlp_text(1) : model == "cnn" ? std::string(cnn_text) : encoder_text();
+    const std::string text = model == "mlp" ? mlp_text(1) : model == "cnn" ? std::string(cnn_text) : model == "gelu" ? gelu_text(1) : encoder_text();
     std::cout << kiln::compile(ir::parse_module(text), {.mode = kiln::exec_mode::compiled}).generated_source;
     return 0;
   }

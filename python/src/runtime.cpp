@@ -228,7 +228,7 @@ void init_runtime(py::module_& m) {
           },
           py::arg("path"), py::arg("compiler") = py::none(), py::arg("flags") = py::none(),
           "Builds an executable compiled with exec_mode='compiled' into the shared library `path` with the C++ compiler "
-          "(compiler: default $CXX, else the one kiln was configured with; flags: default -O2 -march=native)")
+          "(compiler: default $CXX, else the one kiln was configured with; flags: default -O3 -march=native)")
       .def("__bytes__",
            [](const vm::executable& e) {
              std::vector<std::byte> b = vm::serialize(e);

@@ -79,6 +79,10 @@ TEST_CASE("cpp_codegen: readable, deterministic C++ with one function per IR fun
   CHECK(contains(src, "value& x = args[0];  // x: R.Tensor((n, 3), \"float32\")"));
   CHECK(contains(src, "code.add(\"main\", rt::make_function<literals, &fn_main>(k));"));
   CHECK(contains(src, "// _ = R.call_packed(\"kernels."));
+  // Static parameter checks are inline; the built-in runs (and reports) only when one fails.
+  CHECK(contains(src, "if (!rt::is_tensor_of(w, 2, kiln::dtype::float32)) rt::direct<&kiln::vm::builtin::check_tensor_info>({fn, \"_\"}, "));
+  CHECK(contains(src, "if (!rt::has_shape(w, 3, 3)) rt::direct<&kiln::vm::builtin::match_shape>({fn, \"_\"}, "));
+  CHECK(contains(src, "rt::direct<&kiln::vm::builtin::match_shape>({fn, \"_\"}, \"vm.builtin.match_shape\", x, "));  // n: the general check
   CHECK(contains(src, "inline kiln::vm::executable load(const std::filesystem::path& path)"));
   // The function table: the module's functions are compiled ones, with their signatures.
   const auto main = a.find_function("main");

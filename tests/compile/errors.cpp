@@ -9,8 +9,10 @@ using namespace kiln_test;
 
 namespace {
 struct compiled_mlp {
+  /// In the bytecode mode, or with `compiled` in the compiled mode (built into a library).
+  explicit compiled_mlp(bool compiled = false) : ex(compiled ? compiled_mode(m) : kiln::compile(m)) {}
   ir::ir_module m = make_mlp();
-  vm::executable ex = kiln::compile(m);
+  vm::executable ex;
   vm::virtual_machine machine{ex, {}, kernels::global_registry()};
   std::vector<vm::value> args = arguments_for(m, "main", {{"n", 2}});
   /// The error of main with argument `i` replaced.
@@ -23,7 +25,11 @@ struct compiled_mlp {
 }  // namespace
 
 TEST_CASE("wrong rank, dtype or static dimension of an argument: an error naming the function and parameter") {
-  compiled_mlp c;
+  // In both modes: the compiled one checks static parameters inline and calls the built-in, which
+  // reports, only when a check fails.
+  for (bool mode : {false, true}) {
+  CAPTURE(mode);
+  compiled_mlp c(mode);
   CHECK(contains(c.error_with(0, tensor::zeros({2, 784, 1}, dtype::float32)),
                  "vm.builtin.check_tensor_info: main: parameter 'x' (R.Tensor((n, 784), \"float32\")): rank is 3, expected 2"));
   CHECK(contains(c.error_with(1, tensor::zeros({784, 128}, dtype::float64)),
@@ -33,6 +39,8 @@ TEST_CASE("wrong rank, dtype or static dimension of an argument: an error naming
   CHECK(contains(c.error_with(2, vm::value(std::int64_t{3})), "main: parameter 'b1' (R.Tensor((128,), \"float32\")): expected a tensor, got int"));
   // The VM is fine afterwards, and gives what it gave before.
   CHECK(max_difference(c.machine.invoke_span("main", c.args), transform::reference_evaluator(c.m).call("main", c.args)) == 0);
+  if (mode) CHECK(contains(c.error_with(1, tensor::zeros({784, 127}, dtype::float32)), "kiln::vm: in 'main' at binding '_' (call 'vm.builtin.match_shape'): "));
+  }
 }
 
 TEST_CASE("a size variable bound to different values by two parameters is an error") {

@@ -411,6 +411,45 @@ private:
     }
   }
 
+  // ---- parameter checks -------------------------------------------------------------------------
+
+  /// The inline test of a parameter check whose operands are all static — a `check_tensor_info`
+  /// with a known rank and dtype, a `match_shape` whose every dimension is static — as
+  /// C++ (`rt::is_tensor_of(x, 2, kiln::dtype::float32)`, `rt::has_shape(x, 2, 4)`). The generated
+  /// code calls the built-in only when the test fails, so a mismatch is reported with its message.
+  /// Not in the instrumented variant, where the instrument sees every built-in call.
+  std::optional<std::string> inline_check(const ir::expr& e) {
+    auto* c = ir::dyn_cast<ir::call_node>(e);
+    auto* x = c ? ir::dyn_cast<ir::extern_func_node>(c->callee) : nullptr;
+    if (st_.instrumented || !x || c->args.empty() || !ir::isa<ir::var_node>(c->args[0])) return std::nullopt;
+    auto int_arg = [&](std::size_t i) -> std::optional<std::int64_t> {
+      auto* p = i < c->args.size() ? ir::dyn_cast<ir::prim_value_node>(c->args[i]) : nullptr;
+      if (!p || !p->int_value || p->dt == dtype::bool_) return std::nullopt;
+      return ir::as_int(p->int_value);
+    };
+    if (x->symbol == "vm.builtin.check_tensor_info" && c->args.size() == 4) {
+      const auto ndim = int_arg(1);
+      auto* s = ir::dyn_cast<ir::string_imm_node>(c->args[2]);
+      if (!s || !ndim || *ndim < 0) return std::nullopt;
+      const dtype dt = parse_dtype(s->value).value_or(dtype::void_);  // (an optional here makes GCC 12 warn falsely)
+      if (dt == dtype::void_ || !is_known(dt)) return std::nullopt;
+      const std::string type = dt == dtype::bool_ ? "bool_" : std::string(name(dt));
+      return "rt::is_tensor_of(" + operand(c->args[0]) + ", " + std::to_string(*ndim) + ", kiln::dtype::" + type + ")";
+    }
+    if (x->symbol == "vm.builtin.match_shape" && c->args.size() >= 4) {
+      const auto ndim = int_arg(2);  // (the shape heap, args[1], is not read when every dimension is static)
+      if (!ndim || *ndim < 0 || c->args.size() != std::size_t(*ndim) * 2 + 4) return std::nullopt;
+      std::string dims;
+      for (std::int64_t i = 0; i < *ndim; ++i) {
+        const auto mode = int_arg(3 + 2 * std::size_t(i)), v = int_arg(4 + 2 * std::size_t(i));
+        if (!mode || *mode != std::int64_t(vm::match_shape_code::assert_equal_to_imm) || !v || *v < 0) return std::nullopt;
+        dims += ", " + std::to_string(*v);
+      }
+      return "rt::has_shape(" + operand(c->args[0]) + dims + ")";
+    }
+    return std::nullopt;
+  }
+
   // ---- fused elementwise groups -----------------------------------------------------------------------
 
   /// `kernels.fused` with its description known: the group as a compile-time `fx::` expression,
@@ -491,6 +530,11 @@ private:
     if (!ir::isa<ir::call_node>(b.value))
       if (auto lit = literal(b.value)) {  // no statement: uses read the literal
         names_[v] = *lit;
+        return;
+      }
+    if (!used)
+      if (auto test = inline_check(b.value)) {
+        line("if (!" + *test + ") " + value_expr(b.value) + ";");
         return;
       }
     const std::string x = value_expr(b.value);

@@ -23,6 +23,7 @@
 #include <kiln/vm/native.hpp>
 #include <kiln/vm/value.hpp>
 
+#include <concepts>
 #include <cstdint>
 
 #include <exception>
@@ -158,6 +159,26 @@ value direct(const site& at, const char* name, const V&... args) {
   } catch (...) {
     detail::rethrow_at(at, name);
   }
+}
+
+/// Whether `x` is a tensor of rank `ndim` and element type `dt`: what `vm.builtin.check_tensor_info`
+/// checks, inline. Generated code calls the built-in only when this is false, so that a mismatch
+/// is reported with the built-in's message.
+inline bool is_tensor_of(const value& x, std::int64_t ndim, dtype dt) noexcept {
+  if (!x.is_tensor()) return false;
+  const runtime::tensor_node& t = x.tensor_ref();
+  return std::int64_t(t.shape.size()) == ndim && t.type == dt;
+}
+
+/// Whether `x` (a tensor or a shape) has exactly the dimensions `dims`: a `vm.builtin.match_shape`
+/// whose every dimension is static, inline. As for `is_tensor_of`, the built-in runs (and reports)
+/// only when this is false.
+template <std::integral... D>
+bool has_shape(const value& x, D... dims) noexcept {
+  const shape_vector* s = x.is_tensor() ? &x.tensor_ref().shape : x.is_shape() ? &x.as_shape() : nullptr;
+  if (!s || s->size() != sizeof...(D)) return false;
+  std::size_t i = 0;
+  return (((*s)[i++] == std::int64_t(dims)) && ...);
 }
 
 /// Marks a function's per-VM arena in use for one call; a nested call of the same function on the

@@ -15,7 +15,7 @@
 ///
 /// The compiler is `export_options::compiler`, else `$CXX`, else the compiler kiln was configured
 /// with, else `c++`; it gets kiln's include directory (where this header is), C++20 and
-/// `export_options::flags` (`-O2 -march=native` by default). A compiler that cannot be run, or
+/// `export_options::flags` (`-O3 -march=native` by default). A compiler that cannot be run, or
 /// that fails, is a `library_error` with its command line and its own messages.
 ///
 /// `load_module` reads the library's description (`kiln_library_info_v1`, constant data: no code
@@ -66,7 +66,7 @@ struct export_options {
   /// The C++ compiler; empty: `$CXX`, else the one kiln was configured with, else `c++`.
   std::string compiler = {};
   /// Flags besides `-std=c++20 -shared -fPIC` and the include directories.
-  std::vector<std::string> flags = {"-O2", "-march=native"};
+  std::vector<std::string> flags = {"-O3", "-march=native"};
   /// Include directories besides kiln's own (where xsimd is, when it is not in a system directory).
   std::vector<std::string> include_dirs = {};
   /// When set, the C++ the library is built from is also written here (to read or debug it).
