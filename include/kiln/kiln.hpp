@@ -21,4 +21,5 @@
 #include <kiln/transform/default_pipeline.hpp>
 #include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/version.hpp>
+#include <kiln/vm/compiled_fused.hpp>
 #include <kiln/vm/vm.hpp>
