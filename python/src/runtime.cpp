@@ -352,29 +352,33 @@ void init_runtime(py::module_& m) {
 
   m.def(
       "compile",
-      [](const ir::ir_module& mod, const std::optional<std::string>& pipeline, std::optional<int> opt_level, const std::string& exec_mode) {
+      [](const ir::ir_module& mod, const std::optional<std::string>& pipeline, std::optional<int> opt_level, const std::string& exec_mode,
+         bool instrumented) {
         compile_options options;
         options.pipeline = pipeline;
         if (opt_level) options.opt_level = *opt_level;
         if (exec_mode == "compiled") options.mode = exec_mode::compiled;
         else if (exec_mode != "bytecode")
           throw usage_error("kiln.compile: exec_mode must be 'bytecode' or 'compiled', not '" + exec_mode + "'");
+        if (instrumented && exec_mode != "compiled") throw usage_error("kiln.compile: instrumented=True is for exec_mode='compiled'");
+        options.cpp.instrumented = instrumented;
         py::gil_scoped_release release;
         return std::make_shared<vm::executable>(kiln::compile(mod, options));
       },
       py::arg("mod"), py::arg("pipeline") = py::none(), py::arg("opt_level") = py::none(), py::arg("exec_mode") = "bytecode",
-      "Compiles a module to an executable (the design's tvm.compile), under the current pass context");
+      py::arg("instrumented") = false, "Compiles a module to an executable (the design's tvm.compile), under the current pass context");
   m.def(
       "_compile_with_pass",
-      [](const ir::ir_module& mod, const kiln::pass<ir::ir_module>& pipeline, const std::string& exec_mode) {
+      [](const ir::ir_module& mod, const kiln::pass<ir::ir_module>& pipeline, const std::string& exec_mode, bool instrumented) {
         if (exec_mode != "compiled" && exec_mode != "bytecode")
           throw usage_error("kiln.compile: exec_mode must be 'bytecode' or 'compiled', not '" + exec_mode + "'");
+        if (instrumented && exec_mode != "compiled") throw usage_error("kiln.compile: instrumented=True is for exec_mode='compiled'");
         py::gil_scoped_release release;
         if (exec_mode == "bytecode") return std::make_shared<vm::executable>(kiln::compile(mod, pipeline, pass_context::current()));
         ir::ir_module lowered = pipeline(mod, pass_context::current());
-        return std::make_shared<vm::executable>(codegen::cpp_codegen(lowered));
+        return std::make_shared<vm::executable>(codegen::cpp_codegen(lowered, {.instrumented = instrumented}));
       },
-      py::arg("mod"), py::arg("pipeline"), py::arg("exec_mode") = "bytecode");
+      py::arg("mod"), py::arg("pipeline"), py::arg("exec_mode") = "bytecode", py::arg("instrumented") = false);
 }
 
 }  // namespace kiln::python

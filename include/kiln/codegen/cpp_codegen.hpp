@@ -389,6 +389,10 @@ private:
           case lowered_call::closure: {
             const std::string f = operand(*c.callee);
             const std::string args = operands(c.args);
+            if (st_.instrumented) {  // reported as the bytecode reports it: a call of the built-in
+              uses_vm_arg_ = true;
+              return native_call("vm.builtin.invoke_closure", ", vm_arg, " + f + args);
+            }
             return "rt::invoke(vm, " + f + ", " + site() + args + ")";
           }
         }
