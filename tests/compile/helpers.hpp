@@ -107,7 +107,7 @@ inline const vm::executable& compiled_mode(const ir::ir_module& m, int opt_level
   kiln::pass_context_scope scope(ctx);
   const vm::executable ex = kiln::compile(m, {.mode = kiln::exec_mode::compiled});
   const std::filesystem::path lib = temp_file("module", ".so");
-  vm::export_library(ex, lib);
+  vm::export_library(ex, lib, {.flags = {"-O1", "-march=native"}});  // the tests check results, not speed
   vm::executable loaded = vm::load_module(lib);
   loaded.generated_source = ex.generated_source;  // a library does not keep it; compiled_agrees reads it
   std::filesystem::remove(lib);  // loaded libraries stay mapped
