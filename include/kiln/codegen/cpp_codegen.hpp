@@ -376,7 +376,7 @@ private:
             uses_vm_arg_ = true;
             return native_call(c.symbol, ", vm_arg" + operands(c.args));
           }
-          case lowered_call::kill:  // as a value (not a binding's own statement): clears nothing
+          case lowered_call::kill: fail("R.vm.kill_object must be a binding of its own, not an operand");
           case lowered_call::null_value: return "value()";
           case lowered_call::native:
             if (c.symbol == "kernels.fused")
@@ -521,8 +521,8 @@ private:
       return;
     }
     if (auto* c = ir::dyn_cast<ir::call_node>(b.value)) {
-      if (auto* o = ir::dyn_cast<ir::op_node>(c->callee); o && o->name() == "vm.kill_object") {
-        if (auto* x = ir::dyn_cast<ir::var_node>(c->args[0])) {
+      if (const lowered_call k = classify_call(*c, m_, failer()); k.kind == lowered_call::kill) {
+        if (auto* x = ir::dyn_cast<ir::var_node>(k.args[0])) {
           auto it = names_.find(x);
           if (cached_.count(x)) line("// " + (it != names_.end() ? it->second : x->name_hint) + " stays in the arena for the next call");
           else if (it != names_.end() && is_local(it->second)) line(it->second + " = value();");
@@ -596,11 +596,11 @@ private:
       for (auto& b : block.bindings) {
         auto* c = ir::dyn_cast<ir::call_node>(b.value);
         if (!c) continue;
-        if (auto* o = ir::dyn_cast<ir::op_node>(c->callee); o && o->name() == "call_builtin_with_ctx" && c->args.size() == 2) {
-          auto* x = ir::dyn_cast<ir::extern_func_node>(c->args[0]);
-          auto* t = ir::dyn_cast<ir::tuple_node>(c->args[1]);
-          if (x && t && x->symbol == "vm.builtin.alloc_storage" && t->fields.size() == 4 && static_shape(t->fields[0]) &&
-              static_scalar(t->fields[1]) && static_scalar(t->fields[2]) && static_scalar(t->fields[3]))
+        binding_ = b.variable->name_hint;  // for classify_call's messages
+        if (const lowered_call k = classify_call(*c, m_, failer()); k.kind == lowered_call::builtin_with_ctx) {
+          const auto& a = k.args;
+          if (k.symbol == "vm.builtin.alloc_storage" && a.size() == 4 && static_shape(a[0]) && static_scalar(a[1]) &&
+              static_scalar(a[2]) && static_scalar(a[3]))
             storages.insert(b.variable.get());
         } else if (auto* x = extern_callee(b.value); x && x->symbol == "vm.builtin.alloc_tensor" && c->args.size() == 4) {
           auto* st = ir::dyn_cast<ir::var_node>(c->args[0]);
@@ -626,10 +626,10 @@ private:
             continue;
           }
           auto* c = ir::dyn_cast<ir::call_node>(b.value);
-          auto* o = c ? ir::dyn_cast<ir::op_node>(c->callee) : nullptr;
           const auto* x = extern_callee(b.value);
           const bool kernel = x && x->symbol.starts_with("kernels.") && x->symbol != "kernels.reshape_view";
-          if (o && o->name() == "vm.kill_object") continue;
+          binding_ = b.variable->name_hint;
+          if (c && classify_call(*c, m_, failer()).kind == lowered_call::kill) continue;
           if (x && x->symbol == "kernels.reshape_view" && c->args.size() == 2 && holder(c->args[0])) {
             // A view (or a copy) of its argument: the argument leaves only if the result does.
             derived.emplace_back(b.variable.get(), holder(c->args[0]));

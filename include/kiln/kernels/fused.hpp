@@ -246,6 +246,23 @@ void run_fused_for(const E& e, const std::array<tensor, N>& inputs, const tensor
   });
 }
 
+/// `kernels.fused`'s register arguments after the description (the inputs, then the output), as
+/// tensors: `inputs` (one fewer than `args`) and `out`. `Args` is `vm::call_args` (this header
+/// does not depend on the VM): indexing gives values with `is_tensor()`, `as_tensor()` and a
+/// `kind()` that `name` spells. The checks and messages of the registered kernel and of generated
+/// code (`vm::compiled::fused`).
+template <class Args>
+void fused_arguments(const Args& args, std::span<tensor> inputs, tensor& out) {
+  if (args.size() < 2 || inputs.size() + 1 != args.size())
+    fail("fused", kiln::detail::concat("needs the inputs and the output after the description, got ", args.size(), " tensors"));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!args[i].is_tensor()) fail("fused", kiln::detail::concat("argument ", i + 1, " must be a tensor, got ", name(args[i].kind())));
+    inputs[i] = args[i].as_tensor();
+  }
+  if (!args[inputs.size()].is_tensor()) fail("fused", kiln::detail::concat("the output must be a tensor, got ", name(args[inputs.size()].kind())));
+  out = args[inputs.size()].as_tensor();
+}
+
 template <fx::expr E>
 void run_fused(const E& e, std::initializer_list<tensor> inputs, const tensor& out) {
   run_fused(e, std::span<const tensor>(inputs.begin(), inputs.size()), out);

@@ -70,6 +70,14 @@ inline std::string callee_name(const vm_context& vm, std::size_t index) {
   }
 }
 
+/// Calls `f`, a function-table entry: a native function without bound arguments (every kernel) as
+/// the VM's run loop calls it, anything else through the VM.
+__attribute__((always_inline)) inline value dispatch(vm_context& vm, const value& f, const call_args& a) {
+  const closure_obj& c = f.as_closure();
+  if (c.is_native() && c.bound.empty()) return value::from_raw(c.native.fn(c.native.state, a));
+  return vm.call(f, a);
+}
+
 }  // namespace detail
 
 /// Calls entry `index` of the executable's function table (a native function, or a bytecode or
@@ -79,12 +87,7 @@ value call(vm_context& vm, std::size_t index, const site& at, const V&... args) 
   static_assert((std::is_same_v<V, value> && ...), "kiln::vm::compiled::call: arguments are register values");
   const value* ptrs[sizeof...(V) + 1] = {&args..., nullptr};
   try {
-    const value& f = vm.function(index);
-    const closure_obj& c = f.as_closure();
-    // A native function without bound arguments (every kernel): called as the VM's run loop calls
-    // it; anything else through the VM.
-    if (c.is_native() && c.bound.empty()) return value::from_raw(c.native.fn(c.native.state, call_args(ptrs, sizeof...(V))));
-    return vm.call(f, call_args(ptrs, sizeof...(V)));
+    return detail::dispatch(vm, vm.function(index), call_args(ptrs, sizeof...(V)));
   } catch (...) {
     detail::rethrow_at(at, detail::callee_name(vm, index));
   }
@@ -103,8 +106,7 @@ value call_reported(vm_context& vm, std::size_t index, const site& at, const V&.
   try {
     const value& f = vm.function(index);
     if ((*instrument)(f, symbol, true, value(), a) == instrument_action::skip_run) return value();
-    const closure_obj& c = f.as_closure();
-    value r = c.is_native() && c.bound.empty() ? value::from_raw(c.native.fn(c.native.state, a)) : vm.call(f, a);
+    value r = detail::dispatch(vm, f, a);
     (*instrument)(f, symbol, false, r, a);
     return r;
   } catch (...) {

@@ -31,14 +31,11 @@ value fused(const E& e, const site& at, const V&... args) {
   constexpr std::size_t n = sizeof...(V) - 1;
   static_assert(sizeof...(V) >= 2, "kiln::vm::compiled::fused: the inputs and the output");
   try {
-    const value* ptrs[] = {&args...};
+    const value* ptrs[] = {&args..., nullptr};
     std::array<tensor, n> inputs;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!ptrs[i]->is_tensor()) kernels::fail("fused", kiln::detail::concat("argument ", i + 1, " must be a tensor, got ", name(ptrs[i]->kind())));
-      inputs[i] = ptrs[i]->as_tensor();
-    }
-    if (!ptrs[n]->is_tensor()) kernels::fail("fused", kiln::detail::concat("the output must be a tensor, got ", name(ptrs[n]->kind())));
-    kernels::run_fused_for<T>(e, inputs, ptrs[n]->as_tensor());
+    tensor out;
+    kernels::fused_arguments(call_args(ptrs, sizeof...(V)), inputs, out);
+    kernels::run_fused_for<T>(e, inputs, out);
     return value();
   } catch (...) {
     detail::rethrow_at(at, "kernels.fused");

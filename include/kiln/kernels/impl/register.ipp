@@ -221,17 +221,10 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
     conv2d_fused(x, w, bias.is_null() ? tensor() : bias.as_tensor(), p, e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
   });
   r.add("kernels.fused", [cache](const std::string& text, call_args rest) {
-    if (rest.size() < 2) fail("fused", kiln::detail::concat("needs the inputs and the output after the description, got ", rest.size(), " tensors"));
-    const fused_expr e = cache->get(text);
-    std::vector<tensor> inputs;
-    inputs.reserve(rest.size() - 1);
-    for (std::size_t i = 0; i + 1 < rest.size(); ++i) {
-      if (!rest[i].is_tensor())
-        fail("fused", kiln::detail::concat("argument ", i + 1, " must be a tensor, got ", vm::name(rest[i].kind())));
-      inputs.push_back(rest[i].as_tensor());
-    }
-    if (!rest[rest.size() - 1].is_tensor()) fail("fused", kiln::detail::concat("the output must be a tensor, got ", vm::name(rest[rest.size() - 1].kind())));
-    e.run(inputs, rest[rest.size() - 1].as_tensor());
+    std::vector<tensor> inputs(rest.empty() ? 0 : rest.size() - 1);
+    tensor out;
+    fused_arguments(rest, inputs, out);
+    cache->get(text).run(inputs, out);
   });
 }
 
