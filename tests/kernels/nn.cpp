@@ -128,6 +128,25 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
   }
   check_conv<double>(cases[1], 99, true);
   check_conv<double>(cases[7], 98, false);
+  check_conv<double>(cases[0], 97, false);   // the contiguous-row packing, double panels
+  check_conv<double>(cases[11], 96, false);  // and across KC
+  check_conv<double>(cases[12], 95, false);  // and across NC
+}
+
+TEST_CASE("conv2d: an input whose rows are a window of wider rows (packing reads up to the last element, no further)") {
+  // The last w columns of a wider tensor: rows contiguous but `w + 5` apart, and the window ends
+  // where the allocation does, so a whole-vector read past the last element would be caught by
+  // AddressSanitizer. Several output rows per panel, padding, a second block of rows (K > KC).
+  for (const auto& chw : {std::array<std::int64_t, 3>{3, 7, 5}, {45, 9, 7}, {2, 33, 40}}) {
+    const std::int64_t c = chw[0], h = chw[1], w = chw[2];
+    CAPTURE(c);
+    CAPTURE(w);
+    const tensor wide = random_tensor<float>({1, c, h, w + 5}, -1, 1, unsigned(c + h));
+    const tensor x = wide.slice(3, 5, w + 5);
+    const tensor wt = random_tensor<float>({5, c, 3, 3}, -1, 1, unsigned(w));
+    const tensor y = conv2d(x, wt, {}, conv(1, 1));
+    check_all_close(y.to_vector<float>(), reference_conv<float>(x, wt, tensor(), conv(1, 1), y.shape(2), y.shape(3)), 0, 4e-6 * double(c * 9 + 1));
+  }
 }
 
 TEST_CASE("conv2d: the same results on two threads") {

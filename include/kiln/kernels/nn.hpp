@@ -201,41 +201,143 @@ struct im2col_packer {
   std::int64_t sc, sh, sw;                    ///< its strides (elements)
   std::int64_t h, w, kh, kw, ow;
   std::int64_t stride_h, stride_w, dil_h, dil_w, top, left;
+  const T* end;  ///< one past the group's last input element (reads stop there)
 
+  /// Writes rows [p0, p0 + kc) x columns [j0, j0 + nc) into NR-column panels, each row straight
+  /// into its panels (row k of panel q at out[q * kc * NR + k * NR]).
   void operator()(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) const {
+    if (stride_w == 1 && sw == 1) contiguous(p0, kc, j0, nc, out);
+    else general(p0, kc, j0, nc, out);
+  }
+
+private:
+  /// A piece of a packed row: `len` elements at `dst` (from the block's start) copied from `src`
+  /// (from the channel's first element), or zeros when `src` < 0. Never crosses a panel.
+  struct run {
+    std::int64_t dst, src, len;
+  };
+
+  /// Rows whose input columns are contiguous (horizontal stride 1). Rows of one window tap
+  /// (i, j) differ only in their channel, so the pieces each row is made of (cut where an output
+  /// row, the padding or a panel ends) are worked out once per tap; each row is then one copy or
+  /// fill per piece. A piece is copied as one whole panel row (two vectors) even when shorter:
+  /// the pieces of a row come in order, so the next overwrites what spills past one, and what
+  /// spills past the last lands in the next row of the same panel, written later. The block's
+  /// last row, and reads that would pass `end`, copy exactly.
+  void contiguous(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) const {
     constexpr std::int64_t NR = gemm_detail::shape<T>::NR;
-    const std::int64_t panels = (nc + NR - 1) / NR;
-    thread_local std::vector<T> row;
-    row.resize(std::size_t(panels * NR));
+    using V = batch<T>;
+    constexpr std::int64_t W = std::int64_t(V::size);
+    static_assert(NR == 2 * W, "a panel row is two vectors");
+    const std::int64_t taps = kh * kw, padded = (nc + NR - 1) / NR * NR;
+    thread_local std::vector<run> runs;
+    thread_local std::vector<std::size_t> first;  // tap t's pieces: runs[first[t], first[t + 1])
+    runs.clear();
+    first.assign(std::size_t(taps + 1), 0);
+    const auto piece = [&](std::int64_t col, std::int64_t len, std::int64_t src) {  // cut at panel ends
+      for (std::int64_t t = 0; t < len;) {
+        const std::int64_t at = col + t, n = std::min(NR - at % NR, len - t);
+        runs.push_back({at / NR * kc * NR + at % NR, src < 0 ? -1 : src + t, n});
+        t += n;
+      }
+    };
+    for (std::int64_t tap = 0; tap < taps; ++tap) {
+      first[std::size_t(tap)] = runs.size();
+      const std::int64_t i = tap / kw, j = tap % kw, off = j * dil_w - left;
+      const std::int64_t lo = off >= 0 ? 0 : -off, hi = std::max<std::int64_t>(0, w - off);  // valid output columns [lo, hi)
+      std::int64_t y = j0 / ow, x0 = j0 % ow, q = 0;
+      while (q < nc) {
+        const std::int64_t len = std::min(ow - x0, nc - q), iy = y * stride_h + i * dil_h - top;
+        if (iy < 0 || iy >= h) {
+          piece(q, len, -1);
+        } else {
+          const std::int64_t a = std::clamp(lo, x0, x0 + len), b = std::clamp(hi, a, x0 + len);
+          piece(q, a - x0, -1);
+          piece(q + (a - x0), b - a, iy * sh + a + off);
+          piece(q + (b - x0), x0 + len - b, -1);
+        }
+        q += len;
+        x0 = 0;
+        ++y;
+      }
+      piece(nc, padded - nc, -1);
+    }
+    first[std::size_t(taps)] = runs.size();
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const std::int64_t r = p0 + k, tap = r % taps;
+      const T* plane = x + r / taps * sc;
+      T* row = out + k * NR;
+      const bool spill = k + 1 < kc;
+      for (std::size_t e = first[std::size_t(tap)]; e < first[std::size_t(tap) + 1]; ++e) {
+        const run& p = runs[e];
+        T* d = row + p.dst;
+        if (p.src < 0) {
+          if (spill) {
+            V(T(0)).store_unaligned(d);
+            V(T(0)).store_unaligned(d + W);
+          } else {
+            std::fill_n(d, p.len, T(0));
+          }
+        } else if (const T* s = plane + p.src; spill && end - s >= NR) {
+          V::load_unaligned(s).store_unaligned(d);
+          V::load_unaligned(s + W).store_unaligned(d + W);
+        } else {
+          std::copy_n(s, p.len, d);
+        }
+      }
+    }
+  }
+
+  /// Any strides: each row written run by run, a run of output columns cut where a panel ends.
+  void general(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) const {
+    constexpr std::int64_t NR = gemm_detail::shape<T>::NR;
+    const std::int64_t padded = (nc + NR - 1) / NR * NR;
     for (std::int64_t k = 0; k < kc; ++k) {
       const std::int64_t r = p0 + k, c = r / (kh * kw), i = r / kw % kh, j = r % kw;
       const T* plane = x + c * sc;
+      T* const base = out + k * NR;
+      // Columns [q, q + len) of this row (relative to j0) from `fill(dst, t, n)`, which writes
+      // the n columns starting t columns into the run.
+      const auto put = [&](std::int64_t q, std::int64_t len, auto&& fill) {
+        for (std::int64_t t = 0; t < len;) {
+          const std::int64_t col = q + t, n = std::min(NR - col % NR, len - t);
+          fill(base + col / NR * kc * NR + col % NR, t, n);
+          t += n;
+        }
+      };
+      const auto zeros = [](T* dst, std::int64_t, std::int64_t n) { std::fill_n(dst, n, T(0)); };
       const std::int64_t off = j * dil_w - left;  // input column of output column 0
       // The output columns whose input column is inside the row: [lo, hi).
       const std::int64_t lo = off >= 0 ? 0 : (-off + stride_w - 1) / stride_w;
       const std::int64_t hi = w - 1 - off >= 0 ? (w - 1 - off) / stride_w + 1 : 0;
-      T* dst = row.data();
-      std::int64_t y = j0 / ow, x0 = j0 % ow, left_cols = nc;
-      while (left_cols > 0) {
-        const std::int64_t len = std::min(ow - x0, left_cols), iy = y * stride_h + i * dil_h - top;
+      std::int64_t y = j0 / ow, x0 = j0 % ow, q = 0;
+      while (q < nc) {
+        const std::int64_t len = std::min(ow - x0, nc - q), iy = y * stride_h + i * dil_h - top;
         if (iy < 0 || iy >= h) {
-          std::fill_n(dst, len, T(0));
+          put(q, len, zeros);
         } else {
           const T* src = plane + iy * sh;
           const std::int64_t a = std::clamp(lo, x0, x0 + len), b = std::clamp(hi, a, x0 + len);
-          std::fill(dst, dst + (a - x0), T(0));
-          if (stride_w == 1 && sw == 1) std::copy_n(src + a + off, b - a, dst + (a - x0));
+          put(q, a - x0, zeros);
+          if (stride_w == 1 && sw == 1)
+            put(q + (a - x0), b - a, [&](T* dst, std::int64_t t, std::int64_t n) { std::copy_n(src + a + t + off, n, dst); });
+          else if (stride_w * sw == 2)  // a constant step, which the compiler vectorises (loads and a permute)
+            put(q + (a - x0), b - a, [&](T* dst, std::int64_t t, std::int64_t n) {
+              const T* s0 = src + ((a + t) * stride_w + off) * sw;
+              for (std::int64_t e = 0; e < n; ++e) dst[e] = s0[2 * e];
+            });
           else
-            for (std::int64_t q = a; q < b; ++q) dst[q - x0] = src[(q * stride_w + off) * sw];
-          std::fill(dst + (b - x0), dst + len, T(0));
+            put(q + (a - x0), b - a, [&](T* dst, std::int64_t t, std::int64_t n) {
+              const T* s0 = src + ((a + t) * stride_w + off) * sw;
+              for (std::int64_t e = 0; e < n; ++e) dst[e] = s0[e * stride_w * sw];
+            });
+          put(q + (b - x0), x0 + len - b, zeros);
         }
-        dst += len;
-        left_cols -= len;
+        q += len;
         x0 = 0;
         ++y;
       }
-      std::fill(row.begin() + nc, row.end(), T(0));
-      for (std::int64_t q = 0; q < panels; ++q) std::copy_n(row.data() + q * NR, NR, out + q * kc * NR + k * NR);
+      put(nc, padded - nc, zeros);
     }
   }
 };
@@ -262,8 +364,9 @@ void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, cons
       if (pointwise) {
         gemm<T>(a, {image, g.cg, N, xs[1], 1}, c, false, epilogue);
       } else {
+        const T* image_end = image + (g.cg - 1) * xs[1] + (g.h - 1) * xs[2] + (g.w - 1) * xs[3] + 1;
         const im2col_packer<T> pack{image, xs[1], xs[2], xs[3], g.h, g.w, g.kh, g.kw, g.ow, p.strides[0], p.strides[1],
-                                    p.dilation[0], p.dilation[1], p.padding[0], p.padding[1]};
+                                    p.dilation[0], p.dilation[1], p.padding[0], p.padding[1], image_end};
         gemm_packed<T>(a, N, pack, c, false, epilogue);
       }
     }
