@@ -119,6 +119,13 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
       {{1, 2, 47, 53}, {3, 2, 3, 3}, conv(1, 1), false},      // N = 2491 crosses NC
       {{1, 3, 5, 5}, {2, 3, 5, 5}, conv(1, 0), true},         // one output position
       {{0, 3, 5, 5}, {2, 3, 3, 3}, conv(1, 0), true},         // an empty batch
+      // At least 256 output positions: the direct kernel (use_direct_conv), with channel counts
+      // that do not fill its blocks and position counts that do not fill its tiles.
+      {{2, 5, 34, 35}, {37, 5, 3, 3}, conv(2, 1), true},      // stride 2, batch 2
+      {{1, 4, 20, 23}, {6, 4, 3, 3}, conv(1, 2, 2), true},    // dilation 2
+      {{1, 3, 33, 37}, {40, 3, 7, 7}, conv(2, 3), false},     // a ResNet stem
+      {{1, 3, 20, 30}, {5, 3, 4, 2}, asym, true},             // asymmetric everything
+      {{1, 70, 17, 16}, {9, 70, 3, 3}, conv(1, 1), true},     // K = 630
   };
   unsigned seed = 10;
   for (const auto& k : cases) {
@@ -131,6 +138,8 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
   check_conv<double>(cases[0], 97, false);   // the contiguous-row packing, double panels
   check_conv<double>(cases[11], 96, false);  // and across KC
   check_conv<double>(cases[12], 95, false);  // and across NC
+  check_conv<double>(cases[15], 94, true);   // the direct kernel, double blocks
+  check_conv<double>(cases[17], 93, false);
 }
 
 TEST_CASE("conv2d: an input whose rows are a window of wider rows (packing reads up to the last element, no further)") {
@@ -355,6 +364,7 @@ TEST_CASE("conv2d_fused: bias, activation, per-channel scale and residual per bl
       {{1, 50, 9, 9}, {13, 50, 3, 3}, conv(1, 1), true},        // K crosses KC
       {{1, 2, 47, 53}, {3, 2, 3, 3}, conv(1, 1), false},        // N crosses NC
       {{1, 3, 5, 5}, {2, 3, 5, 5}, conv(1, 0), true},           // one output position
+      {{2, 5, 34, 35}, {37, 5, 3, 3}, conv(2, 1), true},        // the direct kernel: 306 positions, 37 channels
   };
   unsigned seed = 500;
   for (const auto& k : cases) {

@@ -9,7 +9,11 @@
 ///     tensor g = kernels::global_avg_pool2d(m);            // [N, O, 1, 1]
 ///
 /// How conv2d computes:
-/// - In general, per image and group, as one GEMM: the weights ([O/groups, C/groups * KH * KW],
+/// - With one group, a window of more than one tap and at least 256 output positions (the early
+///   layers of a CNN), directly (`conv2d_direct`): output channels along the vectors, a tile of
+///   output positions along the registers, input elements broadcast from a zero-padded copy of
+///   the image, so nothing of the image is packed; the weights are reordered once per call.
+/// - Otherwise, per image and group, as one GEMM: the weights ([O/groups, C/groups * KH * KW],
 ///   row-major) times the im2col matrix of the input ([C/groups * KH * KW, OH * OW]). The im2col
 ///   matrix is never built: the GEMM's B-packing routine reads its panels straight out of the
 ///   image (`gemm_packed`), with zeros where a window hangs over the padding. A 1x1 convolution
@@ -372,6 +376,105 @@ void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, cons
     }
 }
 
+/// Direct conv2d, one group, for outputs with many positions: the GEMM's roles turned around, so
+/// that the image is not packed. Output channels go along the vectors (blocks of OB = 2W, the
+/// weights reordered once per call to [block][k][OB]) and TP consecutive output positions (any
+/// rows) along the registers: for each tap k = (c, i, j), TP input elements are broadcast
+/// straight from a zero-padded copy of the image and multiplied into TP x 2 accumulators, as in
+/// the GEMM's micro-kernel (MR = TP). A finished TP x OB tile is transposed into the output's
+/// channel rows; the epilogue runs over each block's rows of a thread's positions. Reordering
+/// the weights costs about one multiply-add per weight, so this pays where each weight serves many
+/// positions (`use_direct_conv`); elsewhere the GEMM packs the image instead.
+template <class T>
+struct direct_conv_shape {
+  using V = batch<T>;
+  static constexpr std::int64_t W = std::int64_t(V::size);
+  static constexpr std::int64_t OB = 2 * W;                          ///< output channels per block
+  static constexpr std::int64_t TP = sizeof(V) >= 64 ? 12 : 6;       ///< output positions per tile
+};
+
+/// Whether `conv2d_direct` suits a convolution (one group, at least this many output positions).
+inline bool use_direct_conv(const conv_geometry& g, const conv2d_params& p) { return p.groups == 1 && g.kh * g.kw > 1 && g.oh * g.ow >= 256; }
+
+template <class T, class Apply>
+void conv2d_direct(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
+  using S = direct_conv_shape<T>;
+  using V = typename S::V;
+  constexpr std::int64_t W = S::W, OB = S::OB, TP = S::TP;
+  const std::int64_t K = g.c * g.kh * g.kw, N = g.oh * g.ow, blocks = (g.o + OB - 1) / OB;
+  const std::int64_t hp = g.h + p.padding[0] + p.padding[2], wp = g.w + p.padding[1] + p.padding[3];
+  const T* wb = static_cast<const T*>(wt.data());  // contiguous [O, K]
+  // Weights as [block][k][OB], zero beyond the last channel.
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed;
+  packed.assign(std::size_t(blocks * K * OB), T(0));
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t k = 0; k < K; ++k) {
+      T* dst = packed.data() + (b * K + k) * OB;
+      for (std::int64_t i = 0; i < std::min(OB, g.o - b * OB); ++i) dst[i] = wb[(b * OB + i) * K + k];
+    }
+  // Where tap k starts in the padded image.
+  std::vector<std::int64_t> tap(static_cast<std::size_t>(K));
+  for (std::int64_t k = 0; k < K; ++k)
+    tap[std::size_t(k)] = k / (g.kh * g.kw) * hp * wp + k / g.kw % g.kh * p.dilation[0] * wp + k % g.kw * p.dilation[1];
+  thread_local std::vector<T> image;
+  image.resize(std::size_t(g.c * hp * wp));
+  const auto& xs = x.strides();
+  const auto& os = out.strides();
+  const std::int64_t tiles = (N + TP - 1) / TP;
+  const std::int64_t parts = std::min<std::int64_t>(std::int64_t(num_threads()), tiles);
+  for (std::int64_t n = 0; n < g.n; ++n) {
+    const T* xb = static_cast<const T*>(x.data()) + n * xs[0];
+    std::fill(image.begin(), image.end(), T(0));
+    for (std::int64_t c = 0; c < g.c; ++c)
+      for (std::int64_t y = 0; y < g.h; ++y) {
+        T* dst = image.data() + (c * hp + y + p.padding[0]) * wp + p.padding[1];
+        const T* src = xb + c * xs[1] + y * xs[2];
+        for (std::int64_t e = 0; e < g.w; ++e) dst[e] = src[e * xs[3]];
+      }
+    T* ob = static_cast<T*>(out.data()) + n * os[0];
+    // The buffers are this thread's (thread_local): the workers read them through these.
+    const T* const img = image.data();
+    const T* const weights = packed.data();
+    parallel_for(parts, [&](std::int64_t part) {
+      const std::int64_t t0 = part * tiles / parts, t1 = (part + 1) * tiles / parts;
+      const std::int64_t q_begin = t0 * TP, q_end = std::min(N, t1 * TP);
+      alignas(64) T tile[TP][OB];
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const T* wblock = weights + b * K * OB;
+        const std::int64_t o0 = b * OB, m = std::min(OB, g.o - o0);
+        for (std::int64_t q0 = q_begin; q0 < q_end; q0 += TP) {
+          const std::int64_t len = std::min(TP, q_end - q0);
+          std::array<const T*, TP> at;  // each position's window corner (the last repeated past the end)
+          for (std::int64_t t = 0; t < TP; ++t) {
+            const std::int64_t q = q0 + std::min(t, len - 1);
+            at[std::size_t(t)] = img + q / g.ow * p.strides[0] * wp + q % g.ow * p.strides[1];
+          }
+          V acc[TP][2];
+          for (auto& r : acc) r[0] = r[1] = V(T(0));
+          for (std::int64_t k = 0; k < K; ++k) {
+            const V w0 = V::load_aligned(wblock + k * OB), w1 = V::load_aligned(wblock + k * OB + W);
+            const std::int64_t off = tap[std::size_t(k)];
+            for (std::int64_t t = 0; t < TP; ++t) {
+              const V a(at[std::size_t(t)][off]);
+              acc[t][0] = xsimd::fma(a, w0, acc[t][0]);
+              acc[t][1] = xsimd::fma(a, w1, acc[t][1]);
+            }
+          }
+          for (std::int64_t t = 0; t < TP; ++t) {
+            acc[t][0].store_aligned(tile[t]);
+            acc[t][1].store_aligned(tile[t] + W);
+          }
+          for (std::int64_t i = 0; i < m; ++i) {
+            T* row = ob + (o0 + i) * os[1] + q0;
+            for (std::int64_t t = 0; t < len; ++t) row[t] = tile[t][i];
+          }
+        }
+        apply(n, ob + o0 * os[1] + q_begin, os[1], 1, o0, q_begin, m, q_end - q_begin);
+      }
+    });
+  }
+}
+
 /// Depthwise conv2d (one input channel per group): a direct kernel per output plane.
 template <class T, class Apply>
 void conv2d_depthwise(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
@@ -467,6 +570,7 @@ inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, c
         if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
       };
       if (depthwise) conv2d_depthwise<T>(x, wt, p, g, dst, apply);
+      else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
       else conv2d_gemm<T>(x, wt, p, g, dst, apply);
     }
   });
