@@ -60,6 +60,17 @@ struct shape {
   static constexpr std::int64_t NC = NR * 64;
 };
 
+/// How many rows of K each block takes: as few blocks of at most KC rows as cover K, of equal
+/// size (784 = 392 + 392, not 384 + 384 + 16: a short last block would cost a whole pass over C
+/// for a few rows of K). The last block may be a few rows shorter.
+template <class T>
+constexpr std::int64_t block_rows(std::int64_t K) noexcept {
+  constexpr std::int64_t KC = shape<T>::KC;
+  if (K <= KC) return K > 0 ? K : 1;
+  const std::int64_t blocks = (K + KC - 1) / KC;
+  return (K + blocks - 1) / blocks;
+}
+
 /// Packs rows [i0, i0+mc) x columns [p0, p0+kc) of A into MR-row panels, k-major within a panel:
 /// panel r holds A[i0 + r*MR + i, p0 + k] at [k * MR + i], zero beyond the matrix.
 template <class T>
@@ -341,15 +352,15 @@ void gemm_rectangle(const matrix_view<const T>& a, const BPanels& b_panels, cons
   constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
   using S = shape<T>;
   constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC, MC = S::MC, NC = S::NC;
-  const std::int64_t K = a.cols;
+  const std::int64_t K = a.cols, KB = block_rows<T>(K);  // KB <= KC
   // Packed panels, reused across calls on this thread.
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed_a, packed_b;
   packed_a.resize(std::size_t(MC * KC));
   if constexpr (BPanels::needs_buffer) packed_b.resize(std::size_t(KC * ((std::min(NC, j1 - j0) + NR - 1) / NR * NR)));
   for (std::int64_t jc = j0; jc < j1; jc += NC) {
     const std::int64_t nc = std::min(NC, j1 - jc);
-    for (std::int64_t pc = 0; pc < K; pc += KC) {
-      const std::int64_t kc = std::min(KC, K - pc);
+    for (std::int64_t pc = 0; pc < K; pc += KB) {
+      const std::int64_t kc = std::min(KB, K - pc);
       const bool first = pc == 0 && !accumulate;
       [[maybe_unused]] const bool last = pc + kc == K;
       const T* b_block = b_panels(pc, kc, jc, nc, packed_b.data());
@@ -490,10 +501,16 @@ struct packed_b_layout {
   friend bool operator==(const packed_b_layout&, const packed_b_layout&) = default;
 };
 
-/// The layout this build's GEMM reads in place, for element type T.
+/// The layout this build's GEMM reads in place, for element type T and a B of `k` rows.
 template <class T>
-constexpr packed_b_layout native_packed_b_layout() noexcept {
-  return {gemm_detail::shape<T>::NR, gemm_detail::shape<T>::KC};
+constexpr packed_b_layout native_packed_b_layout(std::int64_t k) noexcept {
+  return {gemm_detail::shape<T>::NR, gemm_detail::block_rows<T>(k)};
+}
+
+/// Whether layouts `a` and `b` place a B of `k` rows alike: the same panels, and blocks that cut
+/// K at the same rows (a block size of k or more is one block, whatever its number).
+constexpr bool same_placement(const packed_b_layout& a, const packed_b_layout& b, std::int64_t k) noexcept {
+  return a.nr == b.nr && std::min(a.kc, k) == std::min(b.kc, k);
 }
 
 /// The number of elements a K x N B takes in layout `l` (N rounded up to whole panels).
@@ -505,11 +522,11 @@ inline std::int64_t packed_b_index(std::int64_t k, std::int64_t n, packed_b_layo
   return p0 * padded_n + (j / l.nr) * l.nr * kc + (p - p0) * l.nr + j % l.nr;
 }
 
-/// Packs B (any strides) into `out` (`packed_b_size(B.rows, B.cols, native_packed_b_layout<T>())`
+/// Packs B (any strides) into `out` (`packed_b_size(B.rows, B.cols, native_packed_b_layout<T>(B.rows))`
 /// elements, 64-byte aligned) in this build's layout.
 template <class T>
 void prepack_b(const matrix_view<const T>& b, T* out) {
-  constexpr packed_b_layout l = native_packed_b_layout<T>();
+  const packed_b_layout l = native_packed_b_layout<T>(b.rows);
   const std::int64_t padded_n = (b.cols + l.nr - 1) / l.nr * l.nr;
   for (std::int64_t p0 = 0; p0 < b.rows; p0 += l.kc)
     gemm_detail::pack_b(b, p0, std::min(l.kc, b.rows - p0), 0, b.cols, out + p0 * padded_n);
@@ -532,13 +549,13 @@ __attribute__((always_inline)) inline void small_m_packed_block(const matrix_vie
                                                                 const matrix_view<T>& c, std::int64_t j, std::int64_t n, bool accumulate) {
   using S = shape<T>;
   using V = typename S::V;
-  constexpr std::int64_t W = S::W, NR = S::NR, KC = S::KC, NV = 2 * P;
+  constexpr std::int64_t W = S::W, NR = S::NR, NV = 2 * P;
   V acc[R][NV];
   for (std::int64_t i = 0; i < R; ++i)
     for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = V(T(0));
-  const std::int64_t K = a.cols;
-  for (std::int64_t p0 = 0; p0 < K; p0 += KC) {
-    const std::int64_t kc = std::min(KC, K - p0);
+  const std::int64_t K = a.cols, KB = block_rows<T>(K);
+  for (std::int64_t p0 = 0; p0 < K; p0 += KB) {
+    const std::int64_t kc = std::min(KB, K - p0);
     const T* bp = packed + p0 * padded_n + j * kc;  // panel p of the block at bp + p * NR * kc
     const T* ap = a.data + p0 * a.col_stride;
     for (std::int64_t k = 0; k < kc; ++k, bp += NR, ap += a.col_stride) {

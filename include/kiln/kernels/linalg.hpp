@@ -278,7 +278,7 @@ inline packed_weight_layout packed_layout(std::string_view op, std::span<const s
 inline packed_weight_layout native_weight_layout(dtype t, std::int64_t k, std::int64_t n) {
   return visit_dtype("prepack_weight", t, [&]<class T>(type_tag<T>) -> packed_weight_layout {
     if constexpr (std::is_floating_point_v<T>)
-      return {k, n, native_packed_b_layout<T>()};
+      return {k, n, native_packed_b_layout<T>(k)};
     else
       fail("prepack_weight", kiln::detail::concat("packs float32 and float64 weights, not ", name(t)));
   });
@@ -323,7 +323,10 @@ inline tensor packed_weight_view(std::string_view op, const tensor& packed, cons
 
 /// Whether this build's GEMM reads `packed` in place: its layout, and 64-byte aligned.
 inline bool packed_in_place(const tensor& packed, const packed_weight_layout& l) {
-  const bool native = packed.type() == dtype::float32 ? l.panels == native_packed_b_layout<float>() : l.panels == native_packed_b_layout<double>();
+  // (An executable made before K was cut into equal blocks records 384 rows for a K below that:
+  // the same placement.)
+  const packed_b_layout mine = packed.type() == dtype::float32 ? native_packed_b_layout<float>(l.k) : native_packed_b_layout<double>(l.k);
+  const bool native = same_placement(l.panels, mine, l.k);
   return native && reinterpret_cast<std::uintptr_t>(packed.data()) % 64 == 0;
 }
 
