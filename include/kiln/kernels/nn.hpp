@@ -221,6 +221,19 @@ private:
     std::int64_t dst, src, len;
   };
 
+  /// Cuts the row's columns [col, col + len) (relative to j0) where a panel ends: `f(at, t, n)`
+  /// for each piece of n columns, t columns into the range, at element `at` of the block's first
+  /// row (panels of kc rows).
+  template <class F>
+  static void cut_at_panels(std::int64_t col, std::int64_t len, std::int64_t kc, F&& f) {
+    constexpr std::int64_t NR = gemm_detail::shape<T>::NR;
+    for (std::int64_t t = 0; t < len;) {
+      const std::int64_t c = col + t, n = std::min(NR - c % NR, len - t);
+      f(c / NR * kc * NR + c % NR, t, n);
+      t += n;
+    }
+  }
+
   /// Rows whose input columns are contiguous (horizontal stride 1). Rows of one window tap
   /// (i, j) differ only in their channel, so the pieces each row is made of (cut where an output
   /// row, the padding or a panel ends) are worked out once per tap; each row is then one copy or
@@ -238,12 +251,8 @@ private:
     thread_local std::vector<std::size_t> first;  // tap t's pieces: runs[first[t], first[t + 1])
     runs.clear();
     first.assign(std::size_t(taps + 1), 0);
-    const auto piece = [&](std::int64_t col, std::int64_t len, std::int64_t src) {  // cut at panel ends
-      for (std::int64_t t = 0; t < len;) {
-        const std::int64_t at = col + t, n = std::min(NR - at % NR, len - t);
-        runs.push_back({at / NR * kc * NR + at % NR, src < 0 ? -1 : src + t, n});
-        t += n;
-      }
+    const auto piece = [&](std::int64_t col, std::int64_t len, std::int64_t src) {
+      cut_at_panels(col, len, kc, [&](std::int64_t at, std::int64_t t, std::int64_t n) { runs.push_back({at, src < 0 ? -1 : src + t, n}); });
     };
     for (std::int64_t tap = 0; tap < taps; ++tap) {
       first[std::size_t(tap)] = runs.size();
@@ -292,7 +301,8 @@ private:
     }
   }
 
-  /// Any strides: each row written run by run, a run of output columns cut where a panel ends.
+  /// Rows with a horizontal step other than one element: each row written run by run, a run of
+  /// output columns cut where a panel ends.
   void general(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) const {
     constexpr std::int64_t NR = gemm_detail::shape<T>::NR;
     const std::int64_t padded = (nc + NR - 1) / NR * NR;
@@ -303,11 +313,7 @@ private:
       // Columns [q, q + len) of this row (relative to j0) from `fill(dst, t, n)`, which writes
       // the n columns starting t columns into the run.
       const auto put = [&](std::int64_t q, std::int64_t len, auto&& fill) {
-        for (std::int64_t t = 0; t < len;) {
-          const std::int64_t col = q + t, n = std::min(NR - col % NR, len - t);
-          fill(base + col / NR * kc * NR + col % NR, t, n);
-          t += n;
-        }
+        cut_at_panels(q, len, kc, [&](std::int64_t at, std::int64_t t, std::int64_t n) { fill(base + at, t, n); });
       };
       const auto zeros = [](T* dst, std::int64_t, std::int64_t n) { std::fill_n(dst, n, T(0)); };
       const std::int64_t off = j * dil_w - left;  // input column of output column 0
@@ -323,9 +329,7 @@ private:
           const T* src = plane + iy * sh;
           const std::int64_t a = std::clamp(lo, x0, x0 + len), b = std::clamp(hi, a, x0 + len);
           put(q, a - x0, zeros);
-          if (stride_w == 1 && sw == 1)
-            put(q + (a - x0), b - a, [&](T* dst, std::int64_t t, std::int64_t n) { std::copy_n(src + a + t + off, n, dst); });
-          else if (stride_w * sw == 2)  // a constant step, which the compiler vectorises (loads and a permute)
+          if (stride_w * sw == 2)  // a constant step, which the compiler vectorises (loads and a permute)
             put(q + (a - x0), b - a, [&](T* dst, std::int64_t t, std::int64_t n) {
               const T* s0 = src + ((a + t) * stride_w + off) * sw;
               for (std::int64_t e = 0; e < n; ++e) dst[e] = s0[2 * e];
