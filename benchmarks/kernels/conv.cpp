@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // conv2d in GFLOP/s on the ResNet-18 layer shapes (batch 1, 224x224 input): kernels::conv2d (one
-// thread and two) beside the classic baseline, im2col into a buffer followed by OpenBLAS
+// thread and two; and with the weight packed ahead of time, kernels::conv2d_prepacked) beside the classic baseline, im2col into a buffer followed by OpenBLAS
 // cblas_sgemm (one thread), timed together. Depthwise convolutions (MobileNet-V2 shapes) and the
 // ResNet max pool are compared with plain direct loops, since BLAS has nothing for them.
 #include <kiln/kernels/nn.hpp>
@@ -29,10 +29,11 @@ const conv_shape shapes[] = {
     {"conv1_7x7s2", 3, 224, 64, 7, 2, 3, 1},        {"layer1_3x3", 64, 56, 64, 3, 1, 1, 1},
     {"layer2_3x3s2", 64, 56, 128, 3, 2, 1, 1},      {"layer2_3x3", 128, 28, 128, 3, 1, 1, 1},
     {"layer2_down_1x1s2", 64, 56, 128, 1, 2, 0, 1}, {"layer3_3x3", 256, 14, 256, 3, 1, 1, 1},
-    {"layer4_3x3", 512, 7, 512, 3, 1, 1, 1},        {"dw_3x3_c144_56", 144, 56, 144, 3, 1, 1, 144},
+    {"layer4_3x3", 512, 7, 512, 3, 1, 1, 1},        {"layer3_down_1x1s2", 128, 28, 256, 1, 2, 0, 1},
+    {"layer4_down_1x1s2", 256, 14, 512, 1, 2, 0, 1}, {"dw_3x3_c144_56", 144, 56, 144, 3, 1, 1, 144},
     {"dw_3x3s2_c96_112", 96, 112, 96, 3, 2, 1, 96},
 };
-constexpr std::int64_t num_dense = 7;
+constexpr std::int64_t num_dense = 9;
 
 struct problem {
   const conv_shape& s;
@@ -70,6 +71,23 @@ void kiln_conv(benchmark::State& st, int threads) {
 }
 void kiln_1thread(benchmark::State& st) { kiln_conv(st, 1); }
 void kiln_2threads(benchmark::State& st) { kiln_conv(st, 2); }
+
+// The weight packed once, as the compiler's prepack_weights does for a constant weight: the
+// direct kernel then serves every size.
+void kiln_prepacked(benchmark::State& st, int threads) {
+  kernels::set_num_threads(threads);
+  problem p(shapes[st.range(0)]);
+  const tensor packed = kernels::prepack_conv_weight(p.w);
+  const kernels::packed_conv_layout l = kernels::native_conv_layout(dtype::float32, p.s.o, p.s.c, p.s.k, p.s.k);
+  for (auto _ : st) {
+    kernels::conv2d_prepacked(p.x, packed, l, {}, p.p, p.y);
+    benchmark::ClobberMemory();
+  }
+  kernels::set_num_threads(1);
+  report(st, p);
+}
+void kiln_prepacked_1thread(benchmark::State& st) { kiln_prepacked(st, 1); }
+void kiln_prepacked_2threads(benchmark::State& st) { kiln_prepacked(st, 2); }
 
 /// Caffe's im2col: column (y, x) of row (c, i, j) is input[c, y*s + i - pad, x*s + j - pad].
 void im2col(const float* x, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t s, std::int64_t pad, std::int64_t oh,
@@ -174,6 +192,8 @@ void depthwise(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(kiln_1thread)->Name("conv2d/kiln")->Apply(dense);
 BENCHMARK(kiln_2threads)->Name("conv2d/kiln_2threads")->Apply(dense)->UseRealTime();  // CPU time would count one thread
+BENCHMARK(kiln_prepacked_1thread)->Name("conv2d/kiln_prepacked")->Apply(dense);
+BENCHMARK(kiln_prepacked_2threads)->Name("conv2d/kiln_prepacked_2threads")->Apply(dense)->UseRealTime();
 #if KILN_HAVE_OPENBLAS
 BENCHMARK(im2col_openblas)->Name("conv2d/im2col_openblas")->Apply(dense);
 #endif

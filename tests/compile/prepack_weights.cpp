@@ -218,3 +218,113 @@ class Module:
                  "kiln::kernels::matmul_prepacked: the packed weight must be a contiguous vector of 2 x 8 elements for a 2 x 3 weight in panels of 8 "
                  "columns, got float32[8]"));
 }
+
+namespace {
+
+/// An [O, C, KH, KW] float32 weight as IR text.
+std::string conv_weight_text(std::int64_t o, std::int64_t c, std::int64_t kh, std::int64_t kw) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2) << "R.const([";
+  for (std::int64_t a = 0; a < o; ++a) {
+    s << (a ? ", [" : "[");
+    for (std::int64_t b = 0; b < c; ++b) {
+      s << (b ? ", [" : "[");
+      for (std::int64_t i = 0; i < kh; ++i) {
+        s << (i ? ", [" : "[");
+        for (std::int64_t j = 0; j < kw; ++j) s << (j ? ", " : "") << double((a * 5 + b * 3 + i * 7 + j) % 13) * 0.01 - 0.06;
+        s << "]";
+      }
+      s << "]";
+    }
+    s << "]";
+  }
+  s << "], \"float32\")";
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("prepack_weights: a convolution's constant weight is reordered for the direct kernel, fused or not; 1x1, grouped, small and parameter weights are left alone") {
+  const std::string w = conv_weight_text(6, 3, 3, 3);
+  const std::string src = R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 3, 9, 10), "float32"), b: R.Tensor((6, 1, 1), "float32"), p: R.Tensor((6, 3, 3, 3), "float32")) -> R.Tuple(R.Tensor((1, 6, 9, 10), "float32"), R.Tensor((1, 6, 9, 10), "float32"), R.Tensor((1, 4, 9, 10), "float32"), R.Tensor((1, 6, 9, 10), "float32"), R.Tensor((1, 6, 3, 2), "float32"), R.Tensor((1, 6, 9, 10), "float32")):
+        with R.dataflow():
+            lv: R.Tensor((1, 6, 9, 10), "float32") = R.nn.conv2d(x, )" + w + R"(, padding=[1, 1, 1, 1])
+            lv1: R.Tensor((1, 6, 9, 10), "float32") = R.nn.conv2d(x, )" + w + R"(, padding=[1, 1, 1, 1])
+            lv2: R.Tensor((1, 6, 9, 10), "float32") = R.add(lv1, b)
+            gv: R.Tensor((1, 6, 9, 10), "float32") = R.nn.relu(lv2)
+            pw: R.Tensor((1, 4, 9, 10), "float32") = R.nn.conv2d(x, )" + conv_weight_text(4, 3, 1, 1) + R"()
+            gr: R.Tensor((1, 6, 9, 10), "float32") = R.nn.conv2d(x, )" + conv_weight_text(6, 1, 3, 3) + R"(, padding=[1, 1, 1, 1], groups=3)
+            sm: R.Tensor((1, 6, 3, 2), "float32") = R.nn.conv2d(x, )" + w + R"(, strides=[3, 4])
+            pr: R.Tensor((1, 6, 9, 10), "float32") = R.nn.conv2d(x, p, padding=[1, 1, 1, 1])
+            R.output(lv, gv, pw, gr, sm, pr)
+        return (lv, gv, pw, gr, sm, pr)
+)";
+  using lower = kiln::sequential<t::fuse_epilogue, t::legalize_ops, t::prepack_weights>;
+  const std::string out = after(lower{}, src);
+  const kernels::packed_conv_layout l = kernels::native_conv_layout(dtype::float32, 6, 3, 3, 3);
+  const std::string layout = "R.shape([6, 3, 3, 3, " + std::to_string(l.ob) + "])";
+  CHECK(contains(out, R"(lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"), (x, R.const([)"));
+  CHECK(contains(out, R"(], "float32"), R.null_value(), )" + layout + R"(, R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)"));
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_prepacked"), (x, R.const([)"));
+  CHECK(contains(out, ", R.str(\"(relu (add x0 x1)) ; lv1 lv2 gv\"), b), out_sinfo="));
+  // Left alone: the 1x1 convolution, the grouped one, the one of 6 output positions, the parameter.
+  CHECK(contains(out, "pw = R.call_dps_packed(R.ExternFunc(\"kernels.conv2d\")"));
+  CHECK(contains(out, "gr = R.call_dps_packed(R.ExternFunc(\"kernels.conv2d\")"));
+  CHECK(contains(out, "sm = R.call_dps_packed(R.ExternFunc(\"kernels.conv2d\")"));
+  CHECK(contains(out, "pr = R.call_dps_packed(R.ExternFunc(\"kernels.conv2d\"), (x, p, "));
+
+  // Compiled: the results of the build without the pass (within rounding: the GEMM sums these
+  // small convolutions in another order), the weight of lv and lv1 packed once.
+  const ir::ir_module m = ir::parse_module(src);
+  const auto args = arguments_for(m, "main", {});
+  std::int64_t packed = 0;
+  std::string text;
+  CHECK(max_difference(run(m, args, false, &packed, &text), run(m, args, true)) <= 1e-5);
+  CHECK(packed == 1);
+  CHECK(contains(text, "kernels.conv2d_fused_prepacked"));
+  kiln::pass_context ctx(2);
+  kiln::pass_context_scope scope(ctx);
+  (void)kiln::compile(m);
+  CHECK(ctx.statistic("prepack_weights", "convolutions") == 2);
+  CHECK(ctx.statistic("prepack_weights", "matmuls") == 0);
+
+  // Serialized and loaded back: the packed constant's bytes are kept, the same results.
+  const vm::executable ex = kiln::compile(m);
+  const vm::executable back = vm::deserialize(vm::serialize(ex));
+  vm::virtual_machine a(ex, {}, kernels::global_registry()), c(back, {}, kernels::global_registry());
+  CHECK(max_difference(a.invoke_span("main", args), c.invoke_span("main", args)) == 0);
+}
+
+TEST_CASE("a convolution weight packed in another build's layout runs unpacked; a wrong layout is the kernel's error") {
+  // W = [[[[1, 2]]], [[[3, 4]]], [[[5, 6]]]] ([3, 1, 1, 2]) in blocks of 2 output channels — the
+  // layout of no build: block 0 holds channels 0 and 1 per tap, block 1 channel 2 and a zero.
+  const ir::ir_module foreign = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 1, 4, 5), "float32")) -> R.Tensor((1, 3, 4, 4), "float32"):
+        gv: R.Tensor((1, 3, 4, 4), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"), (x, R.const([1.0, 3.0, 2.0, 4.0, 5.0, 0.0, 6.0, 0.0], "float32"), R.null_value(), R.shape([3, 1, 1, 2, 2]), R.shape([1, 1]), R.shape([0, 0, 0, 0]), R.shape([1, 1])), out_sinfo=R.Tensor((1, 3, 4, 4), "float32"))
+        return gv
+)");
+  const ir::ir_module plain = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 1, 4, 5), "float32")) -> R.Tensor((1, 3, 4, 4), "float32"):
+        gv: R.Tensor((1, 3, 4, 4), "float32") = R.nn.conv2d(x, R.const([[[[1.0, 2.0]]], [[[3.0, 4.0]]], [[[5.0, 6.0]]]], "float32"))
+        return gv
+)");
+  const auto xs = arguments_for(plain, "main", {});
+  CHECK(max_difference(run(foreign, xs, true), run(plain, xs, true)) == 0);
+  const ir::ir_module wrong = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 1, 4, 5), "float32")) -> R.Tensor((1, 3, 4, 4), "float32"):
+        gv: R.Tensor((1, 3, 4, 4), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"), (x, R.const([1.0, 3.0, 2.0, 4.0, 5.0, 0.0, 6.0, 0.0], "float32"), R.null_value(), R.shape([3, 1, 1, 2, 8]), R.shape([1, 1]), R.shape([0, 0, 0, 0]), R.shape([1, 1])), out_sinfo=R.Tensor((1, 3, 4, 4), "float32"))
+        return gv
+)");
+  CHECK(contains(message_of([&] { run(wrong, xs, true); }),
+                 "kiln::kernels::conv2d_prepacked: the packed weight must be a contiguous vector of 16 elements for a [3, 1, 1, 2] weight in blocks of 8 "
+                 "output channels, got float32[8]"));
+}

@@ -85,6 +85,17 @@ void check_conv(const conv_case& k, unsigned seed, bool strided) {
     conv2d(x, w, bias, k.p, out);
     check_all_close(out.to_vector<T>(), want, 0, tol);
   }
+  if (k.p.groups == 1) {  // the weight packed ahead of time: the direct kernel, whatever the size
+    const tensor packed = prepack_conv_weight(w);
+    const packed_conv_layout l = native_conv_layout(w.type(), k.w[0], k.w[1], k.w[2], k.w[3]);
+    const tensor big = tensor::zeros({y.shape(0), y.shape(1), y.shape(2), y.shape(3) * 2}, y.type());
+    const tensor out = strided ? big.slice(3, 1, y.shape(3) * 2, 2) : tensor::empty(y.shape(), y.type());
+    conv2d_prepacked(x, packed, l, bias, k.p, out);
+    check_all_close(out.to_vector<T>(), want, 0, tol);
+    // Where conv2d itself takes the direct kernel, the sums are the same, in the same order.
+    if (kernels::detail::use_direct_conv({k.x[0], k.x[1], k.x[2], k.x[3], k.w[0], k.w[2], k.w[3], y.shape(2), y.shape(3), k.w[1], k.w[0]}, k.p))
+      CHECK(out.to_vector<T>() == y.to_vector<T>());
+  }
 }
 
 conv2d_params conv(std::int64_t stride, std::int64_t pad, std::int64_t dilation = 1, std::int64_t groups = 1) {
@@ -168,6 +179,86 @@ TEST_CASE("conv2d: the same results on two threads") {
   }();
   CHECK(same_tensor(one, two));
   CHECK(same_tensor(one_dw, two_dw));
+}
+
+TEST_CASE("conv2d_prepacked: a layout of another vector width is unpacked first, with conv2d's results") {
+  // What an executable compiled where the vectors have another width holds: blocks of 8 or 5
+  // output channels, or of 16 for double.
+  const tensor x = random_tensor<float>({1, 6, 9, 10}, -1, 1, 31), w = random_tensor<float>({11, 6, 3, 3}, -1, 1, 32);
+  const tensor bias = random_tensor<float>({11}, -1, 1, 33);
+  const std::int64_t k = 6 * 3 * 3;
+  for (const std::int64_t ob : {8, 5, 1}) {
+    CAPTURE(ob);
+    const tensor packed = tensor::empty({(11 + ob - 1) / ob * ob * k}, dtype::float32);
+    kernels::detail::pack_direct_weights<float>(w.data<float>(), 11, k, ob, packed.data<float>());
+    const packed_conv_layout l{11, 6, 3, 3, ob};
+    const tensor out = tensor::empty({1, 11, 9, 10}, dtype::float32);
+    conv2d_prepacked(x, packed, l, bias, conv(1, 1), out);
+    CHECK(same_tensor(out, conv2d(x, w, bias, conv(1, 1))));
+    const fused_expr e = fused_expr::parse("(relu x0)");
+    conv2d_fused_prepacked(x, packed, l, bias, conv(1, 1), e, {}, out);
+    const tensor fused = tensor::empty(out.shape(), out.type());
+    conv2d_fused(x, w, bias, conv(1, 1), e, {}, fused);
+    CHECK(same_tensor(out, fused));
+  }
+  // A packed weight that is not 64-byte aligned is read through the same fallback.
+  const tensor packed = prepack_conv_weight(w);
+  const tensor shifted = tensor::zeros({packed.numel() + 1}, dtype::float32).slice(0, 1, packed.numel() + 1);
+  copy(packed, shifted);
+  const tensor out = tensor::empty({1, 11, 9, 10}, dtype::float32);
+  conv2d_prepacked(x, shifted, native_conv_layout(dtype::float32, 11, 6, 3, 3), bias, conv(1, 1), out);
+  CHECK(same_tensor(out, conv2d(x, w, bias, conv(1, 1))));
+}
+
+TEST_CASE("conv2d_prepacked: the same results on two threads, split by positions or by blocks of channels") {
+  // 80 output channels over 49 positions (ResNet's last stage, small): more blocks than tiles.
+  for (const auto& [c, hw, o] : {std::array<std::int64_t, 3>{16, 20, 32}, {24, 7, 80}, {3, 30, 5}}) {
+    CAPTURE(o);
+    const tensor x = random_tensor<float>({2, c, hw, hw}, -1, 1, 41), w = random_tensor<float>({o, c, 3, 3}, -1, 1, 42);
+    const tensor packed = prepack_conv_weight(w);
+    const packed_conv_layout l = native_conv_layout(dtype::float32, o, c, 3, 3);
+    const tensor one = tensor::empty({2, o, hw, hw}, dtype::float32), two = tensor::empty({2, o, hw, hw}, dtype::float32);
+    conv2d_prepacked(x, packed, l, {}, conv(1, 1), one);
+    {
+      const kiln_test::pool_threads scope(2);
+      conv2d_prepacked(x, packed, l, {}, conv(1, 1), two);
+    }
+    CHECK(same_tensor(one, two));
+    check_all_close(one.to_vector<float>(), reference_conv<float>(x, w, tensor(), conv(1, 1), hw, hw), 0, 4e-6 * double(c * 9 + 1));
+  }
+}
+
+TEST_CASE("conv2d_prepacked: errors name the packed weight and its layout") {
+  const tensor x = random_tensor<float>({1, 4, 8, 8}, -1, 1, 1), w = random_tensor<float>({6, 4, 3, 3}, -1, 1, 2);
+  const tensor packed = prepack_conv_weight(w);
+  const packed_conv_layout l = native_conv_layout(dtype::float32, 6, 4, 3, 3);
+  const tensor out = tensor::empty({1, 6, 6, 6}, dtype::float32);
+  const std::string size = std::to_string(packed.numel());
+  CHECK(message_of([&] { conv2d_prepacked(x, packed, {6, 4, 3, 3, 0}, {}, {}, out); }) ==
+        "kiln::kernels::conv2d_prepacked: bad packed layout: weight [6, 4, 3, 3] in blocks of 0 output channels");
+  CHECK(message_of([&] { conv2d_prepacked(x, packed, {6, -4, 3, 3, 16}, {}, {}, out); }) ==
+        "kiln::kernels::conv2d_prepacked: bad packed layout: weight [6, -4, 3, 3] in blocks of 16 output channels");
+  CHECK(message_of([&] { conv2d_prepacked(x, packed, {std::int64_t(1) << 40, 1 << 20, 1 << 20, 1 << 20, 16}, {}, {}, out); }) ==
+        "kiln::kernels::conv2d_prepacked: bad packed layout: weight [1099511627776, 1048576, 1048576, 1048576] in blocks of 16 output channels");
+  CHECK(message_of([&] { conv2d_prepacked(x, packed, {6, 5, 3, 3, l.ob}, {}, {}, out); }).starts_with(
+        "kiln::kernels::conv2d_prepacked: the packed weight must be a contiguous vector of "));
+  CHECK(message_of([&] { conv2d_prepacked(x, random_tensor<float>({6, 4, 3, 3}, -1, 1, 2), l, {}, {}, out); }).ends_with(
+        "] weight in blocks of " + std::to_string(l.ob) + " output channels, got float32[6, 4, 3, 3]"));
+  CHECK(message_of([&] { conv2d_prepacked(x, tensor::zeros({packed.numel()}, dtype::int32), l, {}, {}, out); }) ==
+        "kiln::kernels::conv2d_prepacked: the packed weight must be float32 or float64, got int32[" + size + "]");
+  CHECK(message_of([&] { conv2d_prepacked(x, tensor(), l, {}, {}, out); }) == "kiln::kernels::conv2d_prepacked: the packed weight is undefined");
+  CHECK(message_of([&] { conv2d_prepacked(x, packed, l, {}, conv(1, 0, 1, 2), out); }) ==
+        "kiln::kernels::conv2d_prepacked: a prepacked weight serves one-group convolutions, got groups = 2");
+  CHECK(message_of([&] { conv2d_prepacked(random_tensor<float>({1, 5, 8, 8}, -1, 1, 1), packed, l, {}, {}, out); }) ==
+        "kiln::kernels::conv2d: channel mismatch: the data float32[1, 5, 8, 8] has 5 channels, but the weight float32[6, 4, 3, 3] expects 4 x 1 group(s) = 4");
+  CHECK(message_of([&] { conv2d_prepacked(x, packed, l, {}, {}, tensor::from_storage(packed.data_storage(), packed.byte_offset(), dtype::float32, {1, 6, 6, 6})); }) ==
+        "kiln::kernels::conv2d_prepacked: the output float32[1, 6, 6, 6] overlaps an input; write into a separate tensor");
+  CHECK(message_of([&] { (void)packed_conv_layout_of("conv2d_prepacked", shape_vector{6, 4, 3, 3}); }) ==
+        "kiln::kernels::conv2d_prepacked: the packed layout must have 5 values (O, C, KH, KW, ob), got 4");
+  CHECK(message_of([&] { (void)prepack_conv_weight(random_tensor<float>({6, 4, 3}, -1, 1, 2)); }) ==
+        "kiln::kernels::prepack_conv_weight: the weight must be OIHW (rank 4), got float32[6, 4, 3]");
+  CHECK(message_of([&] { (void)prepack_conv_weight(tensor::zeros({6, 4, 3, 3}, dtype::int32)); }) ==
+        "kiln::kernels::prepack_conv_weight: packs float32 and float64 weights, not int32");
 }
 
 TEST_CASE("conv2d: errors name the operands") {
@@ -350,6 +441,15 @@ void check_conv_fused(const conv_case& k, const char* text, const std::vector<sh
   const tensor out = tensor::empty(y.shape(), y.type());
   conv2d_fused(x, w, bias, k.p, e, operands, out);
   CHECK(out.to_vector<float>() == want);
+  if (k.p.groups == 1) {  // and with the weight packed ahead of time (the direct kernel's sums)
+    const tensor packed = prepack_conv_weight(w);
+    const packed_conv_layout l = native_conv_layout(dtype::float32, k.w[0], k.w[1], k.w[2], k.w[3]);
+    const tensor product = tensor::empty(y.shape(), y.type());
+    conv2d_prepacked(x, packed, l, bias, k.p, product);
+    inputs[0] = product;
+    conv2d_fused_prepacked(x, packed, l, bias, k.p, e, operands, out);
+    CHECK(out.to_vector<float>() == e.run(inputs).to_vector<float>());
+  }
 }
 
 }  // namespace

@@ -382,13 +382,14 @@ void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, cons
 
 /// Direct conv2d, one group, for outputs with many positions: the GEMM's roles turned around, so
 /// that the image is not packed. Output channels go along the vectors (blocks of OB = 2W, the
-/// weights reordered once per call to [block][k][OB]) and TP consecutive output positions (any
-/// rows) along the registers: for each tap k = (c, i, j), TP input elements are broadcast
-/// straight from a zero-padded copy of the image and multiplied into TP x 2 accumulators, as in
-/// the GEMM's micro-kernel (MR = TP). A finished TP x OB tile is transposed into the output's
-/// channel rows; the epilogue runs over each block's rows of a thread's positions. Reordering
-/// the weights costs about one multiply-add per weight, so this pays where each weight serves many
-/// positions (`use_direct_conv`); elsewhere the GEMM packs the image instead.
+/// weights in the order [block][k][OB], `pack_direct_weights`) and TP consecutive output
+/// positions (any rows) along the registers: for each tap k = (c, i, j), TP input elements are
+/// broadcast straight from a zero-padded copy of the image and multiplied into TP x 2
+/// accumulators, as in the GEMM's micro-kernel (MR = TP). A finished TP x OB tile is transposed
+/// into the output's channel rows; the epilogue runs over each block's rows of a thread's
+/// positions. Reordering the weights costs about one multiply-add per weight: done per call,
+/// this pays where each weight serves many positions (`use_direct_conv`); a weight reordered
+/// once, at compile time (`prepack_conv_weight`), runs here whatever the output's size.
 template <class T>
 struct direct_conv_shape {
   using V = batch<T>;
@@ -397,25 +398,103 @@ struct direct_conv_shape {
   static constexpr std::int64_t TP = sizeof(V) >= 64 ? 12 : 6;       ///< output positions per tile
 };
 
-/// Whether `conv2d_direct` suits a convolution (one group, at least this many output positions).
+/// Whether `conv2d_direct` suits a convolution whose weights it must reorder on each call (one
+/// group, at least this many output positions).
 inline bool use_direct_conv(const conv_geometry& g, const conv2d_params& p) { return p.groups == 1 && g.kh * g.kw > 1 && g.oh * g.ow >= 256; }
 
-template <class T, class Apply>
-void conv2d_direct(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
-  using S = direct_conv_shape<T>;
-  using V = typename S::V;
-  constexpr std::int64_t W = S::W, OB = S::OB, TP = S::TP;
-  const std::int64_t K = g.c * g.kh * g.kw, N = g.oh * g.ow, blocks = (g.o + OB - 1) / OB;
-  const std::int64_t hp = g.h + p.padding[0] + p.padding[2], wp = g.w + p.padding[1] + p.padding[3];
-  const T* wb = static_cast<const T*>(wt.data());  // contiguous [O, K]
-  // Weights as [block][k][OB], zero beyond the last channel.
-  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed;
-  packed.assign(std::size_t(blocks * K * OB), T(0));
-  for (std::int64_t b = 0; b < blocks; ++b)
-    for (std::int64_t k = 0; k < K; ++k) {
-      T* dst = packed.data() + (b * K + k) * OB;
-      for (std::int64_t i = 0; i < std::min(OB, g.o - b * OB); ++i) dst[i] = wb[(b * OB + i) * K + k];
+/// Whether a convolution whose weight is a constant is better served by packing it ahead of
+/// time for the direct kernel (`prepack_conv_weight`; the compiler's `prepack_weights` asks): one
+/// group, a window of more than one tap (a 1 x 1 convolution is a plain GEMM over the image), and
+/// at least 16 output positions per image where that is known (`positions` < 0: not known).
+inline bool prefer_prepacked_conv(std::int64_t kh, std::int64_t kw, std::int64_t groups, std::int64_t positions) {
+  return groups == 1 && kh * kw > 1 && (positions < 0 || positions >= 16);
+}
+
+/// The O x K weight matrix `w` (row-major) in the direct kernel's order: blocks of OB output
+/// channels, each K rows of OB values, zero past the last channel. `out` holds
+/// ceil(O / OB) * K * OB elements.
+template <class T>
+void pack_direct_weights(const T* w, std::int64_t o, std::int64_t k, std::int64_t ob, T* out) {
+  const std::int64_t blocks = (o + ob - 1) / ob;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t m = std::min(ob, o - b * ob);
+    for (std::int64_t r = 0; r < k; ++r) {
+      T* dst = out + (b * k + r) * ob;
+      for (std::int64_t i = 0; i < m; ++i) dst[i] = w[(b * ob + i) * k + r];
+      std::fill(dst + m, dst + ob, T(0));
     }
+  }
+}
+
+/// The inverse of `pack_direct_weights`: the O x K matrix back from its blocks.
+template <class T>
+void unpack_direct_weights(const T* packed, std::int64_t o, std::int64_t k, std::int64_t ob, T* w) {
+  for (std::int64_t c = 0; c < o; ++c)
+    for (std::int64_t r = 0; r < k; ++r) w[c * k + r] = packed[(c / ob * k + r) * ob + c % ob];
+}
+
+/// One tile of `conv2d_direct`: TP output positions (window corners `corner`, offsets into the
+/// padded image `img`) times one block of OB output channels, over taps [k0, k0 + kc) (weights
+/// `w` and tap offsets `tap` start at k0). The TP x OB sums go to `sums`, added to what it holds
+/// unless `first`.
+template <class T, std::int64_t TP>
+inline void direct_tile(const T* img, const std::int64_t* corner, const T* w, const std::int64_t* tap, std::int64_t kc, T* sums, bool first) {
+  using V = typename direct_conv_shape<T>::V;
+  constexpr std::int64_t W = direct_conv_shape<T>::W, OB = direct_conv_shape<T>::OB;
+  std::array<const T*, TP> at;
+  for (std::int64_t t = 0; t < TP; ++t) at[std::size_t(t)] = img + corner[t];
+  V acc[TP][2];
+  for (std::int64_t t = 0; t < TP; ++t) {
+    acc[t][0] = first ? V(T(0)) : V::load_aligned(sums + t * OB);
+    acc[t][1] = first ? V(T(0)) : V::load_aligned(sums + t * OB + W);
+  }
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const V w0 = V::load_aligned(w + k * OB), w1 = V::load_aligned(w + k * OB + W);
+    const std::int64_t off = tap[k];
+    for (std::int64_t t = 0; t < TP; ++t) {
+      const V a(at[std::size_t(t)][off]);
+      acc[t][0] = xsimd::fma(a, w0, acc[t][0]);
+      acc[t][1] = xsimd::fma(a, w1, acc[t][1]);
+    }
+  }
+  for (std::int64_t t = 0; t < TP; ++t) {
+    acc[t][0].store_aligned(sums + t * OB);
+    acc[t][1].store_aligned(sums + t * OB + W);
+  }
+}
+
+/// The tile width (positions per tile, a compile-time width between TP / 2 and TP) that covers
+/// N positions at the least cost, counting the two weight loads of each tap as two positions'
+/// worth: 49 positions (ResNet's last layer) take 5 tiles of 10, not 5 of 12.
+template <class T>
+std::int64_t direct_tile_width(std::int64_t n) {
+  constexpr std::int64_t TP = direct_conv_shape<T>::TP;
+  std::int64_t best = TP, cost = (n + TP - 1) / TP * (TP + 2);
+  for (std::int64_t tp = TP - 1; tp >= TP / 2 + 1; --tp)
+    if (const std::int64_t c = (n + tp - 1) / tp * (tp + 2); c < cost) best = tp, cost = c;
+  return best;
+}
+
+/// Calls `f.template operator()<tp>()` for a run-time tile width tp in (TP / 2, TP].
+template <class T, class F>
+void with_tile_width(std::int64_t tp, F&& f) {
+  constexpr std::int64_t TP = direct_conv_shape<T>::TP;
+  [&]<std::int64_t... I>(std::integer_sequence<std::int64_t, I...>) {
+    ((tp == TP - I ? (f.template operator()<TP - I>(), true) : false) || ...);
+  }(std::make_integer_sequence<std::int64_t, TP - TP / 2>());
+}
+
+/// `conv2d_direct` over weights already in the direct order (64-byte aligned, OB per block).
+/// The taps are taken in chunks of KC, so that a chunk of a block's weights stays in the L1
+/// cache while a group of tiles runs over it; each tile's sums wait in a buffer between chunks.
+template <class T, class Apply>
+void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
+  constexpr std::int64_t OB = direct_conv_shape<T>::OB;
+  constexpr std::int64_t KC = 16384 / std::int64_t(sizeof(T)) / OB;  // 16 KB of weights per chunk
+  constexpr std::int64_t GT = 8;                                      // tiles per group
+  const std::int64_t K = g.c * g.kh * g.kw, N = g.oh * g.ow, blocks = (g.o + OB - 1) / OB;
+  const std::int64_t top = p.padding[0], left = p.padding[1];
+  const std::int64_t hp = g.h + top + p.padding[2], wp = g.w + left + p.padding[3];
   // Where tap k starts in the padded image.
   std::vector<std::int64_t> tap(static_cast<std::size_t>(K));
   for (std::int64_t k = 0; k < K; ++k)
@@ -424,59 +503,77 @@ void conv2d_direct(const tensor& x, const tensor& wt, const conv2d_params& p, co
   image.resize(std::size_t(g.c * hp * wp));
   const auto& xs = x.strides();
   const auto& os = out.strides();
-  const std::int64_t tiles = (N + TP - 1) / TP;
-  const std::int64_t parts = std::min<std::int64_t>(std::int64_t(num_threads()), tiles);
+  const std::int64_t tp = direct_tile_width<T>(N);
+  // The work is blocks x tiles, handed out in that order (a part covers whole blocks where there
+  // are enough of them: each thread then streams only its blocks' weights).
+  const std::int64_t tiles = (N + tp - 1) / tp, items = blocks * tiles;
+  const std::int64_t parts = std::min<std::int64_t>(std::int64_t(num_threads()), items);
+  // The buffer is this thread's (thread_local): the workers read it through this.
+  T* const img = image.data();
   for (std::int64_t n = 0; n < g.n; ++n) {
     const T* xb = static_cast<const T*>(x.data()) + n * xs[0];
-    std::fill(image.begin(), image.end(), T(0));
-    for (std::int64_t c = 0; c < g.c; ++c)
-      for (std::int64_t y = 0; y < g.h; ++y) {
-        T* dst = image.data() + (c * hp + y + p.padding[0]) * wp + p.padding[1];
-        const T* src = xb + c * xs[1] + y * xs[2];
-        for (std::int64_t e = 0; e < g.w; ++e) dst[e] = src[e * xs[3]];
-      }
-    T* ob = static_cast<T*>(out.data()) + n * os[0];
-    // The buffers are this thread's (thread_local): the workers read them through these.
-    const T* const img = image.data();
-    const T* const weights = packed.data();
-    parallel_for(parts, [&](std::int64_t part) {
-      const std::int64_t t0 = part * tiles / parts, t1 = (part + 1) * tiles / parts;
-      const std::int64_t q_begin = t0 * TP, q_end = std::min(N, t1 * TP);
-      alignas(64) T tile[TP][OB];
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        const T* wblock = weights + b * K * OB;
-        const std::int64_t o0 = b * OB, m = std::min(OB, g.o - o0);
-        for (std::int64_t q0 = q_begin; q0 < q_end; q0 += TP) {
-          const std::int64_t len = std::min(TP, q_end - q0);
-          std::array<const T*, TP> at;  // each position's window corner (the last repeated past the end)
-          for (std::int64_t t = 0; t < TP; ++t) {
-            const std::int64_t q = q0 + std::min(t, len - 1);
-            at[std::size_t(t)] = img + q / g.ow * p.strides[0] * wp + q % g.ow * p.strides[1];
-          }
-          V acc[TP][2];
-          for (auto& r : acc) r[0] = r[1] = V(T(0));
-          for (std::int64_t k = 0; k < K; ++k) {
-            const V w0 = V::load_aligned(wblock + k * OB), w1 = V::load_aligned(wblock + k * OB + W);
-            const std::int64_t off = tap[std::size_t(k)];
-            for (std::int64_t t = 0; t < TP; ++t) {
-              const V a(at[std::size_t(t)][off]);
-              acc[t][0] = xsimd::fma(a, w0, acc[t][0]);
-              acc[t][1] = xsimd::fma(a, w1, acc[t][1]);
-            }
-          }
-          for (std::int64_t t = 0; t < TP; ++t) {
-            acc[t][0].store_aligned(tile[t]);
-            acc[t][1].store_aligned(tile[t] + W);
-          }
-          for (std::int64_t i = 0; i < m; ++i) {
-            T* row = ob + (o0 + i) * os[1] + q0;
-            for (std::int64_t t = 0; t < len; ++t) row[t] = tile[t][i];
-          }
+    // The padded copy, a channel at a time: zeros around, the image inside.
+    parallel_for(parts > 1 ? g.c : 1, [&](std::int64_t part) {
+      const std::int64_t c0 = parts > 1 ? part : 0, c1 = parts > 1 ? part + 1 : g.c;
+      for (std::int64_t c = c0; c < c1; ++c) {
+        T* plane = img + c * hp * wp;
+        std::fill(plane, plane + top * wp, T(0));
+        for (std::int64_t y = 0; y < g.h; ++y) {
+          T* dst = plane + (y + top) * wp;
+          const T* src = xb + c * xs[1] + y * xs[2];
+          std::fill(dst, dst + left, T(0));
+          if (xs[3] == 1) std::copy(src, src + g.w, dst + left);
+          else for (std::int64_t e = 0; e < g.w; ++e) dst[left + e] = src[e * xs[3]];
+          std::fill(dst + left + g.w, dst + wp, T(0));
         }
-        apply(n, ob + o0 * os[1] + q_begin, os[1], 1, o0, q_begin, m, q_end - q_begin);
+        std::fill(plane + (g.h + top) * wp, plane + hp * wp, T(0));
       }
     });
+    T* ob = static_cast<T*>(out.data()) + n * os[0];
+    with_tile_width<T>(tp, [&]<std::int64_t TP>() {
+      parallel_for(parts, [&](std::int64_t part) {
+        alignas(64) T sums[GT][TP][OB];
+        std::int64_t corner[GT][TP];  // each position's window corner (the last repeated past the end)
+        for (std::int64_t item = part * items / parts, end = (part + 1) * items / parts; item < end;) {
+          const std::int64_t b = item / tiles, t0 = item % tiles, t1 = std::min(tiles, t0 + end - item);
+          item += t1 - t0;
+          const std::int64_t o0 = b * OB, m = std::min(OB, g.o - o0);
+          for (std::int64_t g0 = t0; g0 < t1; g0 += GT) {
+            const std::int64_t g1 = std::min(t1, g0 + GT);
+            for (std::int64_t i = g0; i < g1; ++i)
+              for (std::int64_t t = 0; t < TP; ++t) {
+                const std::int64_t q = std::min(i * TP + t, N - 1);
+                corner[i - g0][t] = q / g.ow * p.strides[0] * wp + q % g.ow * p.strides[1];
+              }
+            for (std::int64_t k0 = 0; k0 < K; k0 += KC)
+              for (std::int64_t i = g0; i < g1; ++i)
+                direct_tile<T, TP>(img, corner[i - g0], weights + (b * K + k0) * OB, tap.data() + k0, std::min(KC, K - k0), &sums[i - g0][0][0],
+                                   k0 == 0);
+            for (std::int64_t i = g0; i < g1; ++i) {
+              const std::int64_t q0 = i * TP, len = std::min(TP, N - q0);
+              for (std::int64_t c = 0; c < m; ++c) {
+                T* row = ob + (o0 + c) * os[1] + q0;
+                for (std::int64_t t = 0; t < len; ++t) row[t] = sums[i - g0][t][c];
+              }
+            }
+          }
+          const std::int64_t q_begin = t0 * TP, q_end = std::min(N, t1 * TP);
+          apply(n, ob + o0 * os[1] + q_begin, os[1], 1, o0, q_begin, m, q_end - q_begin);
+        }
+      });
+    });
   }
+}
+
+/// `conv2d_direct_packed` with the weights ([O, C, KH, KW], contiguous) reordered on this call.
+template <class T, class Apply>
+void conv2d_direct(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
+  constexpr std::int64_t OB = direct_conv_shape<T>::OB;
+  const std::int64_t K = g.c * g.kh * g.kw, blocks = (g.o + OB - 1) / OB;
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed;
+  packed.resize(std::size_t(blocks * K * OB));
+  pack_direct_weights<T>(static_cast<const T*>(wt.data()), g.o, K, OB, packed.data());
+  conv2d_direct_packed<T>(x, packed.data(), p, g, out, apply);
 }
 
 /// Depthwise conv2d (one input channel per group): a direct kernel per output plane.
@@ -521,9 +618,11 @@ namespace detail {
 
 /// conv2d with an optional fused epilogue (null: none) over `operands`, whose strides along the
 /// output's axes `check_epilogue` gave.
+/// With `prepacked`, `w` is the [O, C, KH, KW] view of a weight `prepack_conv_weight` packed in
+/// this build's order (one group), and the direct kernel reads it in place.
 inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
                         const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<std::vector<std::int64_t>>& strides,
-                        const tensor& out) {
+                        const tensor& out, bool prepacked = false) {
   const conv_geometry g = check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
   if (overlaps(out, x) || overlaps(out, w) || (bias.defined() && overlaps(out, bias)))
@@ -545,7 +644,7 @@ inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, c
   }
   if (epilogue && separate) {  // the convolution first, then the expression over it
     const tensor product = new_output(out.shape(), out.type());
-    conv2d_into(op, x, w, bias, p, nullptr, {}, {}, product);
+    conv2d_into(op, x, w, bias, p, nullptr, {}, {}, product, prepacked);
     std::vector<tensor> inputs{product};
     inputs.insert(inputs.end(), operands.begin(), operands.end());
     epilogue->run(inputs, out);
@@ -573,7 +672,8 @@ inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, c
         if (bias_epi) bias_epi(c, rs, cs, o, j, m, len);
         if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
       };
-      if (depthwise) conv2d_depthwise<T>(x, wt, p, g, dst, apply);
+      if (prepacked) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
+      else if (depthwise) conv2d_depthwise<T>(x, wt, p, g, dst, apply);
       else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
       else conv2d_gemm<T>(x, wt, p, g, dst, apply);
     }
@@ -616,6 +716,133 @@ inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, c
 inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,
                          std::initializer_list<tensor> operands, const tensor& out) {
   conv2d_fused(x, w, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
+}
+
+// ---- weights packed ahead of time ------------------------------------------------------------------
+
+/// What a weight packed by `prepack_conv_weight` holds: the [O, C, KH, KW] weight of a one-group
+/// convolution, in blocks of `ob` output channels (the direct kernel's order, see
+/// `conv2d_direct`). The compiler records it beside the packed constant (`kernels.conv2d_prepacked`),
+/// so that an executable built where vectors have another width still runs.
+struct packed_conv_layout {
+  std::int64_t o = 0, c = 0, kh = 0, kw = 0, ob = 0;
+  friend bool operator==(const packed_conv_layout&, const packed_conv_layout&) = default;
+};
+
+/// A layout from its five numbers [O, C, KH, KW, ob], as the compiler passes it to the kernels;
+/// checked where it is used.
+inline packed_conv_layout packed_conv_layout_of(std::string_view op, std::span<const std::int64_t> v) {
+  if (v.size() != 5) fail(op, kiln::detail::concat("the packed layout must have 5 values (O, C, KH, KW, ob), got ", v.size()));
+  return {v[0], v[1], v[2], v[3], v[4]};
+}
+
+/// The layout `prepack_conv_weight` writes in this build for an [O, C, KH, KW] weight of dtype
+/// `t` (float32 or float64).
+inline packed_conv_layout native_conv_layout(dtype t, std::int64_t o, std::int64_t c, std::int64_t kh, std::int64_t kw) {
+  return visit_dtype("prepack_conv_weight", t, [&]<class T>(type_tag<T>) -> packed_conv_layout {
+    if constexpr (std::is_floating_point_v<T>)
+      return {o, c, kh, kw, detail::direct_conv_shape<T>::OB};
+    else
+      fail("prepack_conv_weight", kiln::detail::concat("packs float32 and float64 weights, not ", name(t)));
+  });
+}
+
+namespace detail {
+
+/// The number of elements a weight packed in layout `l` holds; fails on a layout no weight has.
+inline std::int64_t packed_conv_size(std::string_view op, const packed_conv_layout& l) {
+  constexpr std::int64_t limit = std::int64_t(1) << 40;
+  std::int64_t k = 0, size = 0;
+  const bool bad = l.o < 1 || l.c < 1 || l.kh < 1 || l.kw < 1 || l.ob < 1 || l.ob > 4096 || l.o > limit || __builtin_mul_overflow(l.c, l.kh, &k) ||
+                   __builtin_mul_overflow(k, l.kw, &k) || __builtin_mul_overflow((l.o + l.ob - 1) / l.ob * l.ob, k, &size) || size > limit;
+  if (bad)
+    fail(op, kiln::detail::concat("bad packed layout: weight [", l.o, ", ", l.c, ", ", l.kh, ", ", l.kw, "] in blocks of ", l.ob, " output channels"));
+  return size;
+}
+
+/// Checks a packed conv weight against its layout and returns the [O, C, KH, KW] view over its
+/// storage (valid memory: O C KH KW <= the packed size), which `check_conv2d` checks shapes with.
+inline tensor packed_conv_view(std::string_view op, const tensor& packed, const packed_conv_layout& l) {
+  if (!packed.defined()) fail(op, "the packed weight is undefined");
+  const std::int64_t size = packed_conv_size(op, l);
+  if (packed.type() != dtype::float32 && packed.type() != dtype::float64)
+    fail(op, kiln::detail::concat("the packed weight must be float32 or float64, got ", describe_operand(packed)));
+  if (packed.ndim() != 1 || packed.numel() != size || (size > 1 && packed.strides()[0] != 1))
+    fail(op, kiln::detail::concat("the packed weight must be a contiguous vector of ", size, " elements for a [", l.o, ", ", l.c, ", ", l.kh, ", ",
+                                  l.kw, "] weight in blocks of ", l.ob, " output channels, got ", describe_operand(packed)));
+  return tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.o, l.c, l.kh, l.kw});
+}
+
+/// The [O, C, KH, KW] weight a packed one holds, unpacked (for a layout this build does not read
+/// in place).
+inline tensor unpack_conv_weight(const tensor& packed, const packed_conv_layout& l) {
+  tensor w = new_output({l.o, l.c, l.kh, l.kw}, packed.type());
+  visit_dtype("unpack_conv_weight", packed.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>)
+      unpack_direct_weights<T>(static_cast<const T*>(packed.data()), l.o, l.c * l.kh * l.kw, l.ob, static_cast<T*>(w.data()));
+  });
+  return w;
+}
+
+/// Checks a packed conv weight, the parameters and the output; the weight's [O, C, KH, KW] view
+/// when this build reads it in place, else an undefined tensor (it is unpacked first).
+inline tensor prepacked_conv_operand(std::string_view op, const tensor& packed, const packed_conv_layout& l, const conv2d_params& p,
+                                     const tensor& out) {
+  tensor w = packed_conv_view(op, packed, l);
+  if (p.groups != 1) fail(op, kiln::detail::concat("a prepacked weight serves one-group convolutions, got groups = ", p.groups));
+  if (out.defined() && overlaps(out, packed))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  const std::int64_t native = packed.type() == dtype::float32 ? direct_conv_shape<float>::OB : direct_conv_shape<double>::OB;
+  return l.ob == native && reinterpret_cast<std::uintptr_t>(packed.data()) % 64 == 0 ? w : tensor();
+}
+
+}  // namespace detail
+
+/// `w` ([O, C, KH, KW], float32 or float64) packed for `conv2d_prepacked` in this build's layout
+/// (`native_conv_layout`): a 1-D tensor. Packing a constant weight once, at compile time, lets
+/// the direct kernel serve convolutions of any output size (it would otherwise reorder the
+/// weight on every call, which pays only where each weight serves many output positions).
+inline tensor prepack_conv_weight(const tensor& w) {
+  constexpr std::string_view op = "prepack_conv_weight";
+  if (!w.defined()) fail(op, "the weight is undefined");
+  if (w.ndim() != 4) fail(op, kiln::detail::concat("the weight must be OIHW (rank 4), got ", describe_operand(w)));
+  const packed_conv_layout l = native_conv_layout(w.type(), w.shape(0), w.shape(1), w.shape(2), w.shape(3));
+  tensor out = new_output({detail::packed_conv_size(op, l)}, w.type());
+  const tensor wt = w.contiguous();
+  visit_dtype(op, w.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>)
+      detail::pack_direct_weights<T>(static_cast<const T*>(wt.data()), l.o, l.c * l.kh * l.kw, l.ob, static_cast<T*>(out.data()));
+  });
+  return out;
+}
+
+/// out = conv2d(x, W) + bias (as `conv2d`, one group) for the weight W that `packed` holds in
+/// `layout` (`prepack_conv_weight`). In this build's layout the direct kernel reads it in place,
+/// whatever the output's size; in another (an executable compiled for another vector width) W
+/// is unpacked first, with the same result.
+inline void conv2d_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias, const conv2d_params& p,
+                             const tensor& out) {
+  constexpr std::string_view op = "conv2d_prepacked";
+  const tensor w = detail::prepacked_conv_operand(op, packed, layout, p, out);
+  if (!w.defined()) return conv2d(x, detail::unpack_conv_weight(packed, layout), bias, p, out);
+  detail::conv2d_into(op, x, w, bias, p, nullptr, {}, {}, out, true);
+}
+
+/// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
+/// `packed` holds in `layout` (as `conv2d_prepacked`).
+inline void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
+                                   const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out) {
+  constexpr std::string_view op = "conv2d_fused_prepacked";
+  const tensor w = detail::prepacked_conv_operand(op, packed, layout, p, out);
+  if (!w.defined()) return conv2d_fused(x, detail::unpack_conv_weight(packed, layout), bias, p, epilogue, operands, out);
+  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
+  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
+  const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
+  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out, true);
+}
+inline void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
+                                   const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {
+  conv2d_fused_prepacked(x, packed, layout, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
 }
 
 // ---- conv2d_transpose --------------------------------------------------------------------------------------

@@ -18,12 +18,26 @@
 /// run where the vectors have another width than where it was compiled still gives the same
 /// results, by unpacking the weight first.
 ///
+/// A one-group convolution with a constant weight and a window of more than one tap
+/// (`kernels::prefer_prepacked_conv`) gets its weight reordered for the direct kernel
+/// (`kernels::prepack_conv_weight`: blocks of output channels along the vectors), which then
+/// serves it whatever the output's size — without it the direct kernel reorders the weight on
+/// every call, which pays only for outputs of 256 positions and more, and smaller ones (ResNet's
+/// last two stages) go through the GEMM:
+///
+///     lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused"), (x, R.const(w), b, R.shape([1, 1]), R.shape([1, 1, 1, 1]),
+///                            R.shape([1, 1]), R.prim_value(1), R.str("(relu x0) ; lv")), out_sinfo=...)
+///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_prepacked"), (x, R.const(w packed), b, R.shape([O, C, KH, KW, ob]),
+///                            R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.str("(relu x0) ; lv")), out_sinfo=...)
+///
 /// Runs at opt level 1, after `legalize_ops` (it rewrites kernel calls) and before
-/// `call_tir_rewrite`. Left alone: integer matmuls, weights that are parameters, batched
-/// (3-D and up) or vector weights, and a constant used as the left operand.
+/// `call_tir_rewrite`. Left alone: integer matmuls and convolutions, weights that are
+/// parameters, batched (3-D and up) or vector matmul weights, a constant used as the left
+/// operand, grouped and 1 x 1 convolutions.
 #pragma once
 
 #include <kiln/kernels/linalg.hpp>
+#include <kiln/kernels/nn.hpp>
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
 #include <kiln/transform/detail/fusion.hpp>
@@ -48,18 +62,21 @@ struct prepack_weights {
     // Constants bound to variables of this function, and what each weight became (per weight
     // and transposition: a weight shared by several matmuls is packed once).
     std::map<const ir::var_node*, const ir::constant_node*> bound;
+    // (A convolution's weight is keyed with `true` too: a 4-D constant is never a matmul's.)
     std::map<std::pair<const ir::constant_node*, bool>, ir::expr> packed;
-    std::int64_t rewritten = 0, bytes = 0;
+    std::int64_t matmuls = 0, convolutions = 0, bytes = 0;
     auto on_body = [](const ir::expr& e) { return e; };
     auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
       if (auto* c = ir::dyn_cast<ir::constant_node>(b.value)) bound.emplace(b.variable.get(), c);
-      ir::expr call = rewrite(b.value, bound, packed, bytes);
-      if (call) ++rewritten;
+      bool conv = false;
+      ir::expr call = rewrite(b.value, bound, packed, bytes, conv);
+      if (call) ++(conv ? convolutions : matmuls);
       out.push_back({b.variable, call ? call : b.value, b.cast_type});
     };
     ir::function g = detail::with_body(f, detail::rewrite_seq(f->body, on_binding, on_body));
-    if (rewritten) {
-      ctx.statistic(name, "matmuls") += rewritten;
+    if (matmuls || convolutions) {
+      if (matmuls) ctx.statistic(name, "matmuls") += matmuls;
+      if (convolutions) ctx.statistic(name, "convolutions") += convolutions;
       ctx.statistic(name, "weights packed") += std::int64_t(packed.size());
       ctx.statistic(name, "bytes packed") += bytes;
     }
@@ -67,14 +84,18 @@ struct prepack_weights {
   }
 
 private:
-  /// The prepacked form of kernel call `e`, or null when it has none.
+  /// The prepacked form of kernel call `e`, or null when it has none; `conv`: it is a convolution.
   static ir::expr rewrite(const ir::expr& e, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
-                          std::map<std::pair<const ir::constant_node*, bool>, ir::expr>& packed, std::int64_t& bytes) {
+                          std::map<std::pair<const ir::constant_node*, bool>, ir::expr>& packed, std::int64_t& bytes, bool& conv) {
     if (!detail::is_op_call(e, "call_dps_packed")) return {};
     auto& c = static_cast<const ir::call_node&>(*e);
     auto* callee = c.args.size() == 2 ? ir::dyn_cast<ir::extern_func_node>(c.args[0]) : nullptr;
     if (!callee) return {};
     const std::string_view kernel = callee->symbol;
+    if (kernel == "kernels.conv2d" || kernel == "kernels.conv2d_fused") {
+      conv = true;
+      return rewrite_conv(c, kernel == "kernels.conv2d_fused", bound, packed, bytes);
+    }
     const bool fused = kernel == "kernels.matmul_fused";
     if (kernel != "kernels.matmul" && !fused) return {};
     auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
@@ -100,6 +121,39 @@ private:
     std::vector<ir::expr> out{args[0], p, args[2], lower::ints({l.k, l.n, l.panels.nr, l.panels.kc})};
     out.insert(out.end(), args.begin() + 4, args.end());  // the epilogue's description and operands
     return detail::call_kernel(fused ? "kernels.matmul_fused_prepacked" : "kernels.matmul_prepacked", std::move(out), c.type_args[0]);
+  }
+
+  /// The prepacked form of a call of kernels.conv2d (`fused`: kernels.conv2d_fused), whose
+  /// arguments are (x, w, bias, strides, padding, dilation, groups[, epilogue, operands...]).
+  static ir::expr rewrite_conv(const ir::call_node& c, bool fused, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
+                               std::map<std::pair<const ir::constant_node*, bool>, ir::expr>& packed, std::int64_t& bytes) {
+    auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
+    if (!t || t->fields.size() < (fused ? 8u : 7u) || c.type_args.size() != 1) return {};
+    const std::vector<ir::expr>& args = t->fields;
+    const ir::constant_node* w = ir::dyn_cast<ir::constant_node>(args[1]);
+    if (auto* v = ir::dyn_cast<ir::var_node>(args[1]); v && !w)
+      if (auto it = bound.find(v); it != bound.end()) w = it->second;
+    auto* groups = ir::dyn_cast<ir::prim_value_node>(args[6]);
+    const std::optional<std::int64_t> g = groups && groups->int_value ? ir::as_int(groups->int_value) : std::nullopt;
+    if (!w || !g || w->data.shape().size() != 4 || (w->data.dt() != dtype::float32 && w->data.dt() != dtype::float64)) return {};
+    auto* xt = ir::dyn_cast<ir::tensor_type_node>(args[0]->checked_type);
+    if (!xt || xt->dt != w->data.dt()) return {};
+    // The output positions per image, where the output's shape says.
+    auto* ot = ir::dyn_cast<ir::tensor_type_node>(c.type_args[0]);
+    std::int64_t positions = -1;
+    if (ot && ot->ndim == 4)
+      if (const auto oh = ot->static_dim(2), ow = ot->static_dim(3); oh && ow) positions = *oh * *ow;
+    const std::vector<std::int64_t>& ws = w->data.shape();
+    if (!kernels::detail::prefer_prepacked_conv(ws[2], ws[3], *g, positions)) return {};
+    ir::expr& p = packed[{w, true}];
+    if (!p) {
+      p = ir::make_constant(to_ndarray(kernels::prepack_conv_weight(to_tensor(w->data))));
+      bytes += std::int64_t(static_cast<const ir::constant_node&>(*p).data.bytes().size());
+    }
+    const kernels::packed_conv_layout l = kernels::native_conv_layout(w->data.dt(), ws[0], ws[1], ws[2], ws[3]);
+    std::vector<ir::expr> out{args[0], p, args[2], lower::ints({l.o, l.c, l.kh, l.kw, l.ob}), args[3], args[4], args[5]};
+    out.insert(out.end(), args.begin() + 7, args.end());  // the epilogue's description and operands
+    return detail::call_kernel(fused ? "kernels.conv2d_fused_prepacked" : "kernels.conv2d_prepacked", std::move(out), c.type_args[0]);
   }
 
   /// The value of a constant bool argument (a transpose flag).
