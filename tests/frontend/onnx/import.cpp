@@ -185,6 +185,37 @@ TEST_CASE("opset decides semantics: Softmax before 13 flattens at axis 1, from 1
   }
 }
 
+TEST_CASE("opset decides semantics: before 7, Add broadcasts from an axis and PRelu's slope is per channel") {
+  // Add-6 with broadcast = 1, axis = 1: B [3] lines up with A's axis 1 of [2, 3, 2].
+  model_builder b(6);
+  b.input("a", {"2", "3", "2"});
+  b.input("b", {"3"});
+  auto& add = b.node("Add", {"a", "b"}, {"y"}, "add");
+  model_builder::attr(add, "broadcast", std::int64_t{1});
+  model_builder::attr(add, "axis", std::int64_t{1});
+  b.output("y", {"2", "3", "2"});
+  std::vector<float> a(12, 0.f);
+  const vm::value y = run(kx::import_model(b.m, {.check_model = false}), {floats({2, 3, 2}, a), floats({3}, {1, 2, 3})});
+  CHECK(y.as_tensor().to_vector<float>() == std::vector<float>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+  // An axis that puts B past A's last dimension is the node's error.
+  b.g().mutable_node(0)->mutable_attribute(1)->set_i(3);
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m, {.check_model = false}); }) ==
+        "kiln::frontend::onnx: node 'add' (Add): legacy broadcasting: axis 3 does not place the second operand's 1 dimension(s) within the "
+        "first operand's 3");
+
+  // PRelu-6: a slope of [C] applies along the channel axis of [N, C, L]; from opset 7 it would
+  // broadcast against the last axis instead.
+  for (int opset : {6, 9}) {
+    model_builder p(opset);
+    p.input("x", {"1", "2", "2"});
+    p.input("s", {"2"});
+    p.node("PRelu", {"x", "s"}, {"y"});
+    p.output("y", {"1", "2", "2"});
+    const vm::value r = run(kx::import_model(p.m, {.check_model = false}), {floats({1, 2, 2}, {-1, -1, -1, 1}), floats({2}, {2, 3})});
+    CHECK(r.as_tensor().to_vector<float>() == (opset == 6 ? std::vector<float>{-2, -2, -3, 1} : std::vector<float>{-2, -3, -2, 1}));
+  }
+}
+
 TEST_CASE("every unsupported operator is listed at once, with the nodes that use it") {
   model_builder b;
   b.input("x", {"2"});

@@ -79,12 +79,26 @@ inline ir::prim_expr product(const std::vector<ir::prim_expr>& d, std::size_t fr
 inline void unary(converter_table& t, const char* onnx, const char* kiln) {
   t.add(onnx, 1, [kiln](node_context& c) { return one(c.call(kiln, {c.input(0)})); });
 }
+/// The right operand of a binary operator before opset 7: with `broadcast` = 1 and an `axis`,
+/// B's dimensions line up with A's from that axis (A [2, 3, 4, 5], B [3, 4], axis 1), which is
+/// numpy's broadcasting once B has trailing 1s; without an axis they line up at the end, as in
+/// numpy. (Without `broadcast` the shapes must be equal, which numpy's rule also accepts.)
+inline ir::expr legacy_broadcast_operand(node_context& c) {
+  if (c.opset() >= 7 || c.attr_int("broadcast", 0) == 0 || !c.has_attr("axis")) return c.input(1);
+  const int ra = c.rank(0), rb = c.rank(1);
+  std::int64_t axis = c.attr_int("axis", 0);
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + rb > ra)
+    c.fail(kiln::detail::concat("legacy broadcasting: axis ", c.attr_int("axis", 0), " does not place the second operand's ", rb,
+                                " dimension(s) within the first operand's ", ra));
+  if (axis + rb == ra) return c.input(1);
+  std::vector<ir::prim_expr> dims = c.shape(1);
+  dims.resize(std::size_t(ra - axis), ir::make_int(1));
+  return reshape_to(c, c.input(1), std::move(dims));
+}
+
 inline void binary(converter_table& t, const char* onnx, const char* kiln) {
-  t.add(onnx, 1, [kiln](node_context& c) {
-    if (c.opset() < 7 && c.attr_int("broadcast", 0) != 0 && c.has_attr("axis"))
-      c.fail("legacy broadcasting with an axis (opset < 7) is not supported");
-    return one(c.call(kiln, {c.input(0), c.input(1)}));
-  });
+  t.add(onnx, 1, [kiln](node_context& c) { return one(c.call(kiln, {c.input(0), legacy_broadcast_operand(c)})); });
 }
 /// Max, Min, Sum, Mean: a fold of the binary operator over every input.
 inline void variadic(converter_table& t, const char* onnx, const char* kiln, bool mean = false) {
@@ -766,7 +780,15 @@ inline const converter_table& converter_table::builtin() {
     });
     t.add("PRelu", 1, [](node_context& c) {
       const dtype dt = c.input_dtype(0);
-      ir::expr neg = c.call("multiply", {c.input(0), c.input(1)});
+      ir::expr slope = c.input(1);
+      // Before opset 7 the slope is one value, or one per channel (axis 1): [C] becomes
+      // [C, 1, ..., 1]. From opset 7 it broadcasts to the input as numpy's rule says.
+      if (c.opset() < 7 && c.rank(1) == 1 && c.rank(0) >= 3) {
+        std::vector<ir::prim_expr> dims = c.shape(1);
+        dims.resize(std::size_t(c.rank(0) - 1), ir::make_int(1));
+        slope = reshape_to(c, slope, std::move(dims));
+      }
+      ir::expr neg = c.call("multiply", {c.input(0), slope});
       return one(c.call("where", {c.call("greater", {c.input(0), c.scalar(0, dt)}), c.input(0), neg}));
     });
     t.add("Sign", 9, [](node_context& c) {
