@@ -482,7 +482,7 @@ template <class T, class F>
 void with_tile_width(std::int64_t tp, F&& f) {
   constexpr std::int64_t TP = direct_conv_shape<T>::TP;
   [&]<std::int64_t... I>(std::integer_sequence<std::int64_t, I...>) {
-    ((tp == TP - I ? (f.template operator()<TP - I>(), true) : false) || ...);
+    (void)((tp == TP - I ? (f.template operator()<TP - I>(), true) : false) || ...);
   }(std::make_integer_sequence<std::int64_t, TP - TP / 2>());
 }
 
