@@ -212,7 +212,8 @@ TEST_CASE("conv2d_prepacked: a layout of another vector width is unpacked first,
 
 TEST_CASE("conv2d_prepacked: the same results on two threads, split by positions or by blocks of channels") {
   // 80 output channels over 49 positions (ResNet's last stage, small): more blocks than tiles.
-  for (const auto& [c, hw, o] : {std::array<std::int64_t, 3>{16, 20, 32}, {24, 7, 80}, {3, 30, 5}}) {
+  for (const auto& shape : {std::array<std::int64_t, 3>{16, 20, 32}, {24, 7, 80}, {3, 30, 5}}) {
+    const std::int64_t c = shape[0], hw = shape[1], o = shape[2];  // not a structured binding: Clang 14 cannot capture one
     CAPTURE(o);
     const tensor x = random_tensor<float>({2, c, hw, hw}, -1, 1, 41), w = random_tensor<float>({o, c, 3, 3}, -1, 1, 42);
     const tensor packed = prepack_conv_weight(w);
