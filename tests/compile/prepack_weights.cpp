@@ -190,13 +190,18 @@ class Module:
   // A 2 x 3 weight packed by hand in panels of 2 columns and blocks of 1 row — the layout of no
   // build — as an executable made elsewhere would carry it: unpacked at run time, same product.
   //   B = [[1, 2, 3], [4, 5, 6]]  ->  block 0: [1 2] [3 0], block 1: [4 5] [6 0]
-  const ir::ir_module foreign = ir::parse_module(R"(@I.ir_module
+  // (`panels`: the layout's panel width; 2 describes the constant, 8 does not.)
+  const auto foreign_with = [](int panels) {
+    return ir::parse_module(kiln::detail::concat(R"(@I.ir_module
 class Module:
     @R.function
     def main(x: R.Tensor((5, 2), "float32")) -> R.Tensor((5, 3), "float32"):
-        gv: R.Tensor((5, 3), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_prepacked"), (x, R.const([1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0], "float32"), R.prim_value(0, "bool"), R.shape([2, 3, 2, 1])), out_sinfo=R.Tensor((5, 3), "float32"))
+        gv: R.Tensor((5, 3), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_prepacked"), (x, R.const([1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0], "float32"), R.prim_value(0, "bool"), R.shape([2, 3, )",
+                                                 panels, R"(, 1])), out_sinfo=R.Tensor((5, 3), "float32"))
         return gv
-)");
+)"));
+  };
+  const ir::ir_module foreign = foreign_with(2);
   const ir::ir_module plain = ir::parse_module(R"(@I.ir_module
 class Module:
     @R.function
@@ -207,13 +212,7 @@ class Module:
   const auto xs = arguments_for(plain, "main", {});
   CHECK(max_difference(run(foreign, xs, true), run(plain, xs, true)) == 0);
   // A layout that does not describe the constant is the kernel's error, naming both.
-  const ir::ir_module wrong = ir::parse_module(R"(@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((5, 2), "float32")) -> R.Tensor((5, 3), "float32"):
-        gv: R.Tensor((5, 3), "float32") = R.call_dps_packed(R.ExternFunc("kernels.matmul_prepacked"), (x, R.const([1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0], "float32"), R.prim_value(0, "bool"), R.shape([2, 3, 8, 1])), out_sinfo=R.Tensor((5, 3), "float32"))
-        return gv
-)");
+  const ir::ir_module wrong = foreign_with(8);
   CHECK(contains(message_of([&] { run(wrong, xs, true); }),
                  "kiln::kernels::matmul_prepacked: the packed weight must be a contiguous vector of 2 x 8 elements for a 2 x 3 weight in panels of 8 "
                  "columns, got float32[8]"));
@@ -301,13 +300,18 @@ class Module:
 TEST_CASE("a convolution weight packed in another build's layout runs unpacked; a wrong layout is the kernel's error") {
   // W = [[[[1, 2]]], [[[3, 4]]], [[[5, 6]]]] ([3, 1, 1, 2]) in blocks of 2 output channels — the
   // layout of no build: block 0 holds channels 0 and 1 per tap, block 1 channel 2 and a zero.
-  const ir::ir_module foreign = ir::parse_module(R"(@I.ir_module
+  // (`ob`: the layout's block of output channels; 2 describes the constant, 8 does not.)
+  const auto foreign_with = [](int ob) {
+    return ir::parse_module(kiln::detail::concat(R"(@I.ir_module
 class Module:
     @R.function
     def main(x: R.Tensor((1, 1, 4, 5), "float32")) -> R.Tensor((1, 3, 4, 4), "float32"):
-        gv: R.Tensor((1, 3, 4, 4), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"), (x, R.const([1.0, 3.0, 2.0, 4.0, 5.0, 0.0, 6.0, 0.0], "float32"), R.null_value(), R.shape([3, 1, 1, 2, 2]), R.shape([1, 1]), R.shape([0, 0, 0, 0]), R.shape([1, 1])), out_sinfo=R.Tensor((1, 3, 4, 4), "float32"))
+        gv: R.Tensor((1, 3, 4, 4), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"), (x, R.const([1.0, 3.0, 2.0, 4.0, 5.0, 0.0, 6.0, 0.0], "float32"), R.null_value(), R.shape([3, 1, 1, 2, )",
+                                                 ob, R"(]), R.shape([1, 1]), R.shape([0, 0, 0, 0]), R.shape([1, 1])), out_sinfo=R.Tensor((1, 3, 4, 4), "float32"))
         return gv
-)");
+)"));
+  };
+  const ir::ir_module foreign = foreign_with(2);
   const ir::ir_module plain = ir::parse_module(R"(@I.ir_module
 class Module:
     @R.function
@@ -317,13 +321,7 @@ class Module:
 )");
   const auto xs = arguments_for(plain, "main", {});
   CHECK(max_difference(run(foreign, xs, true), run(plain, xs, true)) == 0);
-  const ir::ir_module wrong = ir::parse_module(R"(@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((1, 1, 4, 5), "float32")) -> R.Tensor((1, 3, 4, 4), "float32"):
-        gv: R.Tensor((1, 3, 4, 4), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"), (x, R.const([1.0, 3.0, 2.0, 4.0, 5.0, 0.0, 6.0, 0.0], "float32"), R.null_value(), R.shape([3, 1, 1, 2, 8]), R.shape([1, 1]), R.shape([0, 0, 0, 0]), R.shape([1, 1])), out_sinfo=R.Tensor((1, 3, 4, 4), "float32"))
-        return gv
-)");
+  const ir::ir_module wrong = foreign_with(8);
   CHECK(contains(message_of([&] { run(wrong, xs, true); }),
                  "kiln::kernels::conv2d_prepacked: the packed weight must be a contiguous vector of 16 elements for a [3, 1, 1, 2] weight in blocks of 8 "
                  "output channels, got float32[8]"));

@@ -400,16 +400,21 @@ struct direct_conv_shape {
   static constexpr std::int64_t TP = sizeof(V) >= 64 ? 12 : 6;       ///< output positions per tile
 };
 
-/// Whether `conv2d_direct` suits a convolution whose weights it must reorder on each call (one
-/// group, at least this many output positions).
-inline bool use_direct_conv(const conv_geometry& g, const conv2d_params& p) { return p.groups == 1 && g.kh * g.kw > 1 && g.oh * g.ow >= 256; }
+/// Whether the direct kernel can serve a convolution at all: one group (grouped and depthwise
+/// convolutions have kernels of their own) and a window of more than one tap (a 1 x 1
+/// convolution is a plain GEMM over the image).
+inline bool direct_conv_applies(std::int64_t kh, std::int64_t kw, std::int64_t groups) { return groups == 1 && kh * kw > 1; }
+
+/// Whether `conv2d_direct` suits a convolution whose weights it must reorder on each call: it
+/// applies, and the output has enough positions for each reordered weight to serve many.
+inline bool use_direct_conv(const conv_geometry& g, const conv2d_params& p) { return direct_conv_applies(g.kh, g.kw, p.groups) && g.oh * g.ow >= 256; }
 
 /// Whether a convolution whose weight is a constant is better served by packing it ahead of
-/// time for the direct kernel (`prepack_conv_weight`; the compiler's `prepack_weights` asks): one
-/// group, a window of more than one tap (a 1 x 1 convolution is a plain GEMM over the image), and
-/// at least 16 output positions per image where that is known (`positions` < 0: not known).
+/// time for the direct kernel (`prepack_conv_weight`; the compiler's `prepack_weights` asks): the
+/// kernel applies, and the output has at least 16 positions per image where that is known
+/// (`positions` < 0: not known).
 inline bool prefer_prepacked_conv(std::int64_t kh, std::int64_t kw, std::int64_t groups, std::int64_t positions) {
-  return groups == 1 && kh * kw > 1 && (positions < 0 || positions >= 16);
+  return direct_conv_applies(kh, kw, groups) && (positions < 0 || positions >= 16);
 }
 
 /// The O x K weight matrix `w` (row-major) in the direct kernel's order: blocks of OB output

@@ -15,6 +15,11 @@
 ///     #include <kiln/frontend/onnx/src.hpp>   // when the program uses the ONNX importer
 ///
 /// Forgetting `kiln/src.hpp` is a link error naming `kiln::kernels::register_kernels`.
+///
+/// `kiln/src.hpp` has two parts, which two source files may hold instead, to compile in parallel
+/// (kiln's own build does: `src/kiln_kernels.cpp`, `src/kiln_compiler.cpp`):
+/// `<kiln/kernels/impl/register.ipp>` (the kernels), and `<kiln/impl/compile.ipp>` with
+/// `<kiln/transform/impl/register_passes.ipp>` (the compiler; the two share the passes' code).
 #pragma once
 
 #if defined(KILN_SEPARATE_COMPILATION)

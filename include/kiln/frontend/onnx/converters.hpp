@@ -86,10 +86,9 @@ inline void unary(converter_table& t, const char* onnx, const char* kiln) {
 inline ir::expr legacy_broadcast_operand(node_context& c) {
   if (c.opset() >= 7 || c.attr_int("broadcast", 0) == 0 || !c.has_attr("axis")) return c.input(1);
   const int ra = c.rank(0), rb = c.rank(1);
-  std::int64_t axis = c.attr_int("axis", 0);
-  if (axis < 0) axis += ra;
+  const std::int64_t given = c.attr_int("axis", 0), axis = given < 0 ? given + ra : given;
   if (axis < 0 || axis + rb > ra)
-    c.fail(kiln::detail::concat("legacy broadcasting: axis ", c.attr_int("axis", 0), " does not place the second operand's ", rb,
+    c.fail(kiln::detail::concat("legacy broadcasting: axis ", given, " does not place the second operand's ", rb,
                                 " dimension(s) within the first operand's ", ra));
   if (axis + rb == ra) return c.input(1);
   std::vector<ir::prim_expr> dims = c.shape(1);
