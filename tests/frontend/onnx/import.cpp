@@ -632,6 +632,157 @@ TEST_CASE("1-D MaxPool and AveragePool run as 2-D with a height of 1; auto_pad o
         "kiln::frontend::onnx: node 'mp' (MaxPool): attribute 'kernel_shape' must have 1 value for a 1-D operation, has 2");
 }
 
+namespace {
+
+/// Numbers for 3-D tests: distinct, both signs, exact in float.
+std::vector<float> ramp(std::size_t n, int mod = 23) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = float(int(i * 7 % std::size_t(mod)) - mod / 2) / 4;
+  return v;
+}
+
+/// The extent of one output axis: floor mode, or ONNX's ceil mode (the last window starts inside
+/// the input or its leading padding).
+std::int64_t out_extent(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d, std::int64_t p0, std::int64_t p1, bool ceil) {
+  const std::int64_t span = in + p0 + p1 - d * (k - 1) - 1;
+  std::int64_t o = (ceil ? (span + s - 1) / s : span / s) + 1;
+  if (ceil && (o - 1) * s >= in + p0) --o;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("3-D Conv runs as one 2-D convolution over stacked depth planes: strides, dilations, pads, groups, bias") {
+  // x [2, 4, 5, 4, 5], w [6, 2, 3, 2, 3] (group 2), strides (2, 1, 2), dilations (1, 2, 1),
+  // pads (1, 0, 1, 2, 1, 0), bias; checked against the definition, loop by loop.
+  const std::int64_t N = 2, C = 4, D = 5, H = 4, W = 5, O = 6, G = 2, KD = 3, KH = 2, KW = 3;
+  const std::int64_t s[3] = {2, 1, 2}, dl[3] = {1, 2, 1}, pb[3] = {1, 0, 1}, pe[3] = {2, 1, 0};
+  const std::vector<float> xs = ramp(std::size_t(N * C * D * H * W)), ws = ramp(std::size_t(O * C / G * KD * KH * KW), 13);
+  const std::vector<float> bias{0.5f, -1, 2, 0, 0.25f, -0.75f};
+  model_builder b(11);
+  b.input("x", {"2", "4", "5", "4", "5"});
+  b.initializer("w", {O, C / G, KD, KH, KW}, ws);
+  b.initializer("bias", {O}, bias);
+  auto& n = b.node("Conv", {"x", "w", "bias"}, {"y"});
+  model_builder::attr(n, "group", G);
+  model_builder::attr(n, "strides", std::vector<std::int64_t>{s[0], s[1], s[2]});
+  model_builder::attr(n, "dilations", std::vector<std::int64_t>{dl[0], dl[1], dl[2]});
+  model_builder::attr(n, "pads", std::vector<std::int64_t>{pb[0], pb[1], pb[2], pe[0], pe[1], pe[2]});
+  const std::int64_t in[3] = {D, H, W}, k[3] = {KD, KH, KW};
+  std::int64_t od[3];
+  for (int a = 0; a < 3; ++a) od[a] = out_extent(in[a], k[a], s[a], dl[a], pb[a], pe[a], false);
+  b.output("y", {"2", "6", std::to_string(od[0]), std::to_string(od[1]), std::to_string(od[2])});
+  const auto y = run(kx::import_model(b.m), {vm::value(floats({N, C, D, H, W}, xs))}).as_tensor();
+  REQUIRE(y.shape() == runtime::shape_vector{N, O, od[0], od[1], od[2]});
+  std::vector<float> want;
+  for (std::int64_t bn = 0; bn < N; ++bn)
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t z = 0; z < od[0]; ++z)
+        for (std::int64_t yy = 0; yy < od[1]; ++yy)
+          for (std::int64_t xx = 0; xx < od[2]; ++xx) {
+            double acc = bias[std::size_t(o)];
+            for (std::int64_t cl = 0; cl < C / G; ++cl)
+              for (std::int64_t i = 0; i < KD; ++i)
+                for (std::int64_t j = 0; j < KH; ++j)
+                  for (std::int64_t l = 0; l < KW; ++l) {
+                    const std::int64_t c = o / (O / G) * (C / G) + cl;
+                    const std::int64_t pz = z * s[0] - pb[0] + i * dl[0], py = yy * s[1] - pb[1] + j * dl[1], px = xx * s[2] - pb[2] + l * dl[2];
+                    if (pz < 0 || pz >= D || py < 0 || py >= H || px < 0 || px >= W) continue;
+                    acc += double(xs[std::size_t((((bn * C + c) * D + pz) * H + py) * W + px)]) *
+                           ws[std::size_t((((o * (C / G) + cl) * KD + i) * KH + j) * KW + l)];
+                  }
+            want.push_back(float(acc));
+          }
+  const std::vector<float> got = y.to_vector<float>();
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+
+  model_builder bad(11);
+  bad.input("x", {"1", "1", "d", "4", "4"});
+  bad.initializer("w", {1, 1, 2, 2, 2}, std::vector<float>(8, 1));
+  bad.node("Conv", {"x", "w"}, {"y"}, "c3");
+  bad.output("y", {});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(bad.m); }) ==
+        "kiln::frontend::onnx: node 'c3' (Conv): a 3-D convolution needs a static depth (input dimension 2), has d");
+  const auto conv = [](std::vector<std::int64_t> kernel, std::vector<std::int64_t> pads) {
+    model_builder m(11);
+    m.input("x", {"1", "1", "4", "4", "4"});
+    m.initializer("w", {1, 1, 2, 2, 2}, std::vector<float>(8, 1));
+    auto& c = m.node("Conv", {"x", "w"}, {"y"}, "c3");
+    model_builder::attr(c, "kernel_shape", kernel);
+    model_builder::attr(c, "pads", pads);
+    m.output("y", {});
+    return message_of<kx::import_error>([&] { kx::import_model(m.m); });
+  };
+  CHECK(conv({3, 2, 2}, {0, 0, 0, 0, 0, 0}) == "kiln::frontend::onnx: node 'c3' (Conv): the weight's depth 2 is not the kernel's, 3");
+  CHECK(conv({2, 2, 2}, {-1, 0, 0, 0, 0, 0}) == "kiln::frontend::onnx: node 'c3' (Conv): pads must be between 0 and 2^31 - 1, has -1");
+}
+
+TEST_CASE("3-D MaxPool and AveragePool run as two 2-D pools: pads, strides, ceil mode, padding counted or not") {
+  // x [1, 2, 5, 4, 6]; window (2, 3, 2), strides (2, 1, 2), pads (1, 1, 0, 0, 1, 1).
+  const std::int64_t C = 2, D = 5, H = 4, W = 6;
+  const std::int64_t k[3] = {2, 3, 2}, s[3] = {2, 1, 2}, pb[3] = {1, 1, 0}, pe[3] = {0, 1, 1}, in[3] = {D, H, W};
+  const std::vector<float> xs = ramp(std::size_t(C * D * H * W), 37);
+  struct variant {
+    const char* op;
+    bool ceil, count_pad;
+  };
+  for (const variant v : {variant{"MaxPool", false, false}, variant{"MaxPool", true, false}, variant{"AveragePool", false, false},
+                          variant{"AveragePool", false, true}}) {
+    CAPTURE(v.op);
+    CAPTURE(v.ceil);
+    CAPTURE(v.count_pad);
+    const bool average = std::string(v.op) == "AveragePool";
+    std::int64_t od[3];
+    for (int a = 0; a < 3; ++a) od[a] = out_extent(in[a], k[a], s[a], 1, pb[a], pe[a], v.ceil);
+    model_builder b(11);
+    b.input("x", {"1", "2", "5", "4", "6"});
+    auto& n = b.node(v.op, {"x"}, {"y"});
+    model_builder::attr(n, "kernel_shape", std::vector<std::int64_t>{k[0], k[1], k[2]});
+    model_builder::attr(n, "strides", std::vector<std::int64_t>{s[0], s[1], s[2]});
+    model_builder::attr(n, "pads", std::vector<std::int64_t>{pb[0], pb[1], pb[2], pe[0], pe[1], pe[2]});
+    if (v.ceil) model_builder::attr(n, "ceil_mode", std::int64_t(1));
+    if (v.count_pad) model_builder::attr(n, "count_include_pad", std::int64_t(1));
+    b.output("y", {"1", "2", std::to_string(od[0]), std::to_string(od[1]), std::to_string(od[2])});
+    const auto y = run(kx::import_model(b.m), {vm::value(floats({1, C, D, H, W}, xs))}).as_tensor();
+    REQUIRE(y.shape() == runtime::shape_vector{1, C, od[0], od[1], od[2]});
+    std::vector<float> want;
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t z = 0; z < od[0]; ++z)
+        for (std::int64_t yy = 0; yy < od[1]; ++yy)
+          for (std::int64_t xx = 0; xx < od[2]; ++xx) {
+            double best = -1e30, sum = 0;
+            std::int64_t valid = 0;
+            for (std::int64_t i = 0; i < k[0]; ++i)
+              for (std::int64_t j = 0; j < k[1]; ++j)
+                for (std::int64_t l = 0; l < k[2]; ++l) {
+                  const std::int64_t pz = z * s[0] - pb[0] + i, py = yy * s[1] - pb[1] + j, px = xx * s[2] - pb[2] + l;
+                  if (pz < 0 || pz >= D || py < 0 || py >= H || px < 0 || px >= W) continue;
+                  const double e = xs[std::size_t(((c * D + pz) * H + py) * W + px)];
+                  best = std::max(best, e);
+                  sum += e;
+                  ++valid;
+                }
+            // Counting padding, every window lies inside the padded input (no ceil mode here): the
+            // divisor is the window's size.
+            want.push_back(float(!average ? best : sum / double(v.count_pad ? k[0] * k[1] * k[2] : valid)));
+          }
+    const std::vector<float> got = y.to_vector<float>();
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("GlobalAveragePool and GlobalMaxPool reduce every spatial axis, at any rank") {
+  for (const bool average : {false, true}) {
+    model_builder b(11);
+    b.input("x", {"1", "2", "2", "1", "3"});
+    b.node(average ? "GlobalAveragePool" : "GlobalMaxPool", {"x"}, {"y"});
+    b.output("y", {"1", "2", "1", "1", "1"});
+    const auto y = run(kx::import_model(b.m), {vm::value(floats({1, 2, 2, 1, 3}, {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6}))}).as_tensor();
+    CHECK(y.shape() == runtime::shape_vector{1, 2, 1, 1, 1});
+    CHECK(y.to_vector<float>() == (average ? std::vector<float>{3.5f, -3.5f} : std::vector<float>{6, -1}));
+  }
+}
+
 TEST_CASE("LRN sums squares over neighbouring channels; BatchNormalization in training mode; Dropout in training mode with ratio 0") {
   {
     model_builder b(13);

@@ -353,31 +353,97 @@ inline ir::expr without_unit_height(node_context& c, const ir::expr& y) {
   return reshape_to(c, y, {d[0], d[1], d[3]});
 }
 
-/// The number of spatial axes of input 0 of a Conv, pooling or ConvTranspose node: 1 or 2.
-inline std::size_t spatial_rank(node_context& c, const char* what) {
+/// The number of spatial axes of input 0 of a Conv, pooling or ConvTranspose node: 1 or 2, or
+/// also 3 where `three` (3-D convolution and pooling run as 2-D ones, below).
+inline std::size_t spatial_rank(node_context& c, const char* what, bool three = false) {
   const int r = c.rank(0);
-  if (r != 3 && r != 4)
-    c.fail(std::string("only 1-D and 2-D ") + what + " (rank-3 or rank-4 input) are supported, the input has rank " + std::to_string(r));
+  if (r != 3 && r != 4 && (!three || r != 5))
+    c.fail(std::string(three ? "only 1-D, 2-D and 3-D " : "only 1-D and 2-D ") + what + (three ? " (rank-3, 4 or 5 input)" : " (rank-3 or rank-4 input)") +
+           " are supported, the input has rank " + std::to_string(r));
   return std::size_t(r - 2);
 }
 
-/// MaxPool and AveragePool, 2-D or 1-D.
+/// The shape of a value the importer made (each has a static rank).
+inline std::vector<ir::prim_expr> shape_of(const ir::expr& e) { return ir::dyn_cast<ir::tensor_type_node>(e->checked_type)->shape.value(); }
+
+/// MaxPool and AveragePool, 1-D, 2-D or 3-D. A 3-D pool runs as two 2-D ones, which is exact
+/// because both pools are separable: first the (height, width) window of every depth plane, over
+/// [N, C * D, H, W]; then the depth window, over [N, C, D, OH * OW] with windows one wide — a
+/// maximum of maxima, and an average of averages whose divisor (the window's cells, or those
+/// inside the input when padding is not counted) is the product of its per-axis counts.
 inline exprs pool(node_context& c, const char* op, bool average) {
-  const std::size_t n = spatial_rank(c, "pooling");
+  const std::size_t n = spatial_rank(c, "pooling", true);
   if (c.node().output_size() > 1 && !c.node().output(1).empty()) c.fail("the Indices output of MaxPool is not supported");
   if (!c.has_attr("kernel_shape")) c.fail("attribute 'kernel_shape' is required");
   if (c.attr_int("storage_order", 0) != 0) c.fail("storage_order 1 is not supported");
   const auto kernel = spatial_list(c, "kernel_shape", n, 1, 1);
   const auto strides = spatial_list(c, "strides", n, 1, 1);
   const auto dilations = spatial_list(c, "dilations", n, 1, 1);
-  ir::attr_map attrs{{"pool_size", as_2d(kernel, 1)},
-                     {"strides", as_2d(strides, 1)},
-                     {"padding", padding_2d(spatial_padding(c, kernel, strides, dilations))},
-                     {"dilation", as_2d(dilations, 1)},
-                     {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
-  if (average) attrs.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
+  const auto pads = spatial_padding(c, kernel, strides, dilations);
+  const auto attrs_for = [&](ir::int_array size, ir::int_array stride, ir::int_array padding, ir::int_array dilation) {
+    ir::attr_map attrs{{"pool_size", std::move(size)},
+                       {"strides", std::move(stride)},
+                       {"padding", std::move(padding)},
+                       {"dilation", std::move(dilation)},
+                       {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
+    if (average) attrs.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
+    return attrs;
+  };
+  if (n == 3) {
+    const auto d = c.shape(0);
+    const ir::expr planes = reshape_to(c, c.input(0), {d[0], d[1] * d[2], d[3], d[4]});
+    const ir::expr hw = c.call(op, {planes}, attrs_for({kernel[1], kernel[2]}, {strides[1], strides[2]}, {pads[1], pads[2], pads[4], pads[5]}, {dilations[1], dilations[2]}));
+    const auto s = shape_of(hw);
+    const ir::expr depth = c.call(op, {reshape_to(c, hw, {d[0], d[1], d[2], s[2] * s[3]})},
+                                  attrs_for({kernel[0], 1}, {strides[0], 1}, {pads[0], 0, pads[3], 0}, {dilations[0], 1}));
+    return one(reshape_to(c, depth, {d[0], d[1], shape_of(depth)[2], s[2], s[3]}));
+  }
+  const ir::attr_map attrs = attrs_for(as_2d(kernel, 1), as_2d(strides, 1), padding_2d(pads), as_2d(dilations, 1));
   if (n == 2) return one(c.call(op, {c.input(0)}, attrs));
   return one(without_unit_height(c, c.call(op, {with_unit_height(c, c.input(0))}, attrs)));
+}
+
+/// A 3-D convolution ([N, C, D, H, W] by [O, C / group, KD, KH, KW]) as one 2-D convolution: the
+/// KD depth planes each output plane reads are stacked as channels — [N * OD, C * KD, H, W],
+/// channel c * KD + i holding plane i of input channel c — and the weight is the same numbers
+/// as [O, C / group * KD, KH, KW] (each group's channels stay together). The input is copied KD
+/// times over; the depth must be static.
+inline ir::expr conv_3d(node_context& c, const std::vector<std::int64_t>& kernel, const std::vector<std::int64_t>& strides,
+                        const std::vector<std::int64_t>& pads, const std::vector<std::int64_t>& dilations, std::int64_t groups) {
+  const auto d = c.shape(0), w = c.shape(1);
+  const auto depth = ir::as_int(d[2]);
+  if (!depth) c.fail("a 3-D convolution needs a static depth (input dimension 2), has " + ir::to_string(d[2]));
+  const std::int64_t kd = kernel[0], sd = strides[0], dd = dilations[0];
+  if (ir::as_int(w[2]) != kd) c.fail("the weight's depth " + ir::to_string(w[2]) + " is not the kernel's, " + std::to_string(kd));
+  // One slice of the input per plane of the kernel: a bound keeps the graph (and the copy) small.
+  if (kd > 256) c.fail("3-D convolution kernels deeper than 256 planes are not supported, has " + std::to_string(kd));
+  for (const std::int64_t p : pads)
+    if (p < 0 || p > std::numeric_limits<std::int32_t>::max()) c.fail("pads must be between 0 and 2^31 - 1, has " + std::to_string(p));
+  if (*depth < 0 || *depth > (std::int64_t(1) << 40)) c.fail("the input's depth " + std::to_string(*depth) + " is out of range");
+  const std::int64_t od = (*depth + pads[0] + pads[3] - dd * (kd - 1) - 1) / sd + 1;
+  if (*depth + pads[0] + pads[3] < dd * (kd - 1) + 1)
+    c.fail("the kernel's depth " + std::to_string(kd) + " (dilation " + std::to_string(dd) + ") exceeds the padded input's depth " +
+           std::to_string(*depth + pads[0] + pads[3]));
+  ir::expr x = c.input(0);
+  if (pads[0] != 0 || pads[3] != 0)
+    x = c.call("nn.pad", {x}, {{"pad_width", ir::int_array{0, 0, 0, 0, pads[0], pads[3], 0, 0, 0, 0}}, {"pad_mode", std::string("constant")}, {"pad_value", 0.0}});
+  exprs planes;
+  for (std::int64_t i = 0; i < kd; ++i) {
+    const ir::expr plane = c.call("strided_slice", {x},
+                                  {{"axes", ir::int_array{2}}, {"begin", ir::int_array{i * dd}}, {"end", ir::int_array{i * dd + (od - 1) * sd + 1}}, {"strides", ir::int_array{sd}}});
+    planes.push_back(reshape_to(c, plane, {d[0], d[1], ir::make_int(1), ir::make_int(od), d[3], d[4]}));
+  }
+  const ir::expr stacked = kd == 1 ? planes[0] : c.call("concat", {ir::make_tuple(planes)}, {{"axis", std::int64_t{2}}});  // [N, C, KD, OD, H, W]
+  const ir::expr in = reshape_to(c, c.call("permute_dims", {stacked}, {{"axes", ir::int_array{0, 3, 1, 2, 4, 5}}}),
+                                 {d[0] * od, d[1] * kd, d[3], d[4]});
+  const ir::expr weight = reshape_to(c, c.input(1), {w[0], w[1] * kd, w[3], w[4]});
+  const ir::expr y = c.call("nn.conv2d", {in, weight},
+                            {{"strides", ir::int_array{strides[1], strides[2]}},
+                             {"padding", ir::int_array{pads[1], pads[2], pads[4], pads[5]}},
+                             {"dilation", ir::int_array{dilations[1], dilations[2]}},
+                             {"groups", groups}});
+  const auto s = shape_of(y);  // [N * OD, O, OH, OW]
+  return c.call("permute_dims", {reshape_to(c, y, {d[0], ir::make_int(od), s[1], s[2], s[3]})}, {{"axes", ir::int_array{0, 2, 1, 3, 4}}});
 }
 
 /// The shape numpy broadcasting gives two shapes (for Expand).
@@ -915,7 +981,7 @@ inline const converter_table& converter_table::builtin() {
 
     // ---- neural network -----------------------------------------------------------------------------
     t.add("Conv", 1, [](node_context& c) {
-      const std::size_t n = spatial_rank(c, "convolution");
+      const std::size_t n = spatial_rank(c, "convolution", true);
       const int r = int(n) + 2;
       if (c.rank(1) != r)
         c.fail("the weight must have rank " + std::to_string(r) + " (M, C/group, kernel...), it has rank " + std::to_string(c.rank(1)));
@@ -930,25 +996,31 @@ inline const converter_table& converter_table::builtin() {
         }
       const auto strides = spatial_list(c, "strides", n, 1, 1);
       const auto dilations = spatial_list(c, "dilations", n, 1, 1);
-      const ir::attr_map attrs{{"strides", as_2d(strides, 1)},
-                               {"padding", padding_2d(spatial_padding(c, kernel, strides, dilations))},
-                               {"dilation", as_2d(dilations, 1)},
-                               {"groups", c.attr_int("group", 1)}};
-      ir::expr y = n == 2 ? c.call("nn.conv2d", {c.input(0), c.input(1)}, attrs)
-                          : without_unit_height(c, c.call("nn.conv2d", {with_unit_height(c, c.input(0)), with_unit_height(c, c.input(1))}, attrs));
+      const auto pads = spatial_padding(c, kernel, strides, dilations);
+      const ir::attr_map attrs{{"strides", as_2d(strides, 1)}, {"padding", padding_2d(pads)}, {"dilation", as_2d(dilations, 1)}, {"groups", c.attr_int("group", 1)}};
+      ir::expr y = n == 3   ? conv_3d(c, kernel, strides, pads, dilations, c.attr_int("group", 1))
+                   : n == 2 ? c.call("nn.conv2d", {c.input(0), c.input(1)}, attrs)
+                            : without_unit_height(c, c.call("nn.conv2d", {with_unit_height(c, c.input(0)), with_unit_height(c, c.input(1))}, attrs));
       if (c.has_input(2)) y = c.call("add", {y, channel_vector(c, c.input(2), r)});
       return one(y);
     });
     t.add("ConvTranspose", 1, conv_transpose);
     t.add("MaxPool", 1, [](node_context& c) { return pool(c, "nn.max_pool2d", false); });
     t.add("AveragePool", 1, [](node_context& c) { return pool(c, "nn.avg_pool2d", true); });
-    t.add("GlobalAveragePool", 1, [](node_context& c) {
-      if (c.rank(0) != 4) c.fail("only rank-4 (NCHW) inputs are supported");
-      return one(c.call("nn.global_avg_pool2d", {c.input(0)}));
+    // Over every spatial axis of [N, C, spatial...]: 2-D has a kernel of its own.
+    const auto spatial_axes = [](node_context& c) {
+      const int r = c.rank(0);
+      if (r < 3) c.fail("the input must have rank 3 or more ([N, C, spatial...]), has rank " + std::to_string(r));
+      ir::int_array axes;
+      for (int a = 2; a < r; ++a) axes.push_back(a);
+      return axes;
+    };
+    t.add("GlobalAveragePool", 1, [spatial_axes](node_context& c) {
+      if (c.rank(0) == 4) return one(c.call("nn.global_avg_pool2d", {c.input(0)}));
+      return one(c.call("mean", {c.input(0)}, {{"axis", spatial_axes(c)}, {"keepdims", true}}));
     });
-    t.add("GlobalMaxPool", 1, [](node_context& c) {
-      if (c.rank(0) != 4) c.fail("only rank-4 (NCHW) inputs are supported");
-      return one(c.call("max", {c.input(0)}, {{"axis", ir::int_array{2, 3}}, {"keepdims", true}}));
+    t.add("GlobalMaxPool", 1, [spatial_axes](node_context& c) {
+      return one(c.call("max", {c.input(0)}, {{"axis", spatial_axes(c)}, {"keepdims", true}}));
     });
     t.add("BatchNormalization", 1, [](node_context& c) {
       if (c.opset() >= 14 && c.attr_int("training_mode", 0) != 0) {
