@@ -216,6 +216,27 @@ TEST_CASE("opset decides semantics: before 7, Add broadcasts from an axis and PR
   }
 }
 
+TEST_CASE("operators older than kiln's converters are brought up by ONNX's version converter; where it cannot, the error says why") {
+  {  // Reshape before opset 5 takes its shape as an attribute; kiln converts Reshape from opset 5
+    model_builder b(4);
+    b.input("x", {"2", "3"});
+    model_builder::attr(b.node("Reshape", {"x"}, {"y"}), "shape", std::vector<std::int64_t>{3, 2});
+    b.output("y", {"3", "2"});
+    const auto y = run(kx::import_model(b.m), {vm::value(floats({2, 3}, {1, 2, 3, 4, 5, 6}))}).as_tensor();
+    CHECK(y.shape() == runtime::shape_vector{3, 2});
+    CHECK(y.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  }
+  // Pad before opset 2 ('paddings'): ONNX 1.12's converter has no adapter to Pad-2.
+  model_builder b(1);
+  b.input("x", {"2"});
+  model_builder::attr(b.node("Pad", {"x"}, {"y"}, "p"), "paddings", std::vector<std::int64_t>{1, 1});
+  b.output("y", {"4"});
+  const std::string msg = message_of<kx::import_error>([&] { kx::import_model(b.m); });
+  CAPTURE(msg);
+  CHECK(msg.starts_with("kiln::frontend::onnx: the model uses 1 operator kiln cannot import:\n  Pad (at opset 1; kiln converts it from opset 2): 1 node "
+                        "('p')\nONNX's version converter could not bring the model from opset 1 to 2: "));
+}
+
 TEST_CASE("every unsupported operator is listed at once, with the nodes that use it") {
   model_builder b;
   b.input("x", {"2"});

@@ -18,6 +18,12 @@
 ///   subgraphs give static shapes;
 /// - one output is the function's result, several a tuple.
 ///
+/// A node whose operator is older than every converter kiln has for it (Reshape before opset 5,
+/// with its shape as an attribute, say) is brought up by ONNX's version converter: the whole
+/// model is converted to the first opset from which kiln converts each such operator, and that
+/// model is imported. Where the converter has no adapter for a step, the error lists those
+/// operators with the converter's reason.
+///
 /// Errors are `import_error`s that say what and where. Before anything is converted, the model is
 /// checked by ONNX's checker, and every node's operator is looked up: a model with operators kiln
 /// cannot import gets **one** error listing each such operator with the nodes that use it. A
@@ -30,6 +36,7 @@
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
+#include <onnx/version_converter/convert.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -75,11 +82,47 @@ inline std::string sanitize(const std::string& name) {
   return s;
 }
 
+/// The opset of the default domain `model` imports (-1: none).
+inline int default_opset(const ::onnx::ModelProto& model) {
+  int opset = -1;
+  for (auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = int(o.version());
+  return opset;
+}
+
+/// The opset ONNX's version converter should bring `model` to: the first from which `table`
+/// converts every operator of the main graph that is older than all of its converters (0: none is).
+inline int upgrade_opset(const ::onnx::ModelProto& model, const converter_table& table) {
+  const int opset = default_opset(model);
+  int target = 0;
+  if (opset < 0) return 0;
+  for (auto& n : model.graph().node())
+    if ((n.domain().empty() || n.domain() == "ai.onnx") && table.knows(n.op_type()) && !table.find(n.op_type(), opset))
+      target = std::max(target, table.first_opset(n.op_type()));
+  return target;
+}
+
+/// Mends what ONNX 1.12's version converter writes wrongly: its Reshape 4 -> 5 adapter makes the
+/// shape a Constant whose tensor has no dims (a scalar) but holds every value. Such a tensor, in a
+/// model the converter made, is the vector it was meant to be.
+inline void mend_upgraded(::onnx::ModelProto& model) {
+  for (auto& n : *model.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "Constant" || !n.domain().empty()) continue;
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.name() != "value" || !a.has_t()) continue;
+      ::onnx::TensorProto& t = *a.mutable_t();
+      if (t.dims_size() == 0 && t.data_type() == ::onnx::TensorProto::INT64 && t.int64_data_size() != 1) t.add_dims(t.int64_data_size());
+    }
+  }
+}
+
 class importer {
 public:
-  importer(const ::onnx::ModelProto& model, const import_options& options)
+  /// `upgrade_failure`: why ONNX's version converter could not bring the model to an opset kiln
+  /// converts all of its operators from (empty: it was not asked to), for the error that lists them.
+  importer(const ::onnx::ModelProto& model, const import_options& options, std::string upgrade_failure = {})
       : model_(model), options_(options), table_(options.converters ? *options.converters : converter_table::builtin()),
-        eval_(ir::make_module()) {}
+        eval_(ir::make_module()), upgrade_failure_(std::move(upgrade_failure)) {}
 
   ir::ir_module run() {
     read_opsets();
@@ -142,8 +185,7 @@ private:
   [[noreturn]] static void fail(const std::string& msg) { throw import_error("kiln::frontend::onnx: " + msg); }
 
   void read_opsets() {
-    for (auto& o : model_.opset_import())
-      if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = int(o.version());
+    opset_ = default_opset(model_);
     if (opset_ < 0) fail("the model imports no version of the default operator set (ai.onnx)");
   }
 
@@ -182,6 +224,7 @@ private:
       if (nodes.size() > 5) msg += ", ...";
       msg += ")";
     }
+    if (!upgrade_failure_.empty()) msg += "\n" + upgrade_failure_;
     fail(msg);
   }
 
@@ -280,6 +323,7 @@ private:
   transform::reference_evaluator eval_;
   ir::block_builder bb_;
   int opset_ = -1;
+  std::string upgrade_failure_;
   std::unordered_map<std::string, ir::expr> values_;
   std::map<std::string, ir::size_var> size_vars_;
 };
