@@ -20,7 +20,7 @@ namespace kiln::detail {
 /// The bytes of the file at `path`; `who` (the API reading it) names the failure.
 /// A regular file is read in one call into a buffer of its size (a model's weights are tens of
 /// megabytes: reading them a character at a time into a growing buffer took longer than compiling
-/// ResNet-18); a pipe or a file that grows is read on, in chunks twice the size read so far.
+/// ResNet-18); a pipe or a file that grows is read on, each chunk as large as what was read so far.
 inline std::vector<std::byte> read_file(const std::filesystem::path& path, std::string_view who) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error(std::string(who) + ": cannot open '" + path.string() + "'");
