@@ -225,6 +225,12 @@ TEST_CASE("operators older than kiln's converters are brought up by ONNX's versi
     const auto y = run(kx::import_model(b.m), {vm::value(floats({2, 3}, {1, 2, 3, 4, 5, 6}))}).as_tensor();
     CHECK(y.shape() == runtime::shape_vector{3, 2});
     CHECK(y.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+    // The converter runs on models ONNX's checker accepts only; one it rejects is reported as such.
+    b.g().mutable_node(0)->set_input(0, "nowhere");
+    const std::string msg = message_of<kx::import_error>([&] { kx::import_model(b.m); });
+    CAPTURE(msg);
+    CHECK(msg.starts_with("kiln::frontend::onnx: the model is not valid ONNX: "));
+    CHECK(msg.find("nowhere") != std::string::npos);
   }
   // Pad before opset 2 ('paddings'): ONNX 1.12's converter has no adapter to Pad-2.
   model_builder b(1);

@@ -47,6 +47,8 @@ public:
   }
   /// The smallest opset any converter of `op_type` accepts (for messages).
   int first_opset(const std::string& op_type) const { return table_.at(op_type).front().since; }
+  /// `op_type` has converters, but all of them are for opsets newer than `opset`.
+  bool predates(const std::string& op_type, int opset) const { return knows(op_type) && !find(op_type, opset); }
   std::vector<std::string> op_types() const {
     std::vector<std::string> out;
     for (auto& [k, v] : table_) out.push_back(k);
@@ -997,8 +999,9 @@ inline const converter_table& converter_table::builtin() {
       const auto strides = spatial_list(c, "strides", n, 1, 1);
       const auto dilations = spatial_list(c, "dilations", n, 1, 1);
       const auto pads = spatial_padding(c, kernel, strides, dilations);
-      const ir::attr_map attrs{{"strides", as_2d(strides, 1)}, {"padding", padding_2d(pads)}, {"dilation", as_2d(dilations, 1)}, {"groups", c.attr_int("group", 1)}};
-      ir::expr y = n == 3   ? conv_3d(c, kernel, strides, pads, dilations, c.attr_int("group", 1))
+      const std::int64_t group = c.attr_int("group", 1);
+      const ir::attr_map attrs{{"strides", as_2d(strides, 1)}, {"padding", padding_2d(pads)}, {"dilation", as_2d(dilations, 1)}, {"groups", group}};
+      ir::expr y = n == 3   ? conv_3d(c, kernel, strides, pads, dilations, group)
                    : n == 2 ? c.call("nn.conv2d", {c.input(0), c.input(1)}, attrs)
                             : without_unit_height(c, c.call("nn.conv2d", {with_unit_height(c, c.input(0)), with_unit_height(c, c.input(1))}, attrs));
       if (c.has_input(2)) y = c.call("add", {y, channel_vector(c, c.input(2), r)});

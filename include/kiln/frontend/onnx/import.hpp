@@ -97,10 +97,30 @@ inline int upgrade_opset(const ::onnx::ModelProto& model, const converter_table&
   int target = 0;
   if (opset < 0) return 0;
   for (auto& n : model.graph().node())
-    if ((n.domain().empty() || n.domain() == "ai.onnx") && table.knows(n.op_type()) && !table.find(n.op_type(), opset))
+    if ((n.domain().empty() || n.domain() == "ai.onnx") && table.predates(n.op_type(), opset))
       target = std::max(target, table.first_opset(n.op_type()));
   return target;
 }
+
+/// The converters `options` asks for: its own table, or kiln's.
+inline const converter_table& converters_of(const import_options& options) {
+  return options.converters ? *options.converters : converter_table::builtin();
+}
+
+/// ONNX's checker on `model`; its complaint becomes an import_error.
+inline void check_model(const ::onnx::ModelProto& model) {
+  try {
+    ::onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    throw import_error(std::string("kiln::frontend::onnx: the model is not valid ONNX: ") + e.what());
+  }
+}
+
+/// What import_model learnt before the importer runs.
+struct import_state {
+  bool checked = false;          ///< ONNX's checker has accepted the model already
+  std::string upgrade_failure;   ///< why ONNX's version converter could not bring the model up (empty: not asked)
+};
 
 /// Mends what ONNX 1.12's version converter writes wrongly: its Reshape 4 -> 5 adapter makes the
 /// shape a Constant whose tensor has no dims (a scalar) but holds every value. Such a tensor, in a
@@ -118,15 +138,13 @@ inline void mend_upgraded(::onnx::ModelProto& model) {
 
 class importer {
 public:
-  /// `upgrade_failure`: why ONNX's version converter could not bring the model to an opset kiln
-  /// converts all of its operators from (empty: it was not asked to), for the error that lists them.
-  importer(const ::onnx::ModelProto& model, const import_options& options, std::string upgrade_failure = {})
-      : model_(model), options_(options), table_(options.converters ? *options.converters : converter_table::builtin()),
-        eval_(ir::make_module()), upgrade_failure_(std::move(upgrade_failure)) {}
+  /// `state.upgrade_failure` goes into the error that lists the operators kiln cannot import.
+  importer(const ::onnx::ModelProto& model, const import_options& options, import_state state = {})
+      : model_(model), options_(options), table_(converters_of(options)), eval_(ir::make_module()), state_(std::move(state)) {}
 
   ir::ir_module run() {
     read_opsets();
-    if (options_.check_model) check();
+    if (options_.check_model && !state_.checked) check_model(model_);
     const auto& g = model_.graph();
     check_operators(g);
 
@@ -189,14 +207,6 @@ private:
     if (opset_ < 0) fail("the model imports no version of the default operator set (ai.onnx)");
   }
 
-  void check() {
-    try {
-      ::onnx::checker::check_model(model_);
-    } catch (const std::exception& e) {
-      fail(std::string("the model is not valid ONNX: ") + e.what());
-    }
-  }
-
   /// Every operator the model uses has a converter at its opset; else one error listing them all.
   void check_operators(const ::onnx::GraphProto& g) {
     std::map<std::string, std::vector<std::string>> unsupported;  // what -> where
@@ -209,7 +219,7 @@ private:
       }
       if (!table_.knows(n.op_type())) {
         unsupported[n.op_type()].push_back(where);
-      } else if (!table_.find(n.op_type(), opset_)) {
+      } else if (table_.predates(n.op_type(), opset_)) {
         unsupported[n.op_type() + " (at opset " + std::to_string(opset_) + "; kiln converts it from opset " +
                     std::to_string(table_.first_opset(n.op_type())) + ")"]
             .push_back(where);
@@ -224,7 +234,7 @@ private:
       if (nodes.size() > 5) msg += ", ...";
       msg += ")";
     }
-    if (!upgrade_failure_.empty()) msg += "\n" + upgrade_failure_;
+    if (!state_.upgrade_failure.empty()) msg += "\n" + state_.upgrade_failure;
     fail(msg);
   }
 
@@ -323,7 +333,7 @@ private:
   transform::reference_evaluator eval_;
   ir::block_builder bb_;
   int opset_ = -1;
-  std::string upgrade_failure_;
+  import_state state_;
   std::unordered_map<std::string, ir::expr> values_;
   std::map<std::string, ir::size_var> size_vars_;
 };

@@ -97,13 +97,11 @@ KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const impo
                        "import_options::external_data_dir");
   // Operators older than kiln's converters: ONNX's version converter brings the model up. It runs
   // on models the checker accepts only (it assumes a well-formed graph).
-  const converter_table& table = options.converters ? *options.converters : converter_table::builtin();
-  if (const int target = options.check_model ? detail::upgrade_opset(model, table) : 0) {
-    const std::string from_to = "from opset " + std::to_string(detail::default_opset(model)) + " to " + std::to_string(target);
+  if (const int target = options.check_model ? detail::upgrade_opset(model, detail::converters_of(options)) : 0) {
+    detail::check_model(model);
     std::string why;
     ::onnx::ModelProto upgraded;
     try {
-      ::onnx::checker::check_model(model);
       upgraded = ::onnx::version_conversion::ConvertVersion(model, target);
       detail::mend_upgraded(upgraded);
     } catch (const std::exception& e) {
@@ -111,7 +109,8 @@ KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const impo
     }
     if (why.empty()) return detail::importer(upgraded, options).run();
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    return detail::importer(model, options, "ONNX's version converter could not bring the model " + from_to + ": " + why).run();
+    const std::string from_to = "from opset " + std::to_string(detail::default_opset(model)) + " to " + std::to_string(target);
+    return detail::importer(model, options, {.checked = true, .upgrade_failure = "ONNX's version converter could not bring the model " + from_to + ": " + why}).run();
   }
   return detail::importer(model, options).run();
 }
