@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The kernels through the VM: bytecode allocates the outputs and calls the registered natives.
+#include <kiln/kernels/kernels.hpp>
 #include <kiln/kernels/register.hpp>
 #include <kiln/vm/vm.hpp>
 

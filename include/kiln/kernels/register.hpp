@@ -39,13 +39,6 @@
 
 #include <kiln/support/config.hpp>
 
-#include <kiln/kernels/fused.hpp>
-#include <kiln/kernels/linalg.hpp>
-#include <kiln/kernels/nn.hpp>
-#include <kiln/kernels/reduce.hpp>
-#include <kiln/kernels/resize.hpp>
-#include <kiln/kernels/transform.hpp>
-#include <kiln/vm/builtins.hpp>
 #include <kiln/vm/native.hpp>
 
 namespace kiln::kernels {

@@ -6,6 +6,14 @@
 
 #include <kiln/kernels/register.hpp>
 
+#include <kiln/kernels/fused.hpp>
+#include <kiln/kernels/linalg.hpp>
+#include <kiln/kernels/nn.hpp>
+#include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/resize.hpp>
+#include <kiln/kernels/transform.hpp>
+#include <kiln/vm/builtins.hpp>
+
 #include <memory>
 #include <mutex>
 #include <unordered_map>
