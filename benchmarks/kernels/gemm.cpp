@@ -100,7 +100,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 /// Dense layers: the MLP's first layer at batch 1 and 64, and a transformer's feed-forward layer.
 void dense_shapes(benchmark::internal::Benchmark* b) {
-  b->Args({1, 784, 512})->Args({64, 784, 512})->Args({128, 768, 3072});
+  b->Args({1, 784, 512})->Args({60, 784, 512})->Args({64, 784, 512})->Args({72, 784, 512})->Args({128, 768, 3072});
   b->Unit(benchmark::kMicrosecond);
 }
 

@@ -70,6 +70,11 @@ TEST_CASE("matmul across the cache blocks: K beyond one panel, M beyond one bloc
   check_matmul<double>(130, 300, 70, true, false, 103);
   check_matmul<float>(200, 400, 40, false, false, 104);  // a row-major A read in place in every block (N small)
   check_matmul<float>(30, 50, 200, false, false, 105);   // ... and packed (N large)
+  // A last panel of at most MR / 3 rows takes two column panels at a time, then one for what is left.
+  check_matmul<float>(64, 784, 130, false, false, 106);  // MR = 12 (AVX-512): 4 rows left, three K blocks
+  check_matmul<float>(196, 40, 100, false, false, 107);  // in the second A block (MC = 192)
+  check_matmul<double>(63, 385, 96, false, true, 108);
+  check_matmul<float>(4 * 12 + 2, 33, 64 * 2 + 31, true, false, 109);
 }
 
 TEST_CASE("matmul with at most four rows reads B in place: row-major and transposed B, any tail, accumulation") {
