@@ -28,6 +28,7 @@
 #pragma once
 
 #include <kiln/support/error.hpp>
+#include <kiln/support/file.hpp>
 #include <kiln/support/strings.hpp>
 #include <kiln/vm/compiled.hpp>
 #include <kiln/vm/executable.hpp>
@@ -46,7 +47,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -258,13 +258,13 @@ inline void export_library(const executable& ex, const std::filesystem::path& pa
 /// compiled functions attached.
 inline executable load_module(const std::filesystem::path& path) {
   const std::string where = "kiln::vm::load_module: '" + path.string() + "'";
-  std::string bytes;
-  {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw library_error(where + ": cannot open the file");
-    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    if (f.bad()) throw library_error(where + ": cannot read the file");
+  std::vector<std::byte> data;
+  try {
+    data = kiln::detail::read_file(path, "kiln::vm::load_module");
+  } catch (const error& e) {
+    throw library_error(e.what());
   }
+  const std::string_view bytes(reinterpret_cast<const char*>(data.data()), data.size());
   detail::check_elf(bytes, where);
   // The dynamic loader hands back a library already loaded from the same path, even when the file
   // has been replaced since: each load writes the bytes just checked to a private copy under a
