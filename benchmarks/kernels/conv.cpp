@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // conv2d in GFLOP/s on the ResNet-18 layer shapes (batch 1, 224x224 input): kernels::conv2d (one
-// thread and two; and with the weight packed ahead of time, kernels::conv2d_prepacked) beside the classic baseline, im2col into a buffer followed by OpenBLAS
-// cblas_sgemm (one thread), timed together. Depthwise convolutions (MobileNet-V2 shapes) and the
+// thread and two; with the weight packed ahead of time, kernels::conv2d_prepacked; and for the
+// stride-1 3x3 layers with the weight transformed for Winograd's F(2x2, 3x3),
+// kernels::conv2d_winograd) beside the classic baseline, im2col into a buffer followed by OpenBLAS
+// cblas_sgemm (one thread), timed together. GFLOP/s counts the direct algorithm's multiply-adds
+// for every kernel, so that the figures compare times. Depthwise convolutions (MobileNet-V2 shapes) and the
 // ResNet max pool are compared with plain direct loops, since BLAS has nothing for them.
 #include <kiln/kernels/nn.hpp>
 
@@ -88,6 +91,22 @@ void kiln_prepacked(benchmark::State& st, int threads) {
 }
 void kiln_prepacked_1thread(benchmark::State& st) { kiln_prepacked(st, 1); }
 void kiln_prepacked_2threads(benchmark::State& st) { kiln_prepacked(st, 2); }
+
+// The weight transformed once for Winograd's F(2x2, 3x3), as prepack_weights does for the
+// stride-1 3x3 convolutions it prefers it for.
+void kiln_winograd(benchmark::State& st, int threads) {
+  kernels::set_num_threads(threads);
+  problem p(shapes[st.range(0)]);
+  const tensor packed = kernels::prepack_conv_weight_winograd(p.w);
+  for (auto _ : st) {
+    kernels::conv2d_winograd(p.x, packed, {p.s.o, p.s.c}, {}, p.p, p.y);
+    benchmark::ClobberMemory();
+  }
+  kernels::set_num_threads(1);
+  report(st, p);
+}
+void kiln_winograd_1thread(benchmark::State& st) { kiln_winograd(st, 1); }
+void kiln_winograd_2threads(benchmark::State& st) { kiln_winograd(st, 2); }
 
 /// Caffe's im2col: column (y, x) of row (c, i, j) is input[c, y*s + i - pad, x*s + j - pad].
 void im2col(const float* x, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t s, std::int64_t pad, std::int64_t oh,
@@ -183,6 +202,11 @@ void dense(benchmark::internal::Benchmark* b) {
   for (std::int64_t i = 0; i < num_dense; ++i) b->Arg(i);
   b->Unit(benchmark::kMicrosecond);
 }
+void winograd_3x3(benchmark::internal::Benchmark* b) {  // the stride-1 3x3 shapes
+  for (std::int64_t i = 0; i < num_dense; ++i)
+    if (shapes[i].k == 3 && shapes[i].stride == 1) b->Arg(i);
+  b->Unit(benchmark::kMicrosecond);
+}
 void depthwise(benchmark::internal::Benchmark* b) {
   for (std::int64_t i = num_dense; i < std::int64_t(std::size(shapes)); ++i) b->Arg(i);
   b->Unit(benchmark::kMicrosecond);
@@ -194,6 +218,8 @@ BENCHMARK(kiln_1thread)->Name("conv2d/kiln")->Apply(dense);
 BENCHMARK(kiln_2threads)->Name("conv2d/kiln_2threads")->Apply(dense)->UseRealTime();  // CPU time would count one thread
 BENCHMARK(kiln_prepacked_1thread)->Name("conv2d/kiln_prepacked")->Apply(dense);
 BENCHMARK(kiln_prepacked_2threads)->Name("conv2d/kiln_prepacked_2threads")->Apply(dense)->UseRealTime();
+BENCHMARK(kiln_winograd_1thread)->Name("conv2d/kiln_winograd")->Apply(winograd_3x3);
+BENCHMARK(kiln_winograd_2threads)->Name("conv2d/kiln_winograd_2threads")->Apply(winograd_3x3)->UseRealTime();
 #if KILN_HAVE_OPENBLAS
 BENCHMARK(im2col_openblas)->Name("conv2d/im2col_openblas")->Apply(dense);
 #endif

@@ -358,7 +358,7 @@ TEST_CASE("load_module: files that are not kiln libraries, or not for this kiln 
   std::filesystem::remove(empty);
 }
 
-TEST_CASE("the per-VM arena: intermediates made once per VM; results and nested calls get their own memory") {
+TEST_CASE("the per-VM arena: intermediates made once per VM, results and nested calls get their own memory") {
   const ir::ir_module m = ir::parse_module(R"(@I.ir_module
 class Module:
     @R.function

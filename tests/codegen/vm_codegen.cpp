@@ -39,7 +39,7 @@ TEST_CASE("registers are reused after a value's last use: a long chain needs a h
   CHECK(a.invoke("main", x).as_tensor().to_vector<float>() == b.invoke("main", x).as_tensor().to_vector<float>());
 }
 
-TEST_CASE("renamings and literals emit no instructions; parameters arrive in registers 0..N-1") {
+TEST_CASE("renamings and literals emit no instructions, parameters arrive in registers 0..N-1") {
   const vm::executable ex = compile_text(R"(@I.ir_module
 class Module:
     @R.function

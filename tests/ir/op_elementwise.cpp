@@ -26,7 +26,7 @@ TEST_CASE("operands must agree on dtype") {
   CHECK(msg == "add: dtype mismatch: argument 'x1' (#1) is float32 but argument 'x2' (#2) is int32");
 }
 
-TEST_CASE("comparisons produce bool; logical operators need bool") {
+TEST_CASE("comparisons produce bool, logical operators need bool") {
   CHECK(type_of(ir::call_op("less", {v("a", f32({2, 3})), v("b", f32({3}))})) == "R.Tensor((2, 3), \"bool\")");
   for (const char* op : {"equal", "not_equal", "less_equal", "greater", "greater_equal"})
     CHECK(ir::dyn_cast<ir::tensor_type_node>(ir::call_op(op, {v("a", f32({2})), v("b", f32({2}))})->checked_type)->dt == dtype::bool_);
@@ -39,7 +39,7 @@ TEST_CASE("comparisons produce bool; logical operators need bool") {
         "logical_not: argument 'x' (#1) must be a bool tensor, but its dtype is float32");
 }
 
-TEST_CASE("unary math keeps the type; transcendental functions need floats") {
+TEST_CASE("unary math keeps the type, transcendental functions need floats") {
   ir::type t = ir::tensor_type({ir::make_size_var("n"), dim(8)}, dtype::float16);
   for (const char* op : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "negative", "abs", "nn.relu", "nn.gelu"})
     CHECK(ir::call_op(op, {v("x", t)})->checked_type == t);
@@ -97,7 +97,7 @@ TEST_CASE("attributes are completed with their defaults") {
   CHECK(static_cast<const ir::call_node&>(*s).attrs.find("axis")->as<ir::int_array>() == ir::int_array{1});
 }
 
-TEST_CASE("user code can register operators; names are unique") {
+TEST_CASE("user code can register operators, names are unique") {
   auto& reg = ir::op_registry::global();
   ir::op_node::info info{"test.double_rows", {"x"}, {{"factor", ir::attr_kind::integer, std::int64_t{2}}},
                          [](const ir::call_context& ctx) {

@@ -92,7 +92,7 @@ TEST_CASE("take gathers along an axis") {
         "take: argument 'indices' (#2) must be an integer tensor, but its dtype is float32");
 }
 
-TEST_CASE("gather_elements has the indices' shape; cumsum keeps the shape or flattens") {
+TEST_CASE("gather_elements has the indices' shape, cumsum keeps the shape or flattens") {
   auto x = v("x", f32({5, 7, 3}));
   auto idx = v("i", ir::tensor_type({5, 2, 3}, dtype::int32));
   CHECK(type_of(ir::call_op("gather_elements", {x, idx}, {{"axis", 1}})) == "R.Tensor((5, 2, 3), \"float32\")");
@@ -144,7 +144,7 @@ TEST_CASE("calls to module functions bind the callee's size variables") {
   CHECK(message_of<ir::type_error>([&] { ir::call_function(gv, {}); }) == "call to 'f': expects 1 arguments, but 0 were given");
 }
 
-TEST_CASE("gather_nd and scatter_nd: result shapes from the tuples' length; mismatches are errors") {
+TEST_CASE("gather_nd and scatter_nd: result shapes from the tuples' length, mismatches are errors") {
   auto x = v("x", ir::tensor_type({dim(2), dim(4), dim(5)}, dtype::float32));
   auto i = [](std::vector<std::int64_t> d) {
     std::vector<ir::prim_expr> s;

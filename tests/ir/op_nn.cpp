@@ -130,7 +130,7 @@ TEST_CASE("pad in its three modes") {
         "nn.pad: attribute 'pad_mode' must be \"constant\", \"edge\" or \"reflect\", not \"wrap\"");
 }
 
-TEST_CASE("image.resize: the output has the given size; modes, scales and roi are checked") {
+TEST_CASE("image.resize: the output has the given size, modes, scales and roi are checked") {
   auto x = v("x", f32({1, 3, 4, 4}));
   CHECK(type_of(ir::call_op("image.resize", {x}, {{"size", ir::int_array{1, 3, 8, 6}}})) == "R.Tensor((1, 3, 8, 6), \"float32\")");
   CHECK(type_of(ir::call_op("image.resize", {v("i", ir::tensor_type({dim(2)}, dtype::int64))}, {{"size", ir::int_array{5}}, {"method", "nearest"}})) ==

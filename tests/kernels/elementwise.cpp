@@ -338,7 +338,7 @@ TEST_CASE("where, logical ops and cast") {
   for (std::size_t i = 0; i < want.size(); ++i) CHECK(mt[i] == half_to_float(float_to_half(want[i])));
 }
 
-TEST_CASE("writing into an input is allowed; a differently overlapping output is not") {
+TEST_CASE("writing into an input is allowed, a differently overlapping output is not") {
   tensor a = random_tensor<float>({100}, -1, 1, 3);
   const auto before = a.to_vector<float>();
   add(a, a, a);

@@ -137,7 +137,7 @@ TEST_CASE("batch axes that step by whole matrices over a shared B are folded int
   }
 }
 
-TEST_CASE("batched matmul broadcasts batches; 1-D operands are vectors; strided views and outputs") {
+TEST_CASE("batched matmul broadcasts batches, 1-D operands are vectors, strided views and outputs") {
   const tensor a = random_tensor<float>({2, 1, 4, 6}, -1, 1, 1), b = random_tensor<float>({3, 6, 5}, -1, 1, 2);
   const tensor c = matmul(a, b);
   CHECK(c.shape() == shape_vector{2, 3, 4, 5});

@@ -272,7 +272,7 @@ TEST_CASE("layer_norm keeps its precision on long rows far from zero, and in row
   }
 }
 
-TEST_CASE("cumsum: along each axis, exclusive, reverse, flattened; integers wrap; errors") {
+TEST_CASE("cumsum: along each axis, exclusive, reverse, flattened, integers wrap, errors") {
   const tensor x = tensor::from_values<double>({2, 3}, {1, 2, 3, 4, 5, 6});
   CHECK(cumsum(x, 1).to_vector<double>() == std::vector<double>{1, 3, 6, 4, 9, 15});
   CHECK(cumsum(x, 0).to_vector<double>() == std::vector<double>{1, 2, 3, 5, 7, 9});
@@ -309,7 +309,7 @@ TEST_CASE("bad reduction arguments are clear errors") {
         "kiln::kernels::log_softmax: needs a float32 or float64 tensor, got int64[3]");
 }
 
-TEST_CASE("topk: largest or smallest along an axis, ties by index, NaN largest, unsorted in index order; errors") {
+TEST_CASE("topk: largest or smallest along an axis, ties by index, NaN largest, unsorted in index order, errors") {
   const tensor x = tensor::from_values<float>({2, 4}, {3, 1, 3, 2, 0, -1, 5, 5});
   auto [v, i] = topk(x, 2);
   CHECK(v.to_vector<float>() == std::vector<float>{3, 3, 5, 5});

@@ -53,7 +53,7 @@ TEST_CASE("bytecode calls the registered kernels, destination-passing") {
   CHECK(add_vm.invoke("main", a, a).as_tensor().to_vector<float>()[0] == 2 * a.to_vector<float>()[0]);
 }
 
-TEST_CASE("kernels.fused parses a description once and runs it; kernels.clip takes its bounds") {
+TEST_CASE("kernels.fused parses a description once and runs it, kernels.clip takes its bounds") {
   exec_builder b;
   b.begin_function("main", {"x", "y", "out"}, 3);
   b.emit_call("kernels.fused", {b.c(b.add_constant(value("(add x0 (exp x1))"))), b.r(0), b.r(1), b.r(2)}, void_register);

@@ -413,7 +413,7 @@ TEST_CASE("pad: constant, edge and reflect against a reference, on every axis at
   CHECK(message_of([&] { (void)parse_pad_mode("wrap"); }) == "kiln::kernels::pad: unknown pad mode \"wrap\" (constant, edge or reflect)");
 }
 
-TEST_CASE("gather_nd and scatter_nd: tuples pick slices, batch axes, negative indices, duplicates combine in order; errors") {
+TEST_CASE("gather_nd and scatter_nd: tuples pick slices, batch axes, negative indices, duplicates combine in order, errors") {
   const tensor x = tensor::from_values<std::int32_t>({2, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   // whole tuples pick elements, shorter ones pick rows
   CHECK(gather_nd(x, tensor::from_values<std::int64_t>({2, 3}, {1, 0, 2, -2, -1, -1})).to_vector<std::int32_t>() == std::vector<std::int32_t>{8, 5});

@@ -221,7 +221,7 @@ TEST_CASE("the steps of pipelines invalidate, on the direct path and under instr
   }
 }
 
-TEST_CASE("make_pass passes take what the callable preserves; clear() drops everything") {
+TEST_CASE("make_pass passes take what the callable preserves, clear() drops everything") {
   struct callable {
     using preserves = kiln::preserves<body_length>;
     handle::module operator()(const handle::module& m) const { return handle::module(*m.functions); }

@@ -89,7 +89,7 @@ TEST_CASE("when enter_pass_ctx throws, instruments are cleared and only those th
   CHECK(take_trace() == strings{"p1", "p2"});
 }
 
-TEST_CASE("exit_pass_ctx runs in order; when one throws, instruments are cleared and later ones do not exit") {
+TEST_CASE("exit_pass_ctx runs in order, when one throws, instruments are cleared and later ones do not exit") {
   kiln::pass_context ctx;
   ctx.set_instruments({throwing_instrument{"A", ""}, throwing_instrument{"B", "exit"}, throwing_instrument{"C", ""}});
   trace().clear();
@@ -195,7 +195,7 @@ TEST_CASE("run_before_skipped_pass says why a pass did not run") {
                                 "pi.skipped(late, opt level)", "pi.after(sequential)"});
 }
 
-TEST_CASE("instruments may be shared, referenced or owned; hooks they lack are never called") {
+TEST_CASE("instruments may be shared, referenced or owned, hooks they lack are never called") {
   auto shared = std::make_shared<after_only>();
   after_only referenced;
   kiln::pass_context ctx;

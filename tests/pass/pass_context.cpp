@@ -141,7 +141,7 @@ TEST_CASE("warnings do not fail a pass and are kept in the context, stamped with
   CHECK(ctx.diagnostics().empty());
 }
 
-TEST_CASE("current() is the innermost scope's context; a scope's end restores the outer one") {
+TEST_CASE("current() is the innermost scope's context, a scope's end restores the outer one") {
   kiln::pass_context& fallback = kiln::pass_context::current();
   kiln::pass_context outer(1), inner(3);
   {

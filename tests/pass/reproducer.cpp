@@ -156,7 +156,7 @@ TEST_CASE("with verify_each, a pass that breaks the module leaves a reproducer w
   }
 }
 
-TEST_CASE("a run that does not fail writes nothing; one whose file cannot be written still fails as it did") {
+TEST_CASE("a run that does not fail writes nothing, one whose file cannot be written still fails as it did") {
   temp_file file;
   kiln::pass_context ctx;
   ctx.set_instruments({kiln::instrument(kiln::crash_reproducer({.path = file.path}, ctx))});

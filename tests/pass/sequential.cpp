@@ -147,7 +147,7 @@ TEST_CASE("text() prints the listed passes, nested pipelines in parentheses") {
   CHECK(kiln::sequential<a>::text() == "a");
 }
 
-TEST_CASE("stateful passes are given as instances; pulled-in passes are default-constructed") {
+TEST_CASE("stateful passes are given as instances, pulled-in passes are default-constructed") {
   kiln::pass_context ctx;
   kiln::sequential seq(scale{10}, a{});  // class template argument deduction
   toy::module out = seq(toy::make_module(3), ctx);

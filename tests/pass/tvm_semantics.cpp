@@ -230,7 +230,7 @@ TEST_CASE("an outer scope ending before an inner one is an error, and leaves no 
 
 // ---- 6. the smaller ones -----------------------------------------------------------------------
 
-TEST_CASE("set_instruments on a context whose scope is open is refused; override_instruments is the way") {
+TEST_CASE("set_instruments on a context whose scope is open is refused, override_instruments is the way") {
   kiln::pass_context ctx;
   ctx.set_instruments({logging_instrument{"A"}});
   trace().clear();

@@ -37,7 +37,7 @@ TEST_CASE("compare_close: NaN matches NaN, equal infinities match, and NaN again
   CHECK(c.first_outside == 0);
 }
 
-TEST_CASE("compare_close reads any strides and every dtype; a dtype or shape mismatch says so") {
+TEST_CASE("compare_close reads any strides and every dtype, a dtype or shape mismatch says so") {
   const tensor m = tensor::from_values<std::int32_t>({2, 2}, {1, 2, 3, 4});
   CHECK(compare_close(m.permute({1, 0}), tensor::from_values<std::int32_t>({2, 2}, {1, 3, 2, 4}), 0, 0).ok());
   CHECK(compare_close(m, tensor::from_values<std::int32_t>({2, 2}, {1, 2, 3, 5}), 0, 0).first_outside == 3);

@@ -91,7 +91,7 @@ class Module:
 )");
 }
 
-TEST_CASE("fuse_elementwise: rank-0 constants become numbers; gelu, relu, sigmoid, float64") {
+TEST_CASE("fuse_elementwise: rank-0 constants become numbers, gelu, relu, sigmoid, float64") {
   CHECK(fused(R"(@I.ir_module
 class Module:
     @R.function
@@ -169,7 +169,7 @@ class Module:
   CHECK(contains(out, R"(; a2 a3 a4 a5 a6 a7 a8"), a1, x3, x4, x5, x6, x7, x8, x9))"));
 }
 
-TEST_CASE("fuse_epilogue: matmul + bias + gelu, and a residual; the product must be used only there") {
+TEST_CASE("fuse_epilogue: matmul + bias + gelu, and a residual, the product must be used only there") {
   CHECK(fused(R"(@I.ir_module
 class Module:
     @R.function
@@ -263,7 +263,7 @@ class Module:
   CHECK(contains(out, R"(gv: R.Tensor((2, 4, 9, 9), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused"), (lv3, w, R.null_value(), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.prim_value(1), R.str("(multiply x0 x1) ; lv4 gv"), s))"));
 }
 
-TEST_CASE("the default pipeline fuses at opt level 1 and not at 0; each fusion can be disabled by name") {
+TEST_CASE("the default pipeline fuses at opt level 1 and not at 0, each fusion can be disabled by name") {
   const ir::ir_module m = ir::parse_module(R"(@I.ir_module
 class Module:
     @R.function

@@ -154,7 +154,7 @@ class Module:
 )");
 }
 
-TEST_CASE("call_tir_rewrite allocates each output and passes it last; several outputs go as one tuple") {
+TEST_CASE("call_tir_rewrite allocates each output and passes it last, several outputs go as one tuple") {
   CHECK(after(upto_rewrite{}, R"(@I.ir_module
 class Module:
     @R.function

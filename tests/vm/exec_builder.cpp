@@ -53,7 +53,7 @@ TEST_CASE("as_text, as_python and stats render the program") {
   CHECK(st.find("Instructions (#8): call 5 ret 1 goto 1 if 1") != std::string::npos);
 }
 
-TEST_CASE("constants are pooled; equal scalars share a slot, tensors do not") {
+TEST_CASE("constants are pooled, equal scalars share a slot, tensors do not") {
   exec_builder b;
   CHECK(b.add_constant(value(3)) == 0);
   CHECK(b.add_constant(value("s")) == 1);

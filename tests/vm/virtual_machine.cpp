@@ -69,7 +69,7 @@ TEST_CASE("vm_options::max_call_depth must be between 1 and 2^22") {
   CHECK(message_of<vm_error>([&] { shallow.invoke("main", 1); }).find("the call stack reached 1 frames") != std::string::npos);
 }
 
-TEST_CASE("a Call with a void destination drops its result; one may overwrite an argument register") {
+TEST_CASE("a Call with a void destination drops its result, one may overwrite an argument register") {
   // main(x): t = tensor; void <- copy(t); x <- copy(x); void <- noop(); return x
   exec_builder b;
   b.begin_function("main", {"x"}, 2);
@@ -104,7 +104,7 @@ TEST_CASE("a hand-written native returns its result as a raw_value that owns any
   CHECK(equal(n(call_args()), value::shape({0, 2})));
 }
 
-TEST_CASE("a failing native names the function, the instruction and the callee; the VM recovers") {
+TEST_CASE("a failing native names the function, the instruction and the callee, the VM recovers") {
   exec_builder b;
   b.declare_function("inner", function_kind::bytecode, 1);
   b.begin_function("main", {"why"}, 2);
@@ -291,7 +291,7 @@ TEST_CASE("saved functions work wherever a function name does, as in TVM") {
         "kiln::vm::save_function: 'main' is a function of the executable; save under another name");
 }
 
-TEST_CASE("invoke_stateful: an unknown function is named as unknown; it can be timed after set_input") {
+TEST_CASE("invoke_stateful: an unknown function is named as unknown, it can be timed after set_input") {
   virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
   CHECK(message_of<usage_error>([&] { vm.invoke_stateful("nope"); }).starts_with("kiln::vm: no function 'nope' in the executable"));
   vm.set_input("main", 5);
@@ -303,7 +303,7 @@ TEST_CASE("invoke_stateful: an unknown function is named as unknown; it can be t
             .starts_with("kiln::vm::time_evaluator: 'invoke_stateful' is timed with one argument"));
 }
 
-TEST_CASE("device index -1 is the host, as in TVM; a default instruction argument is the void register") {
+TEST_CASE("device index -1 is the host, as in TVM, a default instruction argument is the void register") {
   virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
   CHECK(&vm.allocator_for(-1) == &vm.allocator_for(0));
   CHECK(message_of<usage_error>([&] { (void)vm.allocator_for(-2); }).find("device index -2 is out of range") != std::string::npos);
@@ -335,7 +335,7 @@ TEST_CASE("compiled functions get the register file with their arguments in regi
   CHECK(message_of([&] { virtual_machine x(e, {}, empty); }).find("'__vmtir__twice_plus'") != std::string::npos);
 }
 
-TEST_CASE("every device gets an allocator; pooled by default, naive on request") {
+TEST_CASE("every device gets an allocator, pooled by default, naive on request") {
   exec_builder b;
   b.begin_function("main", {"dev"}, 3);
   b.emit_call("vm.builtin.null_value", {}, 1);  // no shape heap

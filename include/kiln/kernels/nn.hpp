@@ -38,6 +38,8 @@
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/kernels/transform.hpp>
+#include <kiln/kernels/window_plane.hpp>
+#include <kiln/kernels/winograd.hpp>
 
 #include <array>
 #include <limits>
@@ -107,55 +109,6 @@ inline void check_nchw(std::string_view op, const tensor& x, const char* what) {
   if (!x.defined()) fail(op, kiln::detail::concat(what, " is undefined"));
   if (x.ndim() != 4) fail(op, kiln::detail::concat(what, " must be NCHW (rank 4), got ", describe_operand(x)));
 }
-
-/// A padded copy of one input plane, laid out so that a window's tap reads consecutive output
-/// columns from consecutive addresses whatever the horizontal stride `s`: padded column q of a
-/// row is stored at (q % s) * phase + q / s. Output column x's tap at padded column x * s + t is
-/// then at `tap(t) + x`. With s = 1 this is the plain padded plane.
-template <class T>
-class window_plane {
-public:
-  /// Copies plane `src` (h x w, strides sh, sw) to rows [top, top + h) and columns
-  /// [left, left + w) of an hp x wp plane filled with `fill`.
-  void build(const T* src, std::int64_t h, std::int64_t w, std::int64_t sh, std::int64_t sw, std::int64_t top, std::int64_t left,
-             std::int64_t hp, std::int64_t wp, std::int64_t s, T fill) {
-    s_ = s;
-    phase_ = (wp + s - 1) / s;
-    row_ = phase_ * s;
-    buf_.resize(std::size_t(hp * row_ + slack));
-    std::fill(buf_.begin(), buf_.end(), fill);
-    for (std::int64_t i = 0; i < h; ++i) {
-      T* row = buf_.data() + (top + i) * row_;
-      const T* in = src + i * sh;
-      if (s == 1 && sw == 1) {
-        std::copy_n(in, w, row + left);
-      } else {
-        for (std::int64_t c0 = 0; c0 < std::min(s, w); ++c0) {  // the input columns of one phase
-          T* dst = row + (left + c0) % s * phase_ + (left + c0) / s;
-          const std::int64_t count = (w - c0 + s - 1) / s;
-          if (s == 2 && sw == 1)  // the common case, with a constant stride the compiler vectorises
-            for (std::int64_t m = 0; m < count; ++m) dst[m] = in[c0 + 2 * m];
-          else
-            for (std::int64_t m = 0; m < count; ++m) dst[m] = in[(c0 + m * s) * sw];
-        }
-      }
-    }
-  }
-  /// Elements past the last row, so that a vector loop may run over a row's end: whole vectors
-  /// cover a ragged output row, and the lanes beyond it are dropped.
-  static constexpr std::int64_t slack = 64;
-  /// The first element of padded row r.
-  const T* row(std::int64_t r) const { return buf_.data() + r * row_; }
-  /// Where in a row output column 0 finds its taps: padded columns j * dilation for j < k.
-  void taps(std::int64_t k, std::int64_t dilation, std::vector<std::int64_t>& out) const {
-    out.resize(std::size_t(k));
-    for (std::int64_t j = 0; j < k; ++j) out[std::size_t(j)] = j * dilation % s_ * phase_ + j * dilation / s_;
-  }
-
-private:
-  std::vector<T, xsimd::aligned_allocator<T, 64>> buf_;
-  std::int64_t s_ = 1, phase_ = 0, row_ = 0;
-};
 
 /// Writes the contiguous row `src` (n elements) to `dst` with stride `ds`.
 template <class T>
@@ -637,11 +590,15 @@ namespace detail {
 
 /// conv2d with an optional fused epilogue (null: none) over `operands`, whose strides along the
 /// output's axes `check_epilogue` gave.
-/// With `prepacked`, `w` is the [O, C, KH, KW] view of a weight `prepack_conv_weight` packed in
-/// this build's order (one group), and the direct kernel reads it in place.
+/// How conv2d_into finds the weight: as given, or packed ahead of time, in which case `w` is the
+/// [O, C, KH, KW] view of the packed storage (which holds at least that many elements) and the
+/// kernel reads it in place: in this build's direct order (`prepack_conv_weight`) or
+/// transformed for Winograd's algorithm (`prepack_conv_weight_winograd`).
+enum class conv_weight { plain, direct_packed, winograd };
+
 inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
                         const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<std::vector<std::int64_t>>& strides,
-                        const tensor& out, bool prepacked = false) {
+                        const tensor& out, conv_weight form = conv_weight::plain) {
   const conv_geometry g = check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
   if (overlaps(out, x) || overlaps(out, w) || (bias.defined() && overlaps(out, bias)))
@@ -663,7 +620,7 @@ inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, c
   }
   if (epilogue && separate) {  // the convolution first, then the expression over it
     const tensor product = new_output(out.shape(), out.type());
-    conv2d_into(op, x, w, bias, p, nullptr, {}, {}, product, prepacked);
+    conv2d_into(op, x, w, bias, p, nullptr, {}, {}, product, form);
     std::vector<tensor> inputs{product};
     inputs.insert(inputs.end(), operands.begin(), operands.end());
     epilogue->run(inputs, out);
@@ -691,7 +648,12 @@ inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, c
         if (bias_epi) bias_epi(c, rs, cs, o, j, m, len);
         if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
       };
-      if (prepacked) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
+      if (form == conv_weight::winograd) {
+        const auto& xs = x.strides();
+        const auto& ys = dst.strides();
+        const winograd_problem wp{g.n, g.c, g.h, g.w, g.o, g.oh, g.ow, p.padding[0], p.padding[1], {xs[0], xs[1], xs[2], xs[3]}, {ys[0], ys[1], ys[2], ys[3]}};
+        conv2d_winograd_packed<T>(static_cast<const T*>(x.data()), static_cast<const T*>(wt.data()), wp, static_cast<T*>(dst.data()), apply);
+      } else if (form == conv_weight::direct_packed) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
       else if (depthwise) conv2d_depthwise<T>(x, wt, p, g, dst, apply);
       else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
       else conv2d_gemm<T>(x, wt, p, g, dst, apply);
@@ -844,7 +806,7 @@ inline void conv2d_prepacked(const tensor& x, const tensor& packed, const packed
   constexpr std::string_view op = "conv2d_prepacked";
   const tensor w = detail::prepacked_conv_operand(op, packed, layout, p, out);
   if (!w.defined()) return conv2d(x, detail::unpack_conv_weight(packed, layout), bias, p, out);
-  detail::conv2d_into(op, x, w, bias, p, nullptr, {}, {}, out, true);
+  detail::conv2d_into(op, x, w, bias, p, nullptr, {}, {}, out, detail::conv_weight::direct_packed);
 }
 
 /// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
@@ -857,11 +819,114 @@ inline void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const 
   const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
   const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
-  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out, true);
+  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out, detail::conv_weight::direct_packed);
 }
 inline void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
                                    const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {
   conv2d_fused_prepacked(x, packed, layout, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
+}
+
+// ---- Winograd F(2x2, 3x3), the weight transformed ahead of time -------------------------------------
+
+/// Whether the Winograd kernel (`winograd.hpp`) can serve a convolution: a 3 x 3 window, stride
+/// 1, no dilation, one group (any padding, any image size, float32 or float64).
+inline bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<const std::int64_t> strides, std::span<const std::int64_t> dilation,
+                             std::int64_t groups) {
+  const auto ones = [](std::span<const std::int64_t> v) { return v.size() == 2 && v[0] == 1 && v[1] == 1; };
+  return kh == 3 && kw == 3 && groups == 1 && ones(strides) && ones(dilation);
+}
+
+/// Whether the Winograd kernel is the faster one for a convolution it applies to, with `c` input
+/// and `o` output channels and an `oh` x `ow` output: enough channels for the GEMMs to outweigh
+/// the transforms, and enough 2x2 tiles to fill the GEMM's column panels. On Zen 5, one thread,
+/// against the direct kernel: ResNet-18's 56², 28² and 14² stages (784, 196 and 49 tiles) take
+/// 0.6-0.8x its time, the 7² stage (16 tiles of 512 channels) 1.5x.
+inline bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow) {
+  return c >= 16 && o >= 16 && (oh + 1) / 2 * ((ow + 1) / 2) >= 32;
+}
+
+/// What a weight packed by `prepack_conv_weight_winograd` holds: U = G g G^T of an [O, C, 3, 3]
+/// weight g, as 16 row-major O x C matrices. It does not depend on the vector width.
+struct winograd_conv_layout {
+  std::int64_t o = 0, c = 0;
+  friend bool operator==(const winograd_conv_layout&, const winograd_conv_layout&) = default;
+};
+
+/// A layout from its two numbers [O, C], as the compiler passes it to the kernels.
+inline winograd_conv_layout winograd_conv_layout_of(std::string_view op, std::span<const std::int64_t> v) {
+  if (v.size() != 2) fail(op, kiln::detail::concat("the Winograd layout must have 2 values (O, C), got ", v.size()));
+  return {v[0], v[1]};
+}
+
+/// The [O, C, 3, 3] weight `w` (float32 or float64) transformed for `conv2d_winograd`: a 1-D
+/// tensor of 16 O C elements. Done once, at compile time, by the compiler's `prepack_weights`.
+inline tensor prepack_conv_weight_winograd(const tensor& w) {
+  constexpr std::string_view op = "prepack_conv_weight_winograd";
+  if (!w.defined()) fail(op, "the weight is undefined");
+  if (w.ndim() != 4 || w.shape(2) != 3 || w.shape(3) != 3)
+    fail(op, kiln::detail::concat("the weight must be OIHW with a 3 x 3 window, got ", describe_operand(w)));
+  if (w.type() != dtype::float32 && w.type() != dtype::float64)
+    fail(op, kiln::detail::concat("transforms float32 and float64 weights, got ", describe_operand(w)));
+  tensor out = new_output({detail::winograd_points * w.shape(0) * w.shape(1)}, w.type());
+  const tensor wt = w.contiguous();
+  visit_dtype(op, w.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>)
+      detail::winograd_weights<T>(static_cast<const T*>(wt.data()), w.shape(0), w.shape(1), static_cast<T*>(out.data()));
+  });
+  return out;
+}
+
+namespace detail {
+
+/// Checks a transformed weight against its layout, the parameters against the kernel and the
+/// output against both; returns the [O, C, 3, 3] view over the weight's storage (16 O C >= 9 O C
+/// elements), which `check_conv2d` checks shapes with.
+inline tensor winograd_operand(std::string_view op, const tensor& packed, const winograd_conv_layout& l, const conv2d_params& p, const tensor& out) {
+  if (!packed.defined()) fail(op, "the transformed weight is undefined");
+  constexpr std::int64_t limit = std::int64_t(1) << 40;
+  std::int64_t size = 0;
+  if (l.o < 1 || l.c < 1 || l.o > limit || l.c > limit || __builtin_mul_overflow(l.o, l.c, &size) || size > limit / winograd_points)
+    fail(op, kiln::detail::concat("bad Winograd layout: weight [", l.o, ", ", l.c, ", 3, 3]"));
+  size *= winograd_points;
+  if (packed.type() != dtype::float32 && packed.type() != dtype::float64)
+    fail(op, kiln::detail::concat("the transformed weight must be float32 or float64, got ", describe_operand(packed)));
+  if (packed.ndim() != 1 || packed.numel() != size || packed.strides()[0] != 1)
+    fail(op, kiln::detail::concat("the transformed weight must be a contiguous vector of ", size, " elements for a [", l.o, ", ", l.c,
+                                  ", 3, 3] weight, got ", describe_operand(packed)));
+  if (!winograd_applies(3, 3, p.strides, p.dilation, p.groups))
+    fail(op, kiln::detail::concat("the Winograd kernel serves 3 x 3 convolutions with stride 1, dilation 1 and one group, got strides [", p.strides[0],
+                                  ", ", p.strides[1], "], dilation [", p.dilation[0], ", ", p.dilation[1], "], groups = ", p.groups));
+  if (out.defined() && overlaps(out, packed))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  return tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.o, l.c, 3, 3});
+}
+
+}  // namespace detail
+
+/// out = conv2d(x, W) + bias (as `conv2d`: stride 1, no dilation, one group, any padding) for the
+/// 3 x 3 weight W that `packed` holds transformed in `layout` (`prepack_conv_weight_winograd`),
+/// by Winograd's F(2x2, 3x3) (`winograd.hpp`).
+inline void conv2d_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias, const conv2d_params& p,
+                            const tensor& out) {
+  constexpr std::string_view op = "conv2d_winograd";
+  const tensor w = detail::winograd_operand(op, packed, layout, p, out);
+  detail::conv2d_into(op, x, w, bias, p, nullptr, {}, {}, out, detail::conv_weight::winograd);
+}
+
+/// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
+/// `packed` holds transformed in `layout` (as `conv2d_winograd`).
+inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
+                                  const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out) {
+  constexpr std::string_view op = "conv2d_fused_winograd";
+  const tensor w = detail::winograd_operand(op, packed, layout, p, out);
+  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
+  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
+  const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
+  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out, detail::conv_weight::winograd);
+}
+inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
+                                  const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {
+  conv2d_fused_winograd(x, packed, layout, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
 }
 
 // ---- conv2d_transpose --------------------------------------------------------------------------------------

@@ -30,6 +30,15 @@
 ///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_prepacked"), (x, R.const(w packed), b, R.shape([O, C, KH, KW, ob]),
 ///                            R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.str("(relu x0) ; lv")), out_sinfo=...)
 ///
+/// A stride-1 3 x 3 convolution (one group, no dilation) whose output's size is known and for
+/// which Winograd's F(2x2, 3x3) is the faster kernel (`kernels::prefer_winograd_conv`: many
+/// channels, at least 32 tiles of 2 x 2 outputs — ResNet's 56², 28² and 14² stages) gets its
+/// weight transformed instead (`kernels::prepack_conv_weight_winograd`, U = G g G^T as 16 O x C
+/// matrices, whatever the vector width), and calls the Winograd kernel:
+///
+///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_winograd"), (x, R.const(U), b, R.shape([O, C]),
+///                            R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.str("(relu x0) ; lv")), out_sinfo=...)
+///
 /// Runs at opt level 1, after `legalize_ops` (it rewrites kernel calls) and before
 /// `call_tir_rewrite`. Left alone: integer matmuls and convolutions, weights that are
 /// parameters, batched (3-D and up) or vector matmul weights, a constant used as the left
@@ -62,8 +71,7 @@ struct prepack_weights {
     // Constants bound to variables of this function, and what each weight became (per weight
     // and transposition: a weight shared by several matmuls is packed once).
     std::map<const ir::var_node*, const ir::constant_node*> bound;
-    // (A convolution's weight is keyed with `true` too: a 4-D constant is never a matmul's.)
-    std::map<std::pair<const ir::constant_node*, bool>, ir::expr> packed;
+    std::map<std::pair<const ir::constant_node*, packing>, ir::expr> packed;
     std::int64_t matmuls = 0, convolutions = 0, bytes = 0;
     auto on_body = [](const ir::expr& e) { return e; };
     auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
@@ -84,9 +92,12 @@ struct prepack_weights {
   }
 
 private:
+  /// What a constant was packed for (a weight used in several ways is packed once per way).
+  enum class packing { matmul, matmul_transposed, direct_conv, winograd_conv };
+
   /// The prepacked form of kernel call `e`, or null when it has none; `conv`: it is a convolution.
   static ir::expr rewrite(const ir::expr& e, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
-                          std::map<std::pair<const ir::constant_node*, bool>, ir::expr>& packed, std::int64_t& bytes, bool& conv) {
+                          std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, bool& conv) {
     if (!detail::is_op_call(e, "call_dps_packed")) return {};
     auto& c = static_cast<const ir::call_node&>(*e);
     auto* callee = c.args.size() == 2 ? ir::dyn_cast<ir::extern_func_node>(c.args[0]) : nullptr;
@@ -111,7 +122,7 @@ private:
     auto* at = ir::dyn_cast<ir::tensor_type_node>(args[0]->checked_type);
     if (!at || at->dt != w->data.dt()) return {};
     const std::int64_t k = w->data.shape()[*tb ? 1 : 0], n = w->data.shape()[*tb ? 0 : 1];
-    ir::expr& p = packed[{w, *tb}];
+    ir::expr& p = packed[{w, *tb ? packing::matmul_transposed : packing::matmul}];
     if (!p) {
       const runtime::tensor weight = to_tensor(w->data);
       p = ir::make_constant(to_ndarray(kernels::prepack_weight(weight, *tb)));
@@ -126,7 +137,7 @@ private:
   /// The prepacked form of a call of kernels.conv2d (`fused`: kernels.conv2d_fused), whose
   /// arguments are (x, w, bias, strides, padding, dilation, groups[, epilogue, operands...]).
   static ir::expr rewrite_conv(const ir::call_node& c, bool fused, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
-                               std::map<std::pair<const ir::constant_node*, bool>, ir::expr>& packed, std::int64_t& bytes) {
+                               std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes) {
     auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
     if (!t || t->fields.size() < (fused ? 8u : 7u) || c.type_args.size() != 1) return {};
     const std::vector<ir::expr>& args = t->fields;
@@ -144,16 +155,38 @@ private:
     if (ot && ot->ndim == 4)
       if (const auto oh = ot->static_dim(2), ow = ot->static_dim(3); oh && ow) positions = *oh * *ow;
     const std::vector<std::int64_t>& ws = w->data.shape();
-    if (!kernels::detail::prefer_prepacked_conv(ws[2], ws[3], *g, positions)) return {};
-    ir::expr& p = packed[{w, true}];
+    // Winograd's F(2x2, 3x3) for the stride-1 3x3 convolutions it is faster for, which needs
+    // the output's size; else the direct kernel, whatever the size.
+    const std::optional<std::vector<std::int64_t>> strides = ints_of(args[3]), dilation = ints_of(args[5]);
+    const bool winograd = positions >= 0 && strides && dilation && kernels::winograd_applies(ws[2], ws[3], *strides, *dilation, *g) &&
+                          kernels::prefer_winograd_conv(ws[1], ws[0], *ot->static_dim(2), *ot->static_dim(3));
+    if (!winograd && !kernels::detail::prefer_prepacked_conv(ws[2], ws[3], *g, positions)) return {};
+    ir::expr& p = packed[{w, winograd ? packing::winograd_conv : packing::direct_conv}];
     if (!p) {
-      p = ir::make_constant(to_ndarray(kernels::prepack_conv_weight(to_tensor(w->data))));
+      const runtime::tensor weight = to_tensor(w->data);
+      p = ir::make_constant(to_ndarray(winograd ? kernels::prepack_conv_weight_winograd(weight) : kernels::prepack_conv_weight(weight)));
       bytes += std::int64_t(static_cast<const ir::constant_node&>(*p).data.bytes().size());
     }
     const kernels::packed_conv_layout l = kernels::native_conv_layout(w->data.dt(), ws[0], ws[1], ws[2], ws[3]);
-    std::vector<ir::expr> out{args[0], p, args[2], lower::ints({l.o, l.c, l.kh, l.kw, l.ob}), args[3], args[4], args[5]};
+    ir::expr layout = winograd ? lower::ints({ws[0], ws[1]}) : lower::ints({l.o, l.c, l.kh, l.kw, l.ob});
+    std::vector<ir::expr> out{args[0], p, args[2], std::move(layout), args[3], args[4], args[5]};
     out.insert(out.end(), args.begin() + 7, args.end());  // the epilogue's description and operands
-    return detail::call_kernel(fused ? "kernels.conv2d_fused_prepacked" : "kernels.conv2d_prepacked", std::move(out), c.type_args[0]);
+    const char* kernel = winograd ? (fused ? "kernels.conv2d_fused_winograd" : "kernels.conv2d_winograd")
+                                  : (fused ? "kernels.conv2d_fused_prepacked" : "kernels.conv2d_prepacked");
+    return detail::call_kernel(kernel, std::move(out), c.type_args[0]);
+  }
+
+  /// The values of a shape argument whose dimensions are all constants (strides, dilation).
+  static std::optional<std::vector<std::int64_t>> ints_of(const ir::expr& e) {
+    auto* s = ir::dyn_cast<ir::shape_expr_node>(e);
+    if (!s) return std::nullopt;
+    std::vector<std::int64_t> v;
+    for (const ir::prim_expr& d : s->values) {
+      const std::optional<std::int64_t> i = ir::as_int(d);
+      if (!i) return std::nullopt;
+      v.push_back(*i);
+    }
+    return v;
   }
 
   /// The value of a constant bool argument (a transpose flag).

@@ -138,7 +138,7 @@ TEST_CASE("a Gemm + Relu graph imports with its initializers as constants and ru
   CHECK(y2.as_tensor().to_vector<float>() == std::vector<float>{2.25f, 0});
 }
 
-TEST_CASE("keep_params_in_input makes initializers trailing parameters; shapes fixes an input's dimensions") {
+TEST_CASE("keep_params_in_input makes initializers trailing parameters, shapes fixes an input's dimensions") {
   model_builder b;
   b.input("x", {"n", "3"});
   b.initializer("w", {3, 1}, {1, 1, 1});
@@ -216,7 +216,7 @@ TEST_CASE("opset decides semantics: before 7, Add broadcasts from an axis and PR
   }
 }
 
-TEST_CASE("operators older than kiln's converters are brought up by ONNX's version converter; where it cannot, the error says why") {
+TEST_CASE("operators older than kiln's converters are brought up by ONNX's version converter, where it cannot, the error says why") {
   {  // Reshape before opset 5 takes its shape as an attribute; kiln converts Reshape from opset 5
     model_builder b(4);
     b.input("x", {"2", "3"});
@@ -329,7 +329,7 @@ TEST_CASE("Conv and pooling attributes and ranks are checked before use (found b
   CHECK_NOTHROW(kx::import_model(conv({"1", "1", "3", "3"}, {1, 1})));
 }
 
-TEST_CASE("Trilu keeps a triangle with a constant mask; ArgMax with select_last_index finds the last extreme") {
+TEST_CASE("Trilu keeps a triangle with a constant mask, ArgMax with select_last_index finds the last extreme") {
   const runtime::tensor x = floats({2, 3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   for (const bool upper : {true, false}) {
     CAPTURE(upper);
@@ -387,7 +387,7 @@ TEST_CASE("Trilu keeps a triangle with a constant mask; ArgMax with select_last_
   }
 }
 
-TEST_CASE("NegativeLogLikelihoodLoss: weights, an ignored target that is out of range, the reductions; errors name the node") {
+TEST_CASE("NegativeLogLikelihoodLoss: weights, an ignored target that is out of range, the reductions, errors name the node") {
   // x (2, 3) log-probabilities, targets [2, -1] with ignore_index -1, weights [1, 2, 4].
   const runtime::tensor x = floats({2, 3}, {-1, -2, -3, -4, -5, -6});
   const runtime::tensor target = runtime::tensor::from_values<std::int64_t>({2}, {2, -1});
@@ -424,7 +424,7 @@ TEST_CASE("NegativeLogLikelihoodLoss: weights, an ignored target that is out of 
         "kiln::frontend::onnx: node 'nll' (NegativeLogLikelihoodLoss): the number of classes (dimension 1 of the input) must be static");
 }
 
-TEST_CASE("Hardmax marks the first maximum; OneHot counts negative indices from the end; DepthToSpace and SpaceToDepth invert each other") {
+TEST_CASE("Hardmax marks the first maximum, OneHot counts negative indices from the end, DepthToSpace and SpaceToDepth invert each other") {
   {
     model_builder b(13);
     b.input("x", {"2", "3"});
@@ -473,7 +473,7 @@ TEST_CASE("Hardmax marks the first maximum; OneHot counts negative indices from 
   CHECK(fails("DepthToSpace", {"1", "8", "2", "2"}, 0) == "kiln::frontend::onnx: node 'r' (DepthToSpace): blocksize must be at least 1, got 0");
 }
 
-TEST_CASE("CumSum's axis is a constant input; GatherElements gathers along its axis") {
+TEST_CASE("CumSum's axis is a constant input, GatherElements gathers along its axis") {
   {
     model_builder b(14);
     b.input("x", {"2", "3"});
@@ -516,7 +516,7 @@ TEST_CASE("CumSum's axis is a constant input; GatherElements gathers along its a
   }
 }
 
-TEST_CASE("Resize takes scales or sizes; Upsample is asymmetric nearest; errors name the node") {
+TEST_CASE("Resize takes scales or sizes, Upsample is asymmetric nearest, errors name the node") {
   const runtime::tensor x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
   {  // scales: linear, half_pixel
     model_builder b(13);
@@ -560,7 +560,7 @@ TEST_CASE("Resize takes scales or sizes; Upsample is asymmetric nearest; errors 
   CHECK(fails(13, true, false, "area").find("kiln::frontend::onnx: node 'rs' (Resize): image.resize: attribute 'method' must be one of") == 0);
 }
 
-TEST_CASE("ConvTranspose: 1-D through 2-D, output_shape sets the padding, bias; errors") {
+TEST_CASE("ConvTranspose: 1-D through 2-D, output_shape sets the padding, bias, errors") {
   {  // 1-D with bias: x [1, 1, 3] and ones [1, 2, 3], stride 2, output_shape 8 (one more than the full 7)
     model_builder b(11);
     b.input("x", {"1", "1", "3"});
@@ -595,7 +595,7 @@ TEST_CASE("ConvTranspose: 1-D through 2-D, output_shape sets the padding, bias; 
         "kiln::frontend::onnx: node 'ct' (ConvTranspose): ConvTranspose needs static dimensions; fix them with import_options::shapes");
 }
 
-TEST_CASE("1-D Conv runs as 2-D with a height of 1: strides, dilation, pads, groups, bias; auto_pad on the one axis") {
+TEST_CASE("1-D Conv runs as 2-D with a height of 1: strides, dilation, pads, groups, bias, auto_pad on the one axis") {
   {  // x [1, 2, 6], w [2, 1, 2] (groups 2), stride 2, dilation 2, pads (1, 0), bias
     model_builder b(11);
     b.input("x", {"1", "2", "6"});
@@ -638,7 +638,7 @@ TEST_CASE("1-D Conv runs as 2-D with a height of 1: strides, dilation, pads, gro
         "kiln::frontend::onnx: node 'c' (Conv): the weight must have rank 3 (M, C/group, kernel...), it has rank 4");
 }
 
-TEST_CASE("1-D MaxPool and AveragePool run as 2-D with a height of 1; auto_pad on the one axis") {
+TEST_CASE("1-D MaxPool and AveragePool run as 2-D with a height of 1, auto_pad on the one axis") {
   for (const bool average : {false, true}) {
     model_builder b(11);
     b.input("x", {"1", "2", "5"});
@@ -810,7 +810,7 @@ TEST_CASE("GlobalAveragePool and GlobalMaxPool reduce every spatial axis, at any
   }
 }
 
-TEST_CASE("LRN sums squares over neighbouring channels; BatchNormalization in training mode; Dropout in training mode with ratio 0") {
+TEST_CASE("LRN sums squares over neighbouring channels, BatchNormalization in training mode, Dropout in training mode with ratio 0") {
   {
     model_builder b(13);
     b.input("x", {"1", "3", "1", "1"});
@@ -857,7 +857,7 @@ TEST_CASE("LRN sums squares over neighbouring channels; BatchNormalization in tr
   }
 }
 
-TEST_CASE("Einsum: attention's contractions, implicit outputs, ellipsis, diagonals, sums; errors name the equation") {
+TEST_CASE("Einsum: attention's contractions, implicit outputs, ellipsis, diagonals, sums, errors name the equation") {
   const auto einsum = [](const char* eq, std::vector<std::vector<std::string>> shapes) {
     model_builder b(12);
     std::vector<std::string> names;
@@ -915,7 +915,7 @@ TEST_CASE("Einsum: attention's contractions, implicit outputs, ellipsis, diagona
   CHECK(fails("i1", {{"2", "2"}}) == "kiln::frontend::onnx: node 'e' (Einsum): unexpected character '1' in the equation 'i1'");
 }
 
-TEST_CASE("external data: tensors read from files beside the model; bad locations, sizes and files are errors naming them") {
+TEST_CASE("external data: tensors read from files beside the model, bad locations, sizes and files are errors naming them") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kiln_external_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "weights");
   const auto write = [](const std::filesystem::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; };
@@ -973,7 +973,7 @@ TEST_CASE("external data: tensors read from files beside the model; bad location
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("float16 arithmetic computes in float32 and rounds back; storage operators keep float16") {
+TEST_CASE("float16 arithmetic computes in float32 and rounds back, storage operators keep float16") {
   model_builder b(13);
   b.input("x", {"3"}, ::onnx::TensorProto::FLOAT16);
   b.input("y", {"3"}, ::onnx::TensorProto::FLOAT16);
@@ -994,7 +994,7 @@ TEST_CASE("float16 arithmetic computes in float32 and rounds back; storage opera
   CHECK(kernels::cast(z, dtype::float32).to_vector<float>() == std::vector<float>{1, -1, 7});
 }
 
-TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1; floating-point Mod needs fmod 1") {
+TEST_CASE("Mod on integers: Python's sign with fmod 0, C's with fmod 1, floating-point Mod needs fmod 1") {
   const runtime::tensor x = runtime::tensor::from_values<std::int32_t>({4}, {7, -7, 7, -7});
   const runtime::tensor y = runtime::tensor::from_values<std::int32_t>({4}, {3, 3, -3, -3});
   for (const std::int64_t fmod : {0, 1}) {

@@ -110,6 +110,12 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
     conv2d_prepacked(x, packed, packed_conv_layout_of(op, layout), bias.is_null() ? tensor() : bias.as_tensor(), p, out);
   });
+  r.add("kernels.conv2d_winograd", [](tensor x, tensor packed, const vm::value& bias, const shape_vector& layout, const shape_vector& strides,
+                                      const shape_vector& padding, const shape_vector& dilation, tensor out) {
+    constexpr std::string_view op = "conv2d_winograd";
+    const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
+    conv2d_winograd(x, packed, winograd_conv_layout_of(op, layout), bias.is_null() ? tensor() : bias.as_tensor(), p, out);
+  });
   r.add("kernels.conv2d_transpose", [](tensor x, tensor w, const shape_vector& strides, const shape_vector& padding, const shape_vector& output_padding,
                                        const shape_vector& dilation, std::int64_t groups, tensor out) {
     constexpr std::string_view op = "conv2d_transpose";
@@ -243,6 +249,16 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
     const fused_expr e = cache->get(text);
     conv2d_fused_prepacked(x, packed, packed_conv_layout_of(op, layout), bias.is_null() ? tensor() : bias.as_tensor(), p, e,
                            std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
+  });
+  r.add("kernels.conv2d_fused_winograd", [cache, operands_and_out](tensor x, tensor packed, const vm::value& bias, const shape_vector& layout,
+                                                                  const shape_vector& strides, const shape_vector& padding,
+                                                                  const shape_vector& dilation, const std::string& text, call_args rest) {
+    constexpr std::string_view op = "conv2d_fused_winograd";
+    std::vector<tensor> ts = operands_and_out(op, rest, 8);
+    const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
+    const fused_expr e = cache->get(text);
+    conv2d_fused_winograd(x, packed, winograd_conv_layout_of(op, layout), bias.is_null() ? tensor() : bias.as_tensor(), p, e,
+                          std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
   });
   r.add("kernels.fused", [cache](const std::string& text, call_args rest) {
     std::vector<tensor> inputs(rest.empty() ? 0 : rest.size() - 1);
