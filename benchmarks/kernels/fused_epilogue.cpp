@@ -115,10 +115,28 @@ void conv_fused(benchmark::State& s) {
   rate(s, b.flop());
 }
 
+// The same block with the weight transformed for Winograd's F(2x2, 3x3), as prepack_weights
+// does for ResNet's stride-1 3x3 convolutions: bare, and with the epilogue fused.
+void conv_winograd(benchmark::State& s, bool fused) {
+  block b(s);
+  const tensor u = k::prepack_conv_weight_winograd(b.w);
+  const k::fused_expr e = k::fused_expr::parse("(relu (add (add x0 x1) x2))");
+  for (auto _ : s) {
+    if (fused)
+      k::conv2d_fused_winograd(b.x, u, {b.c, b.c}, tensor(), b.p, e, {b.bias, b.residual}, b.out);
+    else
+      k::conv2d_winograd(b.x, u, {b.c, b.c}, tensor(), b.p, b.out);
+    benchmark::ClobberMemory();
+  }
+  rate(s, b.flop());
+}
+
 void dense_shapes(benchmark::internal::Benchmark* b) {
   b->Args({128, 256, 1024})->Args({64, 784, 512})->Args({128, 1024, 256})->Unit(benchmark::kMicrosecond);
 }
-void conv_shapes(benchmark::internal::Benchmark* b) { b->Args({32, 28})->Args({64, 56})->Unit(benchmark::kMicrosecond); }
+void conv_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({32, 28})->Args({64, 56})->Args({128, 28})->Args({256, 14})->Unit(benchmark::kMicrosecond);
+}
 
 }  // namespace
 
@@ -130,5 +148,7 @@ BENCHMARK_CAPTURE(matmul_fused, relu, "(relu (add x0 x1))")->Name("matmul+bias+r
 BENCHMARK(conv_bare)->Name("conv/bare")->Apply(conv_shapes);
 BENCHMARK(conv_separate)->Name("conv+bias+residual+relu/separate")->Apply(conv_shapes);
 BENCHMARK(conv_fused)->Name("conv+bias+residual+relu/fused")->Apply(conv_shapes);
+BENCHMARK_CAPTURE(conv_winograd, bare, false)->Name("conv/winograd_bare")->Apply(conv_shapes);
+BENCHMARK_CAPTURE(conv_winograd, fused, true)->Name("conv+bias+residual+relu/winograd_fused")->Apply(conv_shapes);
 
 BENCHMARK_MAIN();

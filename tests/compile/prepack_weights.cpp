@@ -299,30 +299,30 @@ class Module:
 }
 
 TEST_CASE("prepack_weights: a stride-1 3x3 convolution with enough channels and tiles gets its weight transformed for Winograd's kernel") {
-  // 16 channels and a 16 x 16 output (64 tiles of 2 x 2): Winograd, fused or not. The same weight
-  // at stride 2 (8 x 8: 16 tiles), and one of 8 input channels, stay with the direct kernel.
-  const std::string w = conv_weight_text(16, 16, 3, 3);
+  // 64 channels and a 16 x 16 output (64 tiles of 2 x 2): Winograd, fused or not. The same weight
+  // at stride 2 (8 x 8: 16 tiles), and one of 32 input channels, stay with the direct kernel.
+  const std::string w = conv_weight_text(64, 64, 3, 3);
   const std::string src = R"(@I.ir_module
 class Module:
     @R.function
-    def main(x: R.Tensor((1, 16, 16, 16), "float32"), b: R.Tensor((16, 1, 1), "float32"), z: R.Tensor((1, 8, 16, 16), "float32")) -> R.Tuple(R.Tensor((1, 16, 16, 16), "float32"), R.Tensor((1, 16, 16, 16), "float32"), R.Tensor((1, 16, 8, 8), "float32"), R.Tensor((1, 16, 16, 16), "float32")):
+    def main(x: R.Tensor((1, 64, 16, 16), "float32"), b: R.Tensor((64, 1, 1), "float32"), z: R.Tensor((1, 32, 16, 16), "float32")) -> R.Tuple(R.Tensor((1, 64, 16, 16), "float32"), R.Tensor((1, 64, 16, 16), "float32"), R.Tensor((1, 64, 8, 8), "float32"), R.Tensor((1, 64, 16, 16), "float32")):
         with R.dataflow():
-            lv: R.Tensor((1, 16, 16, 16), "float32") = R.nn.conv2d(x, )" + w + R"(, padding=[1, 1, 1, 1])
-            lv1: R.Tensor((1, 16, 16, 16), "float32") = R.nn.conv2d(lv, )" + w + R"(, padding=[1, 1, 1, 1])
-            lv2: R.Tensor((1, 16, 16, 16), "float32") = R.add(lv1, b)
-            gv: R.Tensor((1, 16, 16, 16), "float32") = R.nn.relu(lv2)
-            st: R.Tensor((1, 16, 8, 8), "float32") = R.nn.conv2d(x, )" + w + R"(, strides=[2, 2], padding=[1, 1, 1, 1])
-            nc: R.Tensor((1, 16, 16, 16), "float32") = R.nn.conv2d(z, )" + conv_weight_text(16, 8, 3, 3) + R"(, padding=[1, 1, 1, 1])
+            lv: R.Tensor((1, 64, 16, 16), "float32") = R.nn.conv2d(x, )" + w + R"(, padding=[1, 1, 1, 1])
+            lv1: R.Tensor((1, 64, 16, 16), "float32") = R.nn.conv2d(lv, )" + w + R"(, padding=[1, 1, 1, 1])
+            lv2: R.Tensor((1, 64, 16, 16), "float32") = R.add(lv1, b)
+            gv: R.Tensor((1, 64, 16, 16), "float32") = R.nn.relu(lv2)
+            st: R.Tensor((1, 64, 8, 8), "float32") = R.nn.conv2d(x, )" + w + R"(, strides=[2, 2], padding=[1, 1, 1, 1])
+            nc: R.Tensor((1, 64, 16, 16), "float32") = R.nn.conv2d(z, )" + conv_weight_text(64, 32, 3, 3) + R"(, padding=[1, 1, 1, 1])
             R.output(lv, gv, st, nc)
         return (lv, gv, st, nc)
 )";
   using lower = kiln::sequential<t::fuse_epilogue, t::legalize_ops, t::prepack_weights>;
   const std::string out = after(lower{}, src);
-  CHECK(contains(out, R"(lv: R.Tensor((1, 16, 16, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_winograd"), (x, R.const([)"));
-  CHECK(contains(out, R"(], "float32"), R.null_value(), R.shape([16, 16]), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)"));
+  CHECK(contains(out, R"(lv: R.Tensor((1, 64, 16, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_winograd"), (x, R.const([)"));
+  CHECK(contains(out, R"(], "float32"), R.null_value(), R.shape([64, 64]), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)"));
   CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_winograd"), (lv, R.const([)"));
-  CHECK(contains(out, R"(st: R.Tensor((1, 16, 8, 8), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"))"));
-  CHECK(contains(out, R"(nc: R.Tensor((1, 16, 16, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"))"));
+  CHECK(contains(out, R"(st: R.Tensor((1, 64, 8, 8), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"))"));
+  CHECK(contains(out, R"(nc: R.Tensor((1, 64, 16, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"))"));
 
   // Compiled: the results of the build without the pass, within Winograd's rounding.
   const ir::ir_module m = ir::parse_module(src);

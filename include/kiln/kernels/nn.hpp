@@ -838,11 +838,12 @@ inline bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<const s
 
 /// Whether the Winograd kernel is the faster one for a convolution it applies to, with `c` input
 /// and `o` output channels and an `oh` x `ow` output: enough channels for the GEMMs to outweigh
-/// the transforms, and enough 2x2 tiles to fill the GEMM's column panels. On Zen 5, one thread,
-/// against the direct kernel: ResNet-18's 56², 28² and 14² stages (784, 196 and 49 tiles) take
-/// 0.6-0.8x its time, the 7² stage (16 tiles of 512 channels) 1.5x.
+/// the transforms (whose cost grows with C + O, the GEMMs' with C * O), and enough 2x2 tiles to
+/// fill the GEMM's column panels. Measured on Zen 5, one thread, against the direct kernel:
+/// ResNet-18's 3x3 stages of 64 channels on 56², 128 on 28² and 256 on 14² take 0.85x, 0.75x and
+/// 0.7x its time; 32 channels on 28² take 1.15x, 512 on 7² (16 tiles) 1.4x.
 inline bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow) {
-  return c >= 16 && o >= 16 && (oh + 1) / 2 * ((ow + 1) / 2) >= 32;
+  return c >= 64 && o >= 64 && (oh + 1) / 2 * ((ow + 1) / 2) >= 32;
 }
 
 /// What a weight packed by `prepack_conv_weight_winograd` holds: U = G g G^T of an [O, C, 3, 3]
