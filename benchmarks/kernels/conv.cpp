@@ -97,9 +97,10 @@ void kiln_prepacked_2threads(benchmark::State& st) { kiln_prepacked(st, 2); }
 void kiln_winograd(benchmark::State& st, int threads) {
   kernels::set_num_threads(threads);
   problem p(shapes[st.range(0)]);
-  const tensor packed = kernels::prepack_conv_weight_winograd(p.w);
+  const std::int64_t m = st.range(1);  // the output tile: F(m x m, 3x3)
+  const tensor packed = kernels::prepack_conv_weight_winograd(p.w, m);
   for (auto _ : st) {
-    kernels::conv2d_winograd(p.x, packed, {p.s.o, p.s.c}, {}, p.p, p.y);
+    kernels::conv2d_winograd(p.x, packed, {p.s.o, p.s.c, m}, {}, p.p, p.y);
     benchmark::ClobberMemory();
   }
   kernels::set_num_threads(1);
@@ -202,9 +203,9 @@ void dense(benchmark::internal::Benchmark* b) {
   for (std::int64_t i = 0; i < num_dense; ++i) b->Arg(i);
   b->Unit(benchmark::kMicrosecond);
 }
-void winograd_3x3(benchmark::internal::Benchmark* b) {  // the stride-1 3x3 shapes
+void winograd_3x3(benchmark::internal::Benchmark* b) {  // the stride-1 3x3 shapes, F(2x2) and F(4x4)
   for (std::int64_t i = 0; i < num_dense; ++i)
-    if (shapes[i].k == 3 && shapes[i].stride == 1) b->Arg(i);
+    if (shapes[i].k == 3 && shapes[i].stride == 1) b->Args({i, 2})->Args({i, 4});
   b->Unit(benchmark::kMicrosecond);
 }
 void depthwise(benchmark::internal::Benchmark* b) {

@@ -299,13 +299,14 @@ class Module:
 }
 
 TEST_CASE("prepack_weights: a stride-1 3x3 convolution with enough channels and tiles gets its weight transformed for Winograd's kernel") {
-  // 64 channels and a 16 x 16 output (64 tiles of 2 x 2): Winograd, fused or not. The same weight
-  // at stride 2 (8 x 8: 16 tiles), and one of 32 input channels, stay with the direct kernel.
+  // 64 channels and a 16 x 16 output (64 tiles of 2 x 2): F(2x2), fused or not; on a 28 x 28 output
+  // (49 tiles of 4 x 4), F(4x4). The same weight at stride 2 (8 x 8: 16 tiles), and one of 32 input
+  // channels, stay with the direct kernel.
   const std::string w = conv_weight_text(64, 64, 3, 3);
   const std::string src = R"(@I.ir_module
 class Module:
     @R.function
-    def main(x: R.Tensor((1, 64, 16, 16), "float32"), b: R.Tensor((64, 1, 1), "float32"), z: R.Tensor((1, 32, 16, 16), "float32")) -> R.Tuple(R.Tensor((1, 64, 16, 16), "float32"), R.Tensor((1, 64, 16, 16), "float32"), R.Tensor((1, 64, 8, 8), "float32"), R.Tensor((1, 64, 16, 16), "float32")):
+    def main(x: R.Tensor((1, 64, 16, 16), "float32"), b: R.Tensor((64, 1, 1), "float32"), z: R.Tensor((1, 32, 16, 16), "float32"), y: R.Tensor((1, 64, 28, 28), "float32")) -> R.Tuple(R.Tensor((1, 64, 16, 16), "float32"), R.Tensor((1, 64, 16, 16), "float32"), R.Tensor((1, 64, 8, 8), "float32"), R.Tensor((1, 64, 16, 16), "float32"), R.Tensor((1, 64, 28, 28), "float32")):
         with R.dataflow():
             lv: R.Tensor((1, 64, 16, 16), "float32") = R.nn.conv2d(x, )" + w + R"(, padding=[1, 1, 1, 1])
             lv1: R.Tensor((1, 64, 16, 16), "float32") = R.nn.conv2d(lv, )" + w + R"(, padding=[1, 1, 1, 1])
@@ -313,23 +314,26 @@ class Module:
             gv: R.Tensor((1, 64, 16, 16), "float32") = R.nn.relu(lv2)
             st: R.Tensor((1, 64, 8, 8), "float32") = R.nn.conv2d(x, )" + w + R"(, strides=[2, 2], padding=[1, 1, 1, 1])
             nc: R.Tensor((1, 64, 16, 16), "float32") = R.nn.conv2d(z, )" + conv_weight_text(64, 32, 3, 3) + R"(, padding=[1, 1, 1, 1])
-            R.output(lv, gv, st, nc)
-        return (lv, gv, st, nc)
+            big: R.Tensor((1, 64, 28, 28), "float32") = R.nn.conv2d(y, )" + w + R"(, padding=[1, 1, 1, 1])
+            R.output(lv, gv, st, nc, big)
+        return (lv, gv, st, nc, big)
 )";
   using lower = kiln::sequential<t::fuse_epilogue, t::legalize_ops, t::prepack_weights>;
   const std::string out = after(lower{}, src);
   CHECK(contains(out, R"(lv: R.Tensor((1, 64, 16, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_winograd"), (x, R.const([)"));
-  CHECK(contains(out, R"(], "float32"), R.null_value(), R.shape([64, 64]), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)"));
+  CHECK(contains(out, R"(], "float32"), R.null_value(), R.shape([64, 64, 2]), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)"));
   CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_winograd"), (lv, R.const([)"));
   CHECK(contains(out, R"(st: R.Tensor((1, 64, 8, 8), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"))"));
   CHECK(contains(out, R"(nc: R.Tensor((1, 64, 16, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"))"));
+  CHECK(contains(out, R"(big: R.Tensor((1, 64, 28, 28), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_winograd"), (y, R.const([)"));
+  CHECK(contains(out, R"(], "float32"), R.null_value(), R.shape([64, 64, 4]), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)"));
 
   // Compiled: the results of the build without the pass, within Winograd's rounding.
   const ir::ir_module m = ir::parse_module(src);
   const auto args = arguments_for(m, "main", {});
   std::int64_t packed = 0;
   CHECK(max_difference(run(m, args, false, &packed), run(m, args, true)) <= 1e-4);
-  CHECK(packed == 4);  // lv's and gv's weights are two constants of the same values until codegen pools them
+  CHECK(packed == 5);  // lv's, gv's and big's weights are three constants of the same values until codegen pools them
   const vm::executable ex = kiln::compile(m);
   const vm::executable back = vm::deserialize(vm::serialize(ex));
   vm::virtual_machine a(ex, {}, kernels::global_registry()), c(back, {}, kernels::global_registry());

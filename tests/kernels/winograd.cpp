@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// conv2d_winograd (F(2x2, 3x3), the weight transformed ahead of time) against the textbook
-// convolution in double, on the shapes its chunks, panels and edges make different: odd and even
-// output sizes, padding 0, 1, 2 and uneven, chunks of one tile row and of many, more tiles than
-// the GEMM reads A in place for, channel counts off the vector width, batches, float64, threads.
+// conv2d_winograd (F(2x2, 3x3) and F(4x4, 3x3), the weight transformed ahead of time) against the
+// textbook convolution in double, on the shapes its chunks, panels and edges make different: output
+// sizes that are and are not multiples of the tile, padding 0, 1, 2 and uneven, chunks of one tile
+// row and of many, more tiles than the GEMM reads A in place for, channel counts off the vector
+// width, batches, float64, threads.
 //
-// Tolerance: the transforms add up to 4 inputs before multiplying and 9 products after, so an
-// output's rounding error is a few times the direct kernel's: 2e-5 * (C * 9 + 1) for float32
-// inputs in [-1, 1] (the direct kernel's tests use 4e-6), 5e-13 * (C * 9 + 1) for float64.
+// Tolerance: the transforms combine up to 4 (F(2x2)) or 6 (F(4x4), coefficients up to 8) inputs
+// before multiplying and as many products after, so an output's rounding error is a few times the
+// direct kernel's: 2e-5 * (C * 9 + 1) for F(2x2) and 1e-4 * (C * 9 + 1) for F(4x4) on float32
+// inputs in [-1, 1] (the direct kernel's tests use 4e-6); 5e-13 and 5e-12 for float64.
 #include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/parallel.hpp>
 
@@ -31,8 +33,15 @@ conv2d_params pad(std::int64_t top, std::int64_t left, std::int64_t bottom, std:
   return p;
 }
 
+/// The tolerance for an output of C input channels: see the top of the file.
 template <class T>
-void check_winograd(const shape_vector& xs, std::int64_t o, const conv2d_params& p, bool bias, unsigned seed) {
+double tolerance(std::int64_t c, std::int64_t m) {
+  return (std::is_same_v<T, float> ? (m == 2 ? 2e-5 : 1e-4) : (m == 2 ? 5e-13 : 5e-12)) * double(c * 9 + 1);
+}
+
+template <class T>
+void check_winograd(std::int64_t m, const shape_vector& xs, std::int64_t o, const conv2d_params& p, bool bias, unsigned seed) {
+  CAPTURE(m);
   CAPTURE(runtime::shape_to_string(xs));
   CAPTURE(o);
   CAPTURE(p.padding[0]);
@@ -42,95 +51,117 @@ void check_winograd(const shape_vector& xs, std::int64_t o, const conv2d_params&
   const tensor x = random_tensor<T>(xs, -1, 1, seed), w = random_tensor<T>({o, xs[1], 3, 3}, -1, 1, seed + 1);
   const tensor b = bias ? random_tensor<T>({o}, -1, 1, seed + 2) : tensor();
   const tensor y = conv2d(x, w, b, p);
-  const tensor packed = prepack_conv_weight_winograd(w);
-  REQUIRE(packed.shape() == shape_vector{16 * o * xs[1]});
+  const tensor packed = prepack_conv_weight_winograd(w, m);
+  REQUIRE(packed.shape() == shape_vector{(m + 2) * (m + 2) * o * xs[1]});
   const tensor out = tensor::empty(y.shape(), y.type());
   std::fill(out.data<T>(), out.data<T>() + out.numel(), T(7));  // every element must be written
-  conv2d_winograd(x, packed, {o, xs[1]}, b, p, out);
-  const double tol = (std::is_same_v<T, float> ? 2e-5 : 5e-13) * double(xs[1] * 9 + 1);
-  check_all_close(out.to_vector<T>(), reference_conv<T>(x, w, b, p, y.shape(2), y.shape(3)), 0, tol);
+  conv2d_winograd(x, packed, {o, xs[1], m}, b, p, out);
+  check_all_close(out.to_vector<T>(), reference_conv<T>(x, w, b, p, y.shape(2), y.shape(3)), 0, tolerance<T>(xs[1], m));
+}
+
+void check_shapes(std::int64_t m) {
+  unsigned seed = 900;
+  check_winograd<float>(m, {1, 4, 6, 6}, 5, pad(1, 1, 1, 1), true, seed += 3);      // 3 x 3 tiles
+  check_winograd<float>(m, {1, 3, 7, 9}, 4, pad(1, 1, 1, 1), false, seed += 3);     // odd rows and columns: half tiles
+  check_winograd<float>(m, {1, 6, 8, 7}, 3, pad(0, 0, 0, 0), true, seed += 3);      // no padding: 6 x 5 output
+  check_winograd<float>(m, {1, 5, 9, 10}, 6, pad(2, 2, 2, 2), true, seed += 3);     // padding 2: 11 x 12
+  check_winograd<float>(m, {1, 5, 9, 10}, 6, pad(0, 2, 1, 0), true, seed += 3);     // uneven padding
+  check_winograd<float>(m, {1, 2, 3, 3}, 2, pad(0, 0, 0, 0), true, seed += 3);      // one output
+  check_winograd<float>(m, {2, 17, 30, 26}, 19, pad(1, 1, 1, 1), true, seed += 3);  // batch 2, channels off the vector width, several chunks
+  check_winograd<float>(m, {1, 3, 5, 300}, 4, pad(1, 1, 1, 1), true, seed += 3);    // a tile row of 150: a chunk past 4 panels (A packed)
+  check_winograd<float>(m, {1, 40, 20, 20}, 70, pad(1, 1, 1, 1), true, seed += 3);  // 70 channels: blocks of output channels
+  check_winograd<float>(m, {1, 400, 4, 4}, 3, pad(1, 1, 1, 1), false, seed += 3);   // K past the GEMM's KC: two blocks of V
+  check_winograd<double>(m, {1, 7, 11, 12}, 9, pad(1, 1, 1, 1), true, seed += 3);
+  check_winograd<double>(m, {2, 20, 9, 8}, 33, pad(1, 0, 2, 1), true, seed += 3);
+}
+
+void check_threads(std::int64_t m) {
+  CAPTURE(m);
+  const tensor x = random_tensor<float>({2, 12, 40, 40}, -1, 1, 950), w = random_tensor<float>({24, 12, 3, 3}, -1, 1, 951);
+  const tensor packed = prepack_conv_weight_winograd(w, m);
+  const conv2d_params p = pad(1, 1, 1, 1);
+  const tensor one = tensor::empty({2, 24, 40, 40}, dtype::float32), two = tensor::empty({2, 24, 40, 40}, dtype::float32);
+  conv2d_winograd(x, packed, {24, 12, m}, {}, p, one);
+  {
+    const kiln_test::pool_threads scope(2);
+    conv2d_winograd(x, packed, {24, 12, m}, {}, p, two);
+  }
+  CHECK(same_tensor(one, two));
+  check_all_close(one.to_vector<float>(), reference_conv<float>(x, w, tensor(), p, 40, 40), 0, tolerance<float>(12, m));
+  // NHWC in memory, read through strides; into every other column of a wider output.
+  const tensor nhwc = permute_dims(x, {0, 2, 3, 1}).permute({0, 3, 1, 2});
+  const tensor big = tensor::zeros({2, 24, 40, 80}, dtype::float32), out = big.slice(3, 1, 80, 2);
+  conv2d_winograd(nhwc, packed, {24, 12, m}, {}, p, out);
+  CHECK(same_tensor(out, one));
+}
+
+void check_fused(std::int64_t m) {
+  CAPTURE(m);
+  const tensor x = random_tensor<float>({2, 16, 21, 23}, -1, 1, 960), w = random_tensor<float>({40, 16, 3, 3}, -1, 1, 961);
+  const tensor bias = random_tensor<float>({40}, -1, 1, 962), residual = random_tensor<float>({2, 40, 21, 23}, -1, 1, 963);
+  const tensor scale = random_tensor<float>({40, 1, 1}, -1, 1, 964);
+  const tensor packed = prepack_conv_weight_winograd(w, m);
+  const conv2d_params p = pad(1, 1, 1, 1);
+  const tensor product = tensor::empty({2, 40, 21, 23}, dtype::float32), out = tensor::empty({2, 40, 21, 23}, dtype::float32);
+  conv2d_winograd(x, packed, {40, 16, m}, bias, p, product);
+  const fused_expr e = fused_expr::parse("(relu (add (multiply x0 x2) x1))");
+  conv2d_fused_winograd(x, packed, {40, 16, m}, bias, p, e, {residual, scale}, out);
+  CHECK(same_tensor(out, e.run({product, residual, scale})));
+  // A residual laid out NHWC is applied after the convolution: the same values.
+  const tensor nhwc = permute_dims(residual, {0, 2, 3, 1}).permute({0, 3, 1, 2});
+  conv2d_fused_winograd(x, packed, {40, 16, m}, bias, p, e, {nhwc, scale}, out);
+  CHECK(same_tensor(out, e.run({product, residual, scale})));
 }
 
 }  // namespace
 
 TEST_CASE("conv2d_winograd: the textbook convolution on odd and even sizes, any padding, float32 and float64") {
-  unsigned seed = 900;
-  check_winograd<float>({1, 4, 6, 6}, 5, pad(1, 1, 1, 1), true, seed += 3);      // 3 x 3 tiles
-  check_winograd<float>({1, 3, 7, 9}, 4, pad(1, 1, 1, 1), false, seed += 3);     // odd rows and columns: half tiles
-  check_winograd<float>({1, 6, 8, 7}, 3, pad(0, 0, 0, 0), true, seed += 3);      // no padding: 6 x 5 output
-  check_winograd<float>({1, 5, 9, 10}, 6, pad(2, 2, 2, 2), true, seed += 3);     // padding 2: 11 x 12
-  check_winograd<float>({1, 5, 9, 10}, 6, pad(0, 2, 1, 0), true, seed += 3);     // uneven padding
-  check_winograd<float>({1, 2, 3, 3}, 2, pad(0, 0, 0, 0), true, seed += 3);      // one output
-  check_winograd<float>({2, 17, 30, 26}, 19, pad(1, 1, 1, 1), true, seed += 3);  // batch 2, channels off the vector width, several chunks
-  check_winograd<float>({1, 3, 5, 300}, 4, pad(1, 1, 1, 1), true, seed += 3);    // a tile row of 150: a chunk past 4 panels (A packed)
-  check_winograd<float>({1, 40, 20, 20}, 70, pad(1, 1, 1, 1), true, seed += 3);  // 70 channels: blocks of output channels
-  check_winograd<float>({1, 400, 4, 4}, 3, pad(1, 1, 1, 1), false, seed += 3);   // K past the GEMM's KC: two blocks of V
-  check_winograd<double>({1, 7, 11, 12}, 9, pad(1, 1, 1, 1), true, seed += 3);
-  check_winograd<double>({2, 20, 9, 8}, 33, pad(1, 0, 2, 1), true, seed += 3);
+  check_shapes(2);
+  check_shapes(4);
 }
 
 TEST_CASE("conv2d_winograd: strided input and output, the same results on two threads") {
-  const tensor x = random_tensor<float>({2, 12, 40, 40}, -1, 1, 950), w = random_tensor<float>({24, 12, 3, 3}, -1, 1, 951);
-  const tensor packed = prepack_conv_weight_winograd(w);
-  const conv2d_params p = pad(1, 1, 1, 1);
-  const tensor one = tensor::empty({2, 24, 40, 40}, dtype::float32), two = tensor::empty({2, 24, 40, 40}, dtype::float32);
-  conv2d_winograd(x, packed, {24, 12}, {}, p, one);
-  {
-    const kiln_test::pool_threads scope(2);
-    conv2d_winograd(x, packed, {24, 12}, {}, p, two);
-  }
-  CHECK(same_tensor(one, two));
-  check_all_close(one.to_vector<float>(), reference_conv<float>(x, w, tensor(), p, 40, 40), 0, 2e-5 * (12 * 9 + 1));
-  // NHWC in memory, read through strides; into every other column of a wider output.
-  const tensor nhwc = permute_dims(x, {0, 2, 3, 1}).permute({0, 3, 1, 2});
-  const tensor big = tensor::zeros({2, 24, 40, 80}, dtype::float32), out = big.slice(3, 1, 80, 2);
-  conv2d_winograd(nhwc, packed, {24, 12}, {}, p, out);
-  CHECK(same_tensor(out, one));
+  check_threads(2);
+  check_threads(4);
 }
 
 TEST_CASE("conv2d_fused_winograd: the epilogue over the Winograd product, per block as it is produced") {
-  const tensor x = random_tensor<float>({2, 16, 21, 23}, -1, 1, 960), w = random_tensor<float>({40, 16, 3, 3}, -1, 1, 961);
-  const tensor bias = random_tensor<float>({40}, -1, 1, 962), residual = random_tensor<float>({2, 40, 21, 23}, -1, 1, 963);
-  const tensor scale = random_tensor<float>({40, 1, 1}, -1, 1, 964);
-  const tensor packed = prepack_conv_weight_winograd(w);
-  const conv2d_params p = pad(1, 1, 1, 1);
-  const tensor product = tensor::empty({2, 40, 21, 23}, dtype::float32), out = tensor::empty({2, 40, 21, 23}, dtype::float32);
-  conv2d_winograd(x, packed, {40, 16}, bias, p, product);
-  const fused_expr e = fused_expr::parse("(relu (add (multiply x0 x2) x1))");
-  conv2d_fused_winograd(x, packed, {40, 16}, bias, p, e, {residual, scale}, out);
-  CHECK(same_tensor(out, e.run({product, residual, scale})));
-  // A residual laid out NHWC is applied after the convolution: the same values.
-  const tensor nhwc = permute_dims(residual, {0, 2, 3, 1}).permute({0, 3, 1, 2});
-  conv2d_fused_winograd(x, packed, {40, 16}, bias, p, e, {nhwc, scale}, out);
-  CHECK(same_tensor(out, e.run({product, residual, scale})));
+  check_fused(2);
+  check_fused(4);
 }
 
 TEST_CASE("conv2d_winograd: errors name the transformed weight, its layout and the parameters") {
   const tensor x = random_tensor<float>({1, 4, 8, 8}, -1, 1, 970), w = random_tensor<float>({6, 4, 3, 3}, -1, 1, 971);
   const tensor packed = prepack_conv_weight_winograd(w), out = tensor::empty({1, 6, 8, 8}, dtype::float32);
   const conv2d_params p = pad(1, 1, 1, 1);
-  CHECK(message_of([&] { conv2d_winograd(x, tensor(), {6, 4}, {}, p, out); }) == "kiln::kernels::conv2d_winograd: the transformed weight is undefined");
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 0}, {}, p, out); }) == "kiln::kernels::conv2d_winograd: bad Winograd layout: weight [6, 0, 3, 3]");
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {std::int64_t(1) << 30, std::int64_t(1) << 30}, {}, p, out); }) ==
-        "kiln::kernels::conv2d_winograd: bad Winograd layout: weight [1073741824, 1073741824, 3, 3]");
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 5}, {}, p, out); }) ==
-        "kiln::kernels::conv2d_winograd: the transformed weight must be a contiguous vector of 480 elements for a [6, 5, 3, 3] weight, got "
-        "float32[384]");
-  CHECK(message_of([&] { conv2d_winograd(x, tensor::zeros({384}, dtype::int32), {6, 4}, {}, p, out); }) ==
+  CHECK(message_of([&] { conv2d_winograd(x, tensor(), {6, 4, 2}, {}, p, out); }) == "kiln::kernels::conv2d_winograd: the transformed weight is undefined");
+  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 0, 2}, {}, p, out); }) == "kiln::kernels::conv2d_winograd: bad Winograd layout: weight [6, 0, 3, 3] in tiles of 2");
+  CHECK(message_of([&] { conv2d_winograd(x, packed, {std::int64_t(1) << 30, std::int64_t(1) << 30, 2}, {}, p, out); }) ==
+        "kiln::kernels::conv2d_winograd: bad Winograd layout: weight [1073741824, 1073741824, 3, 3] in tiles of 2");
+  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 5, 2}, {}, p, out); }) ==
+        "kiln::kernels::conv2d_winograd: the transformed weight must be a contiguous vector of 480 elements for a [6, 5, 3, 3] weight in "
+        "tiles of 2, got float32[384]");
+  CHECK(message_of([&] { conv2d_winograd(x, tensor::zeros({384}, dtype::int32), {6, 4, 2}, {}, p, out); }) ==
         "kiln::kernels::conv2d_winograd: the transformed weight must be float32 or float64, got int32[384]");
   conv2d_params strided = p;
   strided.strides = {2, 2};
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4}, {}, strided, out); }) ==
+  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 2}, {}, strided, out); }) ==
         "kiln::kernels::conv2d_winograd: the Winograd kernel serves 3 x 3 convolutions with stride 1, dilation 1 and one group, got strides [2, 2], "
         "dilation [1, 1], groups = 1");
-  CHECK(message_of([&] { conv2d_winograd(random_tensor<float>({1, 5, 8, 8}, -1, 1, 972), packed, {6, 4}, {}, p, out); }).starts_with(
+  CHECK(message_of([&] { conv2d_winograd(random_tensor<float>({1, 5, 8, 8}, -1, 1, 972), packed, {6, 4, 2}, {}, p, out); }).starts_with(
       "kiln::kernels::conv2d: channel mismatch: the data float32[1, 5, 8, 8] has 5 channels"));
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4}, {}, p, tensor::empty({1, 6, 7, 8}, dtype::float32)); }).starts_with(
+  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 2}, {}, p, tensor::empty({1, 6, 7, 8}, dtype::float32)); }).starts_with(
       "kiln::kernels::conv2d_winograd: "));
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4}, {}, p, tensor::from_storage(packed.data_storage(), 0, dtype::float32, {1, 6, 8, 8})); }) ==
+  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 2}, {}, p, tensor::from_storage(packed.data_storage(), 0, dtype::float32, {1, 6, 8, 8})); }) ==
         "kiln::kernels::conv2d_winograd: the output float32[1, 6, 8, 8] overlaps an input; write into a separate tensor");
   CHECK(message_of([&] { (void)prepack_conv_weight_winograd(random_tensor<float>({6, 4, 5, 5}, -1, 1, 973)); }) ==
         "kiln::kernels::prepack_conv_weight_winograd: the weight must be OIHW with a 3 x 3 window, got float32[6, 4, 5, 5]");
-  CHECK(message_of([&] { (void)winograd_conv_layout_of("conv2d_winograd", shape_vector{6, 4, 3}); }) ==
-        "kiln::kernels::conv2d_winograd: the Winograd layout must have 2 values (O, C), got 3");
+  CHECK(message_of([&] { (void)winograd_conv_layout_of("conv2d_winograd", shape_vector{6, 4}); }) ==
+        "kiln::kernels::conv2d_winograd: the Winograd layout must have 3 values (O, C, tile size), got 2");
+  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 3}, {}, p, out); }) ==
+        "kiln::kernels::conv2d_winograd: bad Winograd layout: weight [6, 4, 3, 3] in tiles of 3");
+  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 4}, {}, p, out); }).starts_with(
+      "kiln::kernels::conv2d_winograd: the transformed weight must be a contiguous vector of 864 elements"));
+  CHECK(message_of([&] { (void)prepack_conv_weight_winograd(w, 6); }) ==
+        "kiln::kernels::prepack_conv_weight_winograd: the output tile size must be 2 or 4, got 6");
 }

@@ -593,8 +593,8 @@ namespace detail {
 /// How conv2d_into finds the weight: as given, or packed ahead of time, in which case `w` is the
 /// [O, C, KH, KW] view of the packed storage (which holds at least that many elements) and the
 /// kernel reads it in place: in this build's direct order (`prepack_conv_weight`) or
-/// transformed for Winograd's algorithm (`prepack_conv_weight_winograd`).
-enum class conv_weight { plain, direct_packed, winograd };
+/// transformed for Winograd's F(2x2, 3x3) or F(4x4, 3x3) (`prepack_conv_weight_winograd`).
+enum class conv_weight { plain, direct_packed, winograd2, winograd4 };
 
 inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
                         const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<std::vector<std::int64_t>>& strides,
@@ -648,11 +648,14 @@ inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, c
         if (bias_epi) bias_epi(c, rs, cs, o, j, m, len);
         if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
       };
-      if (form == conv_weight::winograd) {
+      if (form == conv_weight::winograd2 || form == conv_weight::winograd4) {
         const auto& xs = x.strides();
         const auto& ys = dst.strides();
         const winograd_problem wp{g.n, g.c, g.h, g.w, g.o, g.oh, g.ow, p.padding[0], p.padding[1], {xs[0], xs[1], xs[2], xs[3]}, {ys[0], ys[1], ys[2], ys[3]}};
-        conv2d_winograd_packed<T>(static_cast<const T*>(x.data()), static_cast<const T*>(wt.data()), wp, static_cast<T*>(dst.data()), apply);
+        const T* xd = static_cast<const T*>(x.data());
+        const T* u = static_cast<const T*>(wt.data());
+        if (form == conv_weight::winograd2) conv2d_winograd_packed<2, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
+        else conv2d_winograd_packed<4, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
       } else if (form == conv_weight::direct_packed) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
       else if (depthwise) conv2d_depthwise<T>(x, wt, p, g, dst, apply);
       else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
@@ -846,33 +849,42 @@ inline bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh
   return c >= 64 && o >= 64 && (oh + 1) / 2 * ((ow + 1) / 2) >= 32;
 }
 
+/// The output tile size m of F(m x m, 3x3) for an `oh` x `ow` output: 4 where its 4x4 tiles are
+/// enough to fill the GEMM's column panels, else 2.
+inline std::int64_t winograd_tile_size(std::int64_t oh, std::int64_t ow) { return (oh + 3) / 4 * ((ow + 3) / 4) >= 48 ? 4 : 2; }
+
 /// What a weight packed by `prepack_conv_weight_winograd` holds: U = G g G^T of an [O, C, 3, 3]
-/// weight g, as 16 row-major O x C matrices. It does not depend on the vector width.
+/// weight g for F(m x m, 3x3), as (m+2)² row-major O x C matrices. It does not depend on the
+/// vector width.
 struct winograd_conv_layout {
-  std::int64_t o = 0, c = 0;
+  std::int64_t o = 0, c = 0, m = 2;
   friend bool operator==(const winograd_conv_layout&, const winograd_conv_layout&) = default;
 };
 
-/// A layout from its two numbers [O, C], as the compiler passes it to the kernels.
+/// A layout from its three numbers [O, C, m], as the compiler passes it to the kernels.
 inline winograd_conv_layout winograd_conv_layout_of(std::string_view op, std::span<const std::int64_t> v) {
-  if (v.size() != 2) fail(op, kiln::detail::concat("the Winograd layout must have 2 values (O, C), got ", v.size()));
-  return {v[0], v[1]};
+  if (v.size() != 3) fail(op, kiln::detail::concat("the Winograd layout must have 3 values (O, C, tile size), got ", v.size()));
+  return {v[0], v[1], v[2]};
 }
 
-/// The [O, C, 3, 3] weight `w` (float32 or float64) transformed for `conv2d_winograd`: a 1-D
-/// tensor of 16 O C elements. Done once, at compile time, by the compiler's `prepack_weights`.
-inline tensor prepack_conv_weight_winograd(const tensor& w) {
+/// The [O, C, 3, 3] weight `w` (float32 or float64) transformed for `conv2d_winograd` with
+/// output tiles of m x m (2 or 4): a 1-D tensor of (m+2)² O C elements. Done once, at compile
+/// time, by the compiler's `prepack_weights`.
+inline tensor prepack_conv_weight_winograd(const tensor& w, std::int64_t m = 2) {
   constexpr std::string_view op = "prepack_conv_weight_winograd";
   if (!w.defined()) fail(op, "the weight is undefined");
   if (w.ndim() != 4 || w.shape(2) != 3 || w.shape(3) != 3)
     fail(op, kiln::detail::concat("the weight must be OIHW with a 3 x 3 window, got ", describe_operand(w)));
   if (w.type() != dtype::float32 && w.type() != dtype::float64)
     fail(op, kiln::detail::concat("transforms float32 and float64 weights, got ", describe_operand(w)));
-  tensor out = new_output({detail::winograd_points * w.shape(0) * w.shape(1)}, w.type());
+  if (m != 2 && m != 4) fail(op, kiln::detail::concat("the output tile size must be 2 or 4, got ", m));
+  tensor out = new_output({detail::winograd_points(m) * w.shape(0) * w.shape(1)}, w.type());
   const tensor wt = w.contiguous();
   visit_dtype(op, w.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>)
-      detail::winograd_weights<T>(static_cast<const T*>(wt.data()), w.shape(0), w.shape(1), static_cast<T*>(out.data()));
+    if constexpr (std::is_floating_point_v<T>) {
+      if (m == 2) detail::winograd_weights<2, T>(static_cast<const T*>(wt.data()), w.shape(0), w.shape(1), static_cast<T*>(out.data()));
+      else detail::winograd_weights<4, T>(static_cast<const T*>(wt.data()), w.shape(0), w.shape(1), static_cast<T*>(out.data()));
+    }
   });
   return out;
 }
@@ -880,20 +892,21 @@ inline tensor prepack_conv_weight_winograd(const tensor& w) {
 namespace detail {
 
 /// Checks a transformed weight against its layout, the parameters against the kernel and the
-/// output against both; returns the [O, C, 3, 3] view over the weight's storage (16 O C >= 9 O C
-/// elements), which `check_conv2d` checks shapes with.
+/// output against both; returns the [O, C, 3, 3] view over the weight's storage ((m+2)² O C >=
+/// 9 O C elements), which `check_conv2d` checks shapes with.
 inline tensor winograd_operand(std::string_view op, const tensor& packed, const winograd_conv_layout& l, const conv2d_params& p, const tensor& out) {
   if (!packed.defined()) fail(op, "the transformed weight is undefined");
   constexpr std::int64_t limit = std::int64_t(1) << 40;
   std::int64_t size = 0;
-  if (l.o < 1 || l.c < 1 || l.o > limit || l.c > limit || __builtin_mul_overflow(l.o, l.c, &size) || size > limit / winograd_points)
-    fail(op, kiln::detail::concat("bad Winograd layout: weight [", l.o, ", ", l.c, ", 3, 3]"));
-  size *= winograd_points;
+  if (l.o < 1 || l.c < 1 || (l.m != 2 && l.m != 4) || l.o > limit || l.c > limit || __builtin_mul_overflow(l.o, l.c, &size) ||
+      size > limit / winograd_points(4))
+    fail(op, kiln::detail::concat("bad Winograd layout: weight [", l.o, ", ", l.c, ", 3, 3] in tiles of ", l.m));
+  size *= winograd_points(l.m);
   if (packed.type() != dtype::float32 && packed.type() != dtype::float64)
     fail(op, kiln::detail::concat("the transformed weight must be float32 or float64, got ", describe_operand(packed)));
   if (packed.ndim() != 1 || packed.numel() != size || packed.strides()[0] != 1)
     fail(op, kiln::detail::concat("the transformed weight must be a contiguous vector of ", size, " elements for a [", l.o, ", ", l.c,
-                                  ", 3, 3] weight, got ", describe_operand(packed)));
+                                  ", 3, 3] weight in tiles of ", l.m, ", got ", describe_operand(packed)));
   if (!winograd_applies(3, 3, p.strides, p.dilation, p.groups))
     fail(op, kiln::detail::concat("the Winograd kernel serves 3 x 3 convolutions with stride 1, dilation 1 and one group, got strides [", p.strides[0],
                                   ", ", p.strides[1], "], dilation [", p.dilation[0], ", ", p.dilation[1], "], groups = ", p.groups));
@@ -902,16 +915,18 @@ inline tensor winograd_operand(std::string_view op, const tensor& packed, const 
   return tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.o, l.c, 3, 3});
 }
 
+inline conv_weight winograd_form(const winograd_conv_layout& l) { return l.m == 4 ? conv_weight::winograd4 : conv_weight::winograd2; }
+
 }  // namespace detail
 
 /// out = conv2d(x, W) + bias (as `conv2d`: stride 1, no dilation, one group, any padding) for the
 /// 3 x 3 weight W that `packed` holds transformed in `layout` (`prepack_conv_weight_winograd`),
-/// by Winograd's F(2x2, 3x3) (`winograd.hpp`).
+/// by Winograd's F(m x m, 3x3) (`winograd.hpp`).
 inline void conv2d_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias, const conv2d_params& p,
                             const tensor& out) {
   constexpr std::string_view op = "conv2d_winograd";
   const tensor w = detail::winograd_operand(op, packed, layout, p, out);
-  detail::conv2d_into(op, x, w, bias, p, nullptr, {}, {}, out, detail::conv_weight::winograd);
+  detail::conv2d_into(op, x, w, bias, p, nullptr, {}, {}, out, detail::winograd_form(layout));
 }
 
 /// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
@@ -923,7 +938,7 @@ inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const w
   const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
   const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
-  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out, detail::conv_weight::winograd);
+  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out, detail::winograd_form(layout));
 }
 inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
                                   const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {

@@ -1,33 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file
-/// Winograd's minimal filtering F(2x2, 3x3) for stride-1 3x3 convolutions (Lavin and Gray,
-/// "Fast Algorithms for Convolutional Neural Networks", 2016): each 2x2 block of outputs (a
-/// tile) comes from the 4x4 input patch under it with 16 multiplications per input and output
-/// channel pair instead of 36. With the transformed weight U = G g G^T, computed once
-/// (`winograd_weights`; the compiler's `prepack_weights` does it at compile time), a
-/// convolution is
+/// Winograd's minimal filtering F(m x m, 3x3) for stride-1 3x3 convolutions, m = 2 or 4 (Lavin
+/// and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): each m x m block of
+/// outputs (a tile) comes from the (m+2) x (m+2) input patch under it with (m+2)² multiplications
+/// per input and output channel pair instead of 9 m². With the transformed weight U = G g G^T,
+/// computed once (`winograd_weights`; the compiler's `prepack_weights` does it at compile time),
+/// a convolution is, with P = (m+2)² points,
 ///
-///     input transform   V[xi][c][t] = (B^T d B)[xi]   d: the 4x4 padded input under tile t
-///     16 GEMMs          M[xi] (O x T) = U^T[xi] (O x C) * V[xi] (C x T)
-///     output transform  y (the 2x2 outputs of tile t) = A^T m A   m: M[.][o][t]
+///     input transform   V[xi][c][t] = (B^T d B)[xi]   d: the padded input patch under tile t
+///     P GEMMs           M[xi] (O x T) = U^T[xi] (O x C) * V[xi] (C x T)
+///     output transform  y (the m x m outputs of tile t) = A^T m A   m: M[.][o][t]
 ///
-/// 2.25x fewer multiply-adds than the direct kernel, spent in kernels::gemm's micro-kernel,
-/// for the cost of the two transforms, which read and write every element a few times. It pays
-/// where the channels are many and the tiles are enough to fill the GEMM's column panels: on
-/// ResNet-18's 56², 28² and 14² stages, not on its 7² one (`prefer_winograd_conv`). The results
-/// differ from the direct kernel's by a few units in the last place of the largest terms (the
-/// transforms add and subtract inputs before multiplying).
+/// F(2x2) does 2.25x fewer multiply-adds than the direct kernel, F(4x4) 4x fewer, spent in
+/// kernels::gemm's micro-kernel, for the cost of the two transforms, which read and write every
+/// element a few times (fewer per output with the larger tile). It pays where the channels are
+/// many and the tiles are enough to fill the GEMM's column panels (`prefer_winograd_conv`,
+/// `winograd_tile_size`). The transforms add and subtract inputs before multiplying: F(2x2)
+/// differs from the direct kernel by a few units in the last place of the largest terms, F(4x4)
+/// (points 0, ±1, ±2, ∞; coefficients up to 8 and 1/24) by a few more; both are computed with
+/// the weight transformed in double.
 ///
 /// How it runs: tiles are numbered row-major over the output and taken a few tile rows at a
 /// time (a chunk, about 64 tiles; chunks are shared out among the threads). For each input
-/// channel, the rows a chunk needs are copied into a zero-padded plane split into even and
-/// odd columns (`window_plane` with stride 2), so that the 4x4 patches of consecutive tiles
-/// are consecutive elements: the input transform runs on whole vectors of tiles and writes V
+/// channel, the rows a chunk needs are copied into a zero-padded plane whose columns are split
+/// into m phases (`window_plane` with stride m), so that the patches of consecutive tiles are
+/// consecutive elements: the input transform runs on whole vectors of tiles and writes V
 /// straight into the panels the GEMM's micro-kernel reads (as a B packed ahead of time), so the
 /// GEMM packs nothing — A, the weight, is read in place. The output transform, again over
-/// vectors of tiles, runs per output channel over the 16 GEMM results, interleaves the even and
-/// odd output columns into the output's rows, and the epilogue (bias, fused expression) runs
-/// over each block of channels of the chunk while it is in cache.
+/// vectors of tiles, runs per output channel over the P GEMM results, interleaves the m phases
+/// of output columns into the output's rows, and the epilogue (bias, fused expression) runs
+/// over each block of channels of the chunk while it is in cache. The transforms are written
+/// once, for any m, from the constant matrices (`winograd_matrices`): each row's sum is unrolled
+/// at compile time, its zero coefficients skipped and its ±1 ones added without a multiply.
 #pragma once
 
 #include <kiln/kernels/gemm.hpp>
@@ -41,29 +45,66 @@
 
 namespace kiln::kernels::detail {
 
-/// The transformed points of one F(2x2, 3x3) tile: a 4x4 patch in, 16 products per channel pair.
-inline constexpr std::int64_t winograd_points = 16;
+/// The matrices of F(m x m, 3x3): B^T ((m+2) x (m+2)), G ((m+2) x 3), A^T (m x (m+2)).
+template <int M>
+struct winograd_matrices;
+template <>
+struct winograd_matrices<2> {  // points 0, 1, -1, ∞
+  static constexpr double bt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  static constexpr double g[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  static constexpr double at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+};
+template <>
+struct winograd_matrices<4> {  // points 0, 1, -1, 2, -2, ∞
+  static constexpr double bt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                      {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static constexpr double g[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                     {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  static constexpr double at[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+};
+
+/// The transformed points of one F(m x m, 3x3) tile: (m+2)² products per channel pair.
+constexpr std::int64_t winograd_points(std::int64_t m) { return (m + 2) * (m + 2); }
+
+/// Row `I` of the constant matrix `Mat` times the N vectors `in` (in[k * stride]): unrolled at
+/// compile time, zero coefficients skipped, ±1 ones added or subtracted without a multiply.
+template <const auto& Mat, int I, int N, class V>
+__attribute__((always_inline)) inline V winograd_row(const V* in, int stride) {
+  using T = typename V::value_type;
+  V acc;
+  bool started = false;  // known at every step once unrolled
+  [&]<int... K>(std::integer_sequence<int, K...>) __attribute__((always_inline)) {
+    (
+        [&] {
+          constexpr double c = Mat[I][K];
+          if constexpr (c != 0) {
+            const V x = in[K * stride];
+            if (!started) acc = c == 1 ? x : c == -1 ? -x : V(T(c)) * x;
+            else acc = c == 1 ? acc + x : c == -1 ? acc - x : xsimd::fma(V(T(c)), x, acc);
+            started = true;
+          }
+        }(),
+        ...);
+  }(std::make_integer_sequence<int, N>());
+  return acc;
+}
 
 /// U = G g G^T for every (output, input) channel pair of the [O, C, 3, 3] weight `g`
-/// (contiguous), stored as 16 row-major O x C matrices: u[(xi * O + o) * C + c] — the A
-/// operands of the 16 GEMMs.
-template <class T>
+/// (contiguous), computed in double and stored as P row-major O x C matrices:
+/// u[(xi * O + o) * C + c] — the A operands of the P GEMMs.
+template <int M, class T>
 void winograd_weights(const T* g, std::int64_t o, std::int64_t c, T* u) {
-  const T half(0.5);
+  using W = winograd_matrices<M>;
+  constexpr int R = M + 2;
   for (std::int64_t oo = 0; oo < o; ++oo)
     for (std::int64_t cc = 0; cc < c; ++cc) {
       const T* k = g + (oo * c + cc) * 9;
-      T t[4][3];  // G g: 4 x 3
-      for (int j = 0; j < 3; ++j) {
-        t[0][j] = k[j];
-        t[1][j] = half * (k[j] + k[3 + j] + k[6 + j]);
-        t[2][j] = half * (k[j] - k[3 + j] + k[6 + j]);
-        t[3][j] = k[6 + j];
-      }
-      for (int i = 0; i < 4; ++i) {  // (G g) G^T: 4 x 4
-        const T r[4] = {t[i][0], half * (t[i][0] + t[i][1] + t[i][2]), half * (t[i][0] - t[i][1] + t[i][2]), t[i][2]};
-        for (int j = 0; j < 4; ++j) u[((i * 4 + j) * o + oo) * c + cc] = r[j];
-      }
+      double t[R][3];  // G g
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < 3; ++j) t[i][j] = W::g[i][0] * double(k[j]) + W::g[i][1] * double(k[3 + j]) + W::g[i][2] * double(k[6 + j]);
+      for (int i = 0; i < R; ++i)  // (G g) G^T
+        for (int j = 0; j < R; ++j)
+          u[((i * R + j) * o + oo) * c + cc] = T(t[i][0] * W::g[j][0] + t[i][1] * W::g[j][1] + t[i][2] * W::g[j][2]);
     }
 }
 
@@ -99,46 +140,43 @@ inline std::int64_t winograd_chunk_rows(std::int64_t th, std::int64_t tw, std::i
 /// The input transform of tile rows [ty0, ty1) of image `x` (`nt` tiles, ntp rounded up to
 /// whole column panels): V for every input channel, in the packed-B layout of a C x ntp matrix
 /// per point (`prepack_b`'s blocks and panels), at `v`.
-template <class T>
+template <int M, class T>
 void winograd_input(const T* x, const winograd_problem& p, std::int64_t tw, std::int64_t ty0, std::int64_t ty1, std::int64_t ntp,
                     winograd_buffers<T>& b, T* v) {
   using V = batch<T>;
-  constexpr std::int64_t W = std::int64_t(V::size), NR = gemm_detail::shape<T>::NR;
-  constexpr std::int64_t P = winograd_points;
+  using Mat = winograd_matrices<M>;
+  constexpr int R = M + 2;
+  constexpr std::int64_t W = std::int64_t(V::size), NR = gemm_detail::shape<T>::NR, P = winograd_points(M);
   const std::int64_t nt = (ty1 - ty0) * tw, K = p.c, KB = gemm_detail::block_rows<T>(K);
   const std::int64_t rs = ntp + W;  // a transformed row, with room for the last vector's spare lanes
   b.row.resize(std::size_t(P * rs));
   T* const row = b.row.data();
-  // The padded rows [2 ty0, 2 ty1 + 2) hold input rows [y0, y1), which start at plane row `at`.
-  const std::int64_t hp = 2 * (ty1 - ty0) + 2, wp = 2 * tw + 2;
-  const std::int64_t y0 = std::clamp<std::int64_t>(2 * ty0 - p.top, 0, p.h), y1 = std::clamp<std::int64_t>(2 * ty1 + 2 - p.top, 0, p.h);
-  const std::int64_t at = y0 + p.top - 2 * ty0;
+  // The padded rows [M ty0, M ty1 + 2) hold input rows [y0, y1), which start at plane row `at`.
+  const std::int64_t hp = M * (ty1 - ty0) + 2, wp = M * tw + 2;
+  const std::int64_t y0 = std::clamp<std::int64_t>(M * ty0 - p.top, 0, p.h), y1 = std::clamp<std::int64_t>(M * ty1 + 2 - p.top, 0, p.h);
+  const std::int64_t at = y0 + p.top - M * ty0;
   std::vector<std::int64_t> tap;
   for (std::int64_t c = 0; c < K; ++c) {
-    b.plane.build(x + c * p.xs[1] + y0 * p.xs[2], std::max<std::int64_t>(0, y1 - y0), p.w, p.xs[2], p.xs[3], at, p.left, hp, wp, 2, T(0));
-    b.plane.taps(4, 1, tap);  // columns 2 tx + j of tile tx: even[tx], odd[tx], even[tx + 1], odd[tx + 1]
+    b.plane.build(x + c * p.xs[1] + y0 * p.xs[2], std::max<std::int64_t>(0, y1 - y0), p.w, p.xs[2], p.xs[3], at, p.left, hp, wp, M, T(0));
+    b.plane.taps(R, 1, tap);  // column M tx + j of tile tx: phase j % M, element tx + j / M
     for (std::int64_t r = 0; r < ty1 - ty0; ++r) {
-      const T* in[4] = {b.plane.row(2 * r), b.plane.row(2 * r + 1), b.plane.row(2 * r + 2), b.plane.row(2 * r + 3)};
+      const T* in[R];
+      for (int i = 0; i < R; ++i) in[i] = b.plane.row(M * r + i);
       // Whole vectors along the tile row; the lanes past its end land where the next row's
       // tiles (or the spare lanes) go, and are overwritten or dropped.
       for (std::int64_t tx = 0; tx < tw; tx += W) {
-        V d[4][4];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) d[i][j] = V::load_unaligned(in[i] + tap[std::size_t(j)] + tx);
-        V t[4][4];  // B^T d
-        for (int j = 0; j < 4; ++j) {
-          t[0][j] = d[0][j] - d[2][j];
-          t[1][j] = d[1][j] + d[2][j];
-          t[2][j] = d[2][j] - d[1][j];
-          t[3][j] = d[1][j] - d[3][j];
+        V d[R][R], e[R][R];  // the patches; d B
+        for (int i = 0; i < R; ++i) {
+          for (int j = 0; j < R; ++j) d[i][j] = V::load_unaligned(in[i] + tap[std::size_t(j)] + tx);
+          [&]<int... J>(std::integer_sequence<int, J...>) { ((e[i][J] = winograd_row<Mat::bt, J, R>(&d[i][0], 1)), ...); }(std::make_integer_sequence<int, R>());
         }
         T* out = row + r * tw + tx;
-        for (int i = 0; i < 4; ++i) {  // (B^T d) B
-          (t[i][0] - t[i][2]).store_unaligned(out + (i * 4 + 0) * rs);
-          (t[i][1] + t[i][2]).store_unaligned(out + (i * 4 + 1) * rs);
-          (t[i][2] - t[i][1]).store_unaligned(out + (i * 4 + 2) * rs);
-          (t[i][1] - t[i][3]).store_unaligned(out + (i * 4 + 3) * rs);
-        }
+        [&]<int... I>(std::integer_sequence<int, I...>) {  // B^T (d B)
+          (([&] {
+             for (int j = 0; j < R; ++j) winograd_row<Mat::bt, I, R>(&e[0][j], R).store_unaligned(out + (I * R + j) * rs);
+           }()),
+           ...);
+        }(std::make_integer_sequence<int, R>());
       }
     }
     // Channel c is row c - p0 of its block of K: panel j of the block holds its NR columns.
@@ -154,57 +192,56 @@ void winograd_input(const T* x, const winograd_problem& p, std::int64_t tw, std:
 }
 
 /// The output transform of output channel `o` over a chunk of `nt` tiles (`tw` per tile row,
-/// from tile row ty0) whose 16 GEMM results are at m[xi * mstride + t]: writes the chunk's
-/// output rows of that channel at `y` (the channel's plane, contiguous rows of p.ow).
-template <class T>
+/// from tile row ty0) whose P GEMM results are at m[xi * mstride + t]: writes the chunk's
+/// output rows of that channel at `y` (the channel's plane, contiguous rows of p.ow), through
+/// `ys` (M² rows of ntp).
+template <int M, class T>
 void winograd_output(const T* m, std::int64_t mstride, const winograd_problem& p, std::int64_t tw, std::int64_t ty0, std::int64_t ty1,
                      std::int64_t ntp, T* ys, T* y) {
   using V = batch<T>;
+  using Mat = winograd_matrices<M>;
+  constexpr int R = M + 2;
   constexpr std::int64_t W = std::int64_t(V::size);
   const std::int64_t nt = (ty1 - ty0) * tw;
   for (std::int64_t q = 0; q < nt; q += W) {
-    V s[2][4];  // A^T m
-    for (int j = 0; j < 4; ++j) {
-      const V m0 = V::load_aligned(m + (0 * 4 + j) * mstride + q), m1 = V::load_aligned(m + (1 * 4 + j) * mstride + q);
-      const V m2 = V::load_aligned(m + (2 * 4 + j) * mstride + q), m3 = V::load_aligned(m + (3 * 4 + j) * mstride + q);
-      s[0][j] = m0 + m1 + m2;
-      s[1][j] = m1 - m2 - m3;
+    V s[M][R];  // A^T m
+    for (int j = 0; j < R; ++j) {
+      V col[R];
+      for (int i = 0; i < R; ++i) col[i] = V::load_aligned(m + (i * R + j) * mstride + q);
+      [&]<int... I>(std::integer_sequence<int, I...>) { ((s[I][j] = winograd_row<Mat::at, I, R>(col, 1)), ...); }(std::make_integer_sequence<int, M>());
     }
-    for (int i = 0; i < 2; ++i) {  // (A^T m) A: outputs (2 ty + i, 2 tx + jj)
-      (s[i][0] + s[i][1] + s[i][2]).store_aligned(ys + (i * 2 + 0) * ntp + q);
-      (s[i][1] - s[i][2] - s[i][3]).store_aligned(ys + (i * 2 + 1) * ntp + q);
-    }
+    for (int i = 0; i < M; ++i)  // (A^T m) A: outputs (M ty + i, M tx + jj)
+      [&]<int... J>(std::integer_sequence<int, J...>) {
+        ((winograd_row<Mat::at, J, R>(&s[i][0], 1).store_aligned(ys + (i * M + J) * ntp + q)), ...);
+      }(std::make_integer_sequence<int, M>());
   }
-  // Even and odd columns interleaved into the output's rows (a loop compilers vectorise).
-  const std::int64_t pairs = p.ow / 2;
+  // The M phases of output columns interleaved into the output's rows (a loop compilers vectorise).
+  const std::int64_t whole = p.ow / M;
   for (std::int64_t r = 0; r < ty1 - ty0; ++r)
-    for (std::int64_t i = 0; i < 2; ++i) {
-      const std::int64_t oy = 2 * (ty0 + r) + i;
+    for (std::int64_t i = 0; i < M; ++i) {
+      const std::int64_t oy = M * (ty0 + r) + i;
       if (oy >= p.oh) break;
       T* __restrict dst = y + oy * p.ow;
-      const T* __restrict even = ys + (i * 2) * ntp + r * tw;
-      const T* __restrict odd = ys + (i * 2 + 1) * ntp + r * tw;
-      for (std::int64_t tx = 0; tx < pairs; ++tx) {
-        dst[2 * tx] = even[tx];
-        dst[2 * tx + 1] = odd[tx];
-      }
-      if (p.ow % 2) dst[p.ow - 1] = even[pairs];
+      const T* __restrict src = ys + i * M * ntp + r * tw;
+      for (std::int64_t tx = 0; tx < whole; ++tx)
+        for (std::int64_t jj = 0; jj < M; ++jj) dst[M * tx + jj] = src[jj * ntp + tx];
+      for (std::int64_t jj = 0; M * whole + jj < p.ow; ++jj) dst[M * whole + jj] = src[jj * ntp + whole];
     }
 }
 
 /// The convolution of `x` (data at `xd`) with the transformed weight `u` (`winograd_weights`)
 /// into `y` (data at `yd`); `apply(n, c, rs, cs, o, j, m, len)` as for the direct kernel, on
 /// each finished block of output channels [o, o + m) and positions [j, j + len) of image n.
-template <class T, class Apply>
+template <int M, class T, class Apply>
 void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, T* yd, const Apply& apply) {
   using S = gemm_detail::shape<T>;
-  constexpr std::int64_t NR = S::NR, MR = S::MR, P = winograd_points;
-  const std::int64_t th = (p.oh + 1) / 2, tw = (p.ow + 1) / 2;
+  constexpr std::int64_t NR = S::NR, MR = S::MR, P = winograd_points(M);
+  const std::int64_t th = (p.oh + M - 1) / M, tw = (p.ow + M - 1) / M;
   const std::int64_t threads = std::int64_t(num_threads());
   const std::int64_t rows = winograd_chunk_rows(th, tw, threads), chunks = (th + rows - 1) / rows;
   const std::int64_t parts = std::min(threads, chunks);
   const std::int64_t max_ntp = (rows * tw + NR - 1) / NR * NR;
-  // Output channels per block: the block's 16 GEMM results (16 x ob x ntp) in at most 1 MB (all of
+  // Output channels per block: the block's P GEMM results (P x ob x ntp) in at most 1 MB (all of
   // ResNet-18's channels; blocks of 256 KB measured slower on Zen 5).
   const std::int64_t ob = std::min(p.o, std::max(MR, (std::int64_t(1024) << 10) / std::int64_t(sizeof(T)) / (P * max_ntp) / MR * MR));
   for (std::int64_t n = 0; n < p.n; ++n) {
@@ -214,12 +251,12 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
       winograd_buffers<T>& b = winograd_buffers<T>::of_this_thread();
       b.v.resize(std::size_t(P * p.c * max_ntp));
       b.m.resize(std::size_t(P * ob * max_ntp));
-      b.y.resize(std::size_t(4 * max_ntp));
+      b.y.resize(std::size_t(M * M * max_ntp));
       for (std::int64_t chunk = part * chunks / parts; chunk < (part + 1) * chunks / parts; ++chunk) {
         const std::int64_t ty0 = chunk * rows, ty1 = std::min(th, ty0 + rows);
         const std::int64_t nt = (ty1 - ty0) * tw, ntp = (nt + NR - 1) / NR * NR;
-        winograd_input<T>(x, p, tw, ty0, ty1, ntp, b, b.v.data());
-        const std::int64_t q0 = 2 * ty0 * p.ow, q1 = std::min(p.oh, 2 * ty1) * p.ow;  // the chunk's output positions
+        winograd_input<M, T>(x, p, tw, ty0, ty1, ntp, b, b.v.data());
+        const std::int64_t q0 = M * ty0 * p.ow, q1 = std::min(p.oh, M * ty1) * p.ow;  // the chunk's output positions
         for (std::int64_t o0 = 0; o0 < p.o; o0 += ob) {
           const std::int64_t mo = std::min(ob, p.o - o0);
           for (std::int64_t xi = 0; xi < P; ++xi) {
@@ -228,7 +265,7 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
             gemm_detail::gemm_rectangle<T>(a, gemm_detail::prepacked<T>{b.v.data() + xi * p.c * ntp, ntp}, c, 0, mo, 0, nt, false, no_epilogue{});
           }
           for (std::int64_t o = 0; o < mo; ++o)
-            winograd_output<T>(b.m.data() + o * ntp, mo * ntp, p, tw, ty0, ty1, ntp, b.y.data(), y + (o0 + o) * p.ys[1]);
+            winograd_output<M, T>(b.m.data() + o * ntp, mo * ntp, p, tw, ty0, ty1, ntp, b.y.data(), y + (o0 + o) * p.ys[1]);
           apply(n, y + o0 * p.ys[1] + q0, p.ys[1], 1, o0, q0, mo, q1 - q0);
         }
       }

@@ -31,12 +31,13 @@
 ///                            R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.str("(relu x0) ; lv")), out_sinfo=...)
 ///
 /// A stride-1 3 x 3 convolution (one group, no dilation) whose output's size is known and for
-/// which Winograd's F(2x2, 3x3) is the faster kernel (`kernels::prefer_winograd_conv`: many
-/// channels, at least 32 tiles of 2 x 2 outputs — ResNet's 56², 28² and 14² stages) gets its
-/// weight transformed instead (`kernels::prepack_conv_weight_winograd`, U = G g G^T as 16 O x C
-/// matrices, whatever the vector width), and calls the Winograd kernel:
+/// which Winograd's algorithm is the faster kernel (`kernels::prefer_winograd_conv`: 64 channels
+/// or more, at least 32 tiles of 2 x 2 outputs — ResNet's 56², 28² and 14² stages) gets its
+/// weight transformed instead for F(m x m, 3x3), m = 4 where the output has enough 4 x 4 tiles,
+/// else 2 (`kernels::winograd_tile_size`; `kernels::prepack_conv_weight_winograd`: U = G g G^T
+/// as (m+2)² O x C matrices, whatever the vector width), and calls the Winograd kernel:
 ///
-///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_winograd"), (x, R.const(U), b, R.shape([O, C]),
+///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_winograd"), (x, R.const(U), b, R.shape([O, C, m]),
 ///                            R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.str("(relu x0) ; lv")), out_sinfo=...)
 ///
 /// Runs at opt level 1, after `legalize_ops` (it rewrites kernel calls) and before
@@ -93,7 +94,7 @@ struct prepack_weights {
 
 private:
   /// What a constant was packed for (a weight used in several ways is packed once per way).
-  enum class packing { matmul, matmul_transposed, direct_conv, winograd_conv };
+  enum class packing { matmul, matmul_transposed, direct_conv, winograd2_conv, winograd4_conv };
 
   /// The prepacked form of kernel call `e`, or null when it has none; `conv`: it is a convolution.
   static ir::expr rewrite(const ir::expr& e, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
@@ -161,14 +162,15 @@ private:
     const bool winograd = positions >= 0 && strides && dilation && kernels::winograd_applies(ws[2], ws[3], *strides, *dilation, *g) &&
                           kernels::prefer_winograd_conv(ws[1], ws[0], *ot->static_dim(2), *ot->static_dim(3));
     if (!winograd && !kernels::detail::prefer_prepacked_conv(ws[2], ws[3], *g, positions)) return {};
-    ir::expr& p = packed[{w, winograd ? packing::winograd_conv : packing::direct_conv}];
+    const std::int64_t m = winograd ? kernels::winograd_tile_size(*ot->static_dim(2), *ot->static_dim(3)) : 0;
+    ir::expr& p = packed[{w, !winograd ? packing::direct_conv : m == 4 ? packing::winograd4_conv : packing::winograd2_conv}];
     if (!p) {
       const runtime::tensor weight = to_tensor(w->data);
-      p = ir::make_constant(to_ndarray(winograd ? kernels::prepack_conv_weight_winograd(weight) : kernels::prepack_conv_weight(weight)));
+      p = ir::make_constant(to_ndarray(winograd ? kernels::prepack_conv_weight_winograd(weight, m) : kernels::prepack_conv_weight(weight)));
       bytes += std::int64_t(static_cast<const ir::constant_node&>(*p).data.bytes().size());
     }
     const kernels::packed_conv_layout l = kernels::native_conv_layout(w->data.dt(), ws[0], ws[1], ws[2], ws[3]);
-    ir::expr layout = winograd ? lower::ints({ws[0], ws[1]}) : lower::ints({l.o, l.c, l.kh, l.kw, l.ob});
+    ir::expr layout = winograd ? lower::ints({ws[0], ws[1], m}) : lower::ints({l.o, l.c, l.kh, l.kw, l.ob});
     std::vector<ir::expr> out{args[0], p, args[2], std::move(layout), args[3], args[4], args[5]};
     out.insert(out.end(), args.begin() + 7, args.end());  // the epilogue's description and operands
     const char* kernel = winograd ? (fused ? "kernels.conv2d_fused_winograd" : "kernels.conv2d_winograd")
