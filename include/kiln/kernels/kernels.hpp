@@ -14,3 +14,5 @@
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/kernels/resize.hpp>
 #include <kiln/kernels/transform.hpp>
+#include <kiln/kernels/window_plane.hpp>
+#include <kiln/kernels/winograd.hpp>
