@@ -156,7 +156,7 @@ private:
     if (ot && ot->ndim == 4)
       if (const auto oh = ot->static_dim(2), ow = ot->static_dim(3); oh && ow) positions = *oh * *ow;
     const std::vector<std::int64_t>& ws = w->data.shape();
-    // Winograd's F(2x2, 3x3) for the stride-1 3x3 convolutions it is faster for, which needs
+    // Winograd's F(m x m, 3x3) for the stride-1 3x3 convolutions it is faster for, which needs
     // the output's size; else the direct kernel, whatever the size.
     const std::optional<std::vector<std::int64_t>> strides = ints_of(args[3]), dilation = ints_of(args[5]);
     const bool winograd = positions >= 0 && strides && dilation && kernels::winograd_applies(ws[2], ws[3], *strides, *dilation, *g) &&
