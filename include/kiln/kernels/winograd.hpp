@@ -147,7 +147,8 @@ void winograd_input(const T* x, const winograd_problem& p, std::int64_t tw, std:
   using Mat = winograd_matrices<M>;
   constexpr int R = M + 2;
   constexpr std::int64_t W = std::int64_t(V::size), NR = gemm_detail::shape<T>::NR, P = winograd_points(M);
-  const std::int64_t nt = (ty1 - ty0) * tw, K = p.c, KB = gemm_detail::block_rows<T>(K);
+  const std::int64_t nt = (ty1 - ty0) * tw, K = p.c;
+  const packed_b_layout layout = native_packed_b_layout<T>(K);
   const std::int64_t rs = ntp + W;  // a transformed row, with room for the last vector's spare lanes
   b.row.resize(std::size_t(P * rs));
   T* const row = b.row.data();
@@ -179,14 +180,14 @@ void winograd_input(const T* x, const winograd_problem& p, std::int64_t tw, std:
         }(std::make_integer_sequence<int, R>());
       }
     }
-    // Channel c is row c - p0 of its block of K: panel j of the block holds its NR columns.
-    const std::int64_t p0 = c / KB * KB, kc = std::min(KB, K - p0);
+    // Row c of each point's C x ntp matrix, panel by panel, where `prepack_b` would put it.
     for (std::int64_t xi = 0; xi < P; ++xi) {
       T* src = row + xi * rs;
       std::fill(src + nt, src + ntp, T(0));  // columns past the last tile
-      T* dst = v + xi * K * ntp + p0 * ntp + (c - p0) * NR;
-      for (std::int64_t j = 0; j < ntp; j += NR, dst += NR * kc)
+      for (std::int64_t j = 0; j < ntp; j += NR) {
+        T* dst = v + xi * K * ntp + packed_b_index(K, ntp, layout, c, j);
         for (std::int64_t e = 0; e < NR; e += W) V::load_unaligned(src + j + e).store_aligned(dst + e);
+      }
     }
   }
 }

@@ -152,17 +152,18 @@ private:
     if (!xt || xt->dt != w->data.dt()) return {};
     // The output positions per image, where the output's shape says.
     auto* ot = ir::dyn_cast<ir::tensor_type_node>(c.type_args[0]);
-    std::int64_t positions = -1;
+    std::int64_t oh = -1, ow = -1;
     if (ot && ot->ndim == 4)
-      if (const auto oh = ot->static_dim(2), ow = ot->static_dim(3); oh && ow) positions = *oh * *ow;
+      if (const auto dh = ot->static_dim(2), dw = ot->static_dim(3); dh && dw) oh = *dh, ow = *dw;
+    const std::int64_t positions = oh >= 0 ? oh * ow : -1;
     const std::vector<std::int64_t>& ws = w->data.shape();
     // Winograd's F(m x m, 3x3) for the stride-1 3x3 convolutions it is faster for, which needs
     // the output's size; else the direct kernel, whatever the size.
     const std::optional<std::vector<std::int64_t>> strides = ints_of(args[3]), dilation = ints_of(args[5]);
     const bool winograd = positions >= 0 && strides && dilation && kernels::winograd_applies(ws[2], ws[3], *strides, *dilation, *g) &&
-                          kernels::prefer_winograd_conv(ws[1], ws[0], *ot->static_dim(2), *ot->static_dim(3));
+                          kernels::prefer_winograd_conv(ws[1], ws[0], oh, ow);
     if (!winograd && !kernels::detail::prefer_prepacked_conv(ws[2], ws[3], *g, positions)) return {};
-    const std::int64_t m = winograd ? kernels::winograd_tile_size(*ot->static_dim(2), *ot->static_dim(3)) : 0;
+    const std::int64_t m = winograd ? kernels::winograd_tile_size(oh, ow) : 0;
     ir::expr& p = packed[{w, !winograd ? packing::direct_conv : m == 4 ? packing::winograd4_conv : packing::winograd2_conv}];
     if (!p) {
       const runtime::tensor weight = to_tensor(w->data);
