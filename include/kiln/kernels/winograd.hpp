@@ -180,14 +180,15 @@ void winograd_input(const T* x, const winograd_problem& p, std::int64_t tw, std:
         }(std::make_integer_sequence<int, R>());
       }
     }
-    // Row c of each point's C x ntp matrix, panel by panel, where `prepack_b` would put it.
+    // Row c of each point's C x ntp matrix, panel by panel, where `prepack_b` would put it (the
+    // index computed once per channel: the panels of a row are `step` apart).
+    const std::int64_t at0 = packed_b_index(K, ntp, layout, c, 0), step = packed_b_index(K, ntp, layout, c, NR) - at0;
     for (std::int64_t xi = 0; xi < P; ++xi) {
       T* src = row + xi * rs;
       std::fill(src + nt, src + ntp, T(0));  // columns past the last tile
-      for (std::int64_t j = 0; j < ntp; j += NR) {
-        T* dst = v + xi * K * ntp + packed_b_index(K, ntp, layout, c, j);
+      T* dst = v + xi * K * ntp + at0;
+      for (std::int64_t j = 0; j < ntp; j += NR, dst += step)
         for (std::int64_t e = 0; e < NR; e += W) V::load_unaligned(src + j + e).store_aligned(dst + e);
-      }
     }
   }
 }
