@@ -100,7 +100,7 @@ void kiln_winograd(benchmark::State& st, int threads) {
   const std::int64_t m = st.range(1);  // the output tile: F(m x m, 3x3)
   const tensor packed = kernels::prepack_conv_weight_winograd(p.w, m);
   for (auto _ : st) {
-    kernels::conv2d_winograd(p.x, packed, {p.s.o, p.s.c, m}, {}, p.p, p.y);
+    kernels::conv2d_winograd(p.x, packed, kernels::native_winograd_layout(dtype::float32, p.s.o, p.s.c, m), {}, p.p, p.y);
     benchmark::ClobberMemory();
   }
   kernels::set_num_threads(1);
@@ -110,19 +110,22 @@ void kiln_winograd_1thread(benchmark::State& st) { kiln_winograd(st, 1); }
 // The same with the weight coming from memory, as in a network, where each layer's weight was
 // last read a whole inference ago: 16 copies of it, taken in turn (16 x 2.4 MB for layer2's
 // F(4x4) weight, more than the L3 cache holds), beside the direct kernel treated the same way.
-void kiln_winograd_cold(benchmark::State& st) {
+void kiln_winograd_cold(benchmark::State& st, int threads) {
+  kernels::set_num_threads(threads);
   problem p(shapes[st.range(0)]);
   const std::int64_t m = st.range(1);
   std::vector<tensor> packed;
   for (int i = 0; i < 16; ++i) packed.push_back(kernels::prepack_conv_weight_winograd(p.w, m));
   std::size_t i = 0;
   for (auto _ : st) {
-    kernels::conv2d_winograd(p.x, packed[i++ % 16], {p.s.o, p.s.c, m}, {}, p.p, p.y);
+    kernels::conv2d_winograd(p.x, packed[i++ % 16], kernels::native_winograd_layout(dtype::float32, p.s.o, p.s.c, m), {}, p.p, p.y);
     benchmark::ClobberMemory();
   }
+  kernels::set_num_threads(1);
   report(st, p);
 }
-void kiln_prepacked_cold(benchmark::State& st) {
+void kiln_prepacked_cold(benchmark::State& st, int threads) {
+  kernels::set_num_threads(threads);
   problem p(shapes[st.range(0)]);
   std::vector<tensor> packed;
   for (int i = 0; i < 16; ++i) packed.push_back(kernels::prepack_conv_weight(p.w));
@@ -132,6 +135,7 @@ void kiln_prepacked_cold(benchmark::State& st) {
     kernels::conv2d_prepacked(p.x, packed[i++ % 16], l, {}, p.p, p.y);
     benchmark::ClobberMemory();
   }
+  kernels::set_num_threads(1);
   report(st, p);
 }
 void kiln_winograd_2threads(benchmark::State& st) { kiln_winograd(st, 2); }
@@ -246,8 +250,10 @@ BENCHMARK(kiln_1thread)->Name("conv2d/kiln")->Apply(dense);
 BENCHMARK(kiln_2threads)->Name("conv2d/kiln_2threads")->Apply(dense)->UseRealTime();  // CPU time would count one thread
 BENCHMARK(kiln_prepacked_1thread)->Name("conv2d/kiln_prepacked")->Apply(dense);
 BENCHMARK(kiln_prepacked_2threads)->Name("conv2d/kiln_prepacked_2threads")->Apply(dense)->UseRealTime();
-BENCHMARK(kiln_winograd_cold)->Name("conv2d/kiln_winograd_cold")->Args({1, 4})->Args({3, 4})->Args({5, 2})->Unit(benchmark::kMicrosecond);
-BENCHMARK(kiln_prepacked_cold)->Name("conv2d/kiln_prepacked_cold")->Arg(1)->Arg(3)->Arg(5)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(kiln_winograd_cold, 1thread, 1)->Name("conv2d/kiln_winograd_cold")->Args({1, 4})->Args({3, 4})->Args({5, 2})->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(kiln_prepacked_cold, 1thread, 1)->Name("conv2d/kiln_prepacked_cold")->Arg(1)->Arg(3)->Arg(5)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(kiln_winograd_cold, 2threads, 2)->Name("conv2d/kiln_winograd_cold_2threads")->Args({1, 4})->Args({3, 4})->Args({5, 2})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(kiln_prepacked_cold, 2threads, 2)->Name("conv2d/kiln_prepacked_cold_2threads")->Arg(1)->Arg(3)->Arg(5)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(kiln_winograd_1thread)->Name("conv2d/kiln_winograd")->Apply(winograd_3x3);
 BENCHMARK(kiln_winograd_2threads)->Name("conv2d/kiln_winograd_2threads")->Apply(winograd_3x3)->UseRealTime();
 #if KILN_HAVE_OPENBLAS

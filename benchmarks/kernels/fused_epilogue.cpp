@@ -115,18 +115,19 @@ void conv_fused(benchmark::State& s) {
   rate(s, b.flop());
 }
 
-// The same block with the weight transformed for Winograd's F(2x2, 3x3), as prepack_weights
+// The same block with the weight transformed for Winograd's F(m x m, 3x3), as prepack_weights
 // does for ResNet's stride-1 3x3 convolutions: bare, and with the epilogue fused.
 void conv_winograd(benchmark::State& s, bool fused) {
   block b(s);
   const std::int64_t m = k::winograd_tile_size(b.hw, b.hw);  // as prepack_weights picks it
   const tensor u = k::prepack_conv_weight_winograd(b.w, m);
+  const k::winograd_conv_layout l = k::native_winograd_layout(b.w.type(), b.c, b.c, m);
   const k::fused_expr e = k::fused_expr::parse("(relu (add (add x0 x1) x2))");
   for (auto _ : s) {
     if (fused)
-      k::conv2d_fused_winograd(b.x, u, {b.c, b.c, m}, tensor(), b.p, e, {b.bias, b.residual}, b.out);
+      k::conv2d_fused_winograd(b.x, u, l, tensor(), b.p, e, {b.bias, b.residual}, b.out);
     else
-      k::conv2d_winograd(b.x, u, {b.c, b.c, m}, tensor(), b.p, b.out);
+      k::conv2d_winograd(b.x, u, l, tensor(), b.p, b.out);
     benchmark::ClobberMemory();
   }
   rate(s, b.flop());

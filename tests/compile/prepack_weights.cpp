@@ -320,13 +320,20 @@ class Module:
 )";
   using lower = kiln::sequential<t::fuse_epilogue, t::legalize_ops, t::prepack_weights>;
   const std::string out = after(lower{}, src);
+  // The layout [O, C, m, mr, kc]: this build's panels of the GEMM's A.
+  const auto layout = [](std::int64_t m) {
+    const kernels::winograd_conv_layout l = kernels::native_winograd_layout(dtype::float32, 64, 64, m);
+    CHECK(l.kc == 64);
+    return kiln::detail::concat(R"(], "float32"), R.null_value(), R.shape([64, 64, )", m, ", ", l.mr, ", ", l.kc,
+                                R"(]), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)");
+  };
   CHECK(contains(out, R"(lv: R.Tensor((1, 64, 16, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_winograd"), (x, R.const([)"));
-  CHECK(contains(out, R"(], "float32"), R.null_value(), R.shape([64, 64, 2]), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)"));
+  CHECK(contains(out, layout(2)));
   CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_winograd"), (lv, R.const([)"));
   CHECK(contains(out, R"(st: R.Tensor((1, 64, 8, 8), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"))"));
   CHECK(contains(out, R"(nc: R.Tensor((1, 64, 16, 16), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_prepacked"))"));
   CHECK(contains(out, R"(big: R.Tensor((1, 64, 28, 28), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_winograd"), (y, R.const([)"));
-  CHECK(contains(out, R"(], "float32"), R.null_value(), R.shape([64, 64, 4]), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1])), out_sinfo=)"));
+  CHECK(contains(out, layout(4)));
 
   // Compiled: the results of the build without the pass, within Winograd's rounding.
   const ir::ir_module m = ir::parse_module(src);
@@ -334,6 +341,13 @@ class Module:
   std::int64_t packed = 0;
   CHECK(max_difference(run(m, args, false, &packed), run(m, args, true)) <= 1e-4);
   CHECK(packed == 5);  // lv's, gv's and big's weights are three constants of the same values until codegen pools them
+  kiln::pass_context ctx(2);
+  {
+    kiln::pass_context_scope scope(ctx);
+    (void)kiln::compile(m);
+  }
+  CHECK(ctx.statistic("prepack_weights", "convolutions") == 5);
+  CHECK(ctx.statistic("prepack_weights", "of which Winograd") == 3);
   const vm::executable ex = kiln::compile(m);
   const vm::executable back = vm::deserialize(vm::serialize(ex));
   vm::virtual_machine a(ex, {}, kernels::global_registry()), c(back, {}, kernels::global_registry());

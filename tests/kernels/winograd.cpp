@@ -39,6 +39,19 @@ double tolerance(std::int64_t c, std::int64_t m) {
   return (std::is_same_v<T, float> ? (m == 2 ? 2e-5 : 1e-4) : (m == 2 ? 5e-13 : 5e-12)) * double(c * 9 + 1);
 }
 
+/// The layout prepack_conv_weight_winograd writes for weight `w` and tile size m.
+winograd_conv_layout native(const tensor& w, std::int64_t m) { return native_winograd_layout(w.type(), w.shape(0), w.shape(1), m); }
+
+/// `w` transformed in layout `l`, which need not be this build's (as another vector width packs it).
+template <class T>
+tensor transform_in(const tensor& w, const winograd_conv_layout& l) {
+  const tensor out = tensor::empty({kiln::kernels::detail::winograd_weight_size("test", l)}, w.type());
+  const tensor wt = w.contiguous();
+  if (l.m == 2) kiln::kernels::detail::winograd_weights<2, T>(wt.data<T>(), l.o, l.c, {l.mr, l.kc}, out.data<T>());
+  else kiln::kernels::detail::winograd_weights<4, T>(wt.data<T>(), l.o, l.c, {l.mr, l.kc}, out.data<T>());
+  return out;
+}
+
 template <class T>
 void check_winograd(std::int64_t m, const shape_vector& xs, std::int64_t o, const conv2d_params& p, bool bias, unsigned seed) {
   CAPTURE(m);
@@ -52,11 +65,18 @@ void check_winograd(std::int64_t m, const shape_vector& xs, std::int64_t o, cons
   const tensor b = bias ? random_tensor<T>({o}, -1, 1, seed + 2) : tensor();
   const tensor y = conv2d(x, w, b, p);
   const tensor packed = prepack_conv_weight_winograd(w, m);
-  REQUIRE(packed.shape() == shape_vector{(m + 2) * (m + 2) * o * xs[1]});
+  const winograd_conv_layout l = native(w, m);
+  REQUIRE(packed.shape() == shape_vector{(m + 2) * (m + 2) * ((o + l.mr - 1) / l.mr * l.mr) * xs[1]});
   const tensor out = tensor::empty(y.shape(), y.type());
   std::fill(out.data<T>(), out.data<T>() + out.numel(), T(7));  // every element must be written
-  conv2d_winograd(x, packed, {o, xs[1], m}, b, p, out);
+  conv2d_winograd(x, packed, l, b, p, out);
   check_all_close(out.to_vector<T>(), reference_conv<T>(x, w, b, p, y.shape(2), y.shape(3)), 0, tolerance<T>(xs[1], m));
+  // Transformed in another build's layout (panels of the other vector width, blocks of 5 input
+  // channels): repacked on the call, the same result.
+  const winograd_conv_layout other{o, xs[1], m, l.mr == 12 ? 6 : 12, 5};
+  const tensor again = tensor::empty(y.shape(), y.type());
+  conv2d_winograd(x, transform_in<T>(w, other), other, b, p, again);
+  CHECK(same_tensor(again, out));
 }
 
 void check_shapes(std::int64_t m) {
@@ -81,17 +101,17 @@ void check_threads(std::int64_t m) {
   const tensor packed = prepack_conv_weight_winograd(w, m);
   const conv2d_params p = pad(1, 1, 1, 1);
   const tensor one = tensor::empty({2, 24, 40, 40}, dtype::float32), two = tensor::empty({2, 24, 40, 40}, dtype::float32);
-  conv2d_winograd(x, packed, {24, 12, m}, {}, p, one);
+  conv2d_winograd(x, packed, native(w, m), {}, p, one);
   {
     const kiln_test::pool_threads scope(2);
-    conv2d_winograd(x, packed, {24, 12, m}, {}, p, two);
+    conv2d_winograd(x, packed, native(w, m), {}, p, two);
   }
   CHECK(same_tensor(one, two));
   check_all_close(one.to_vector<float>(), reference_conv<float>(x, w, tensor(), p, 40, 40), 0, tolerance<float>(12, m));
   // NHWC in memory, read through strides; into every other column of a wider output.
   const tensor nhwc = permute_dims(x, {0, 2, 3, 1}).permute({0, 3, 1, 2});
   const tensor big = tensor::zeros({2, 24, 40, 80}, dtype::float32), out = big.slice(3, 1, 80, 2);
-  conv2d_winograd(nhwc, packed, {24, 12, m}, {}, p, out);
+  conv2d_winograd(nhwc, packed, native(w, m), {}, p, out);
   CHECK(same_tensor(out, one));
 }
 
@@ -103,13 +123,13 @@ void check_fused(std::int64_t m) {
   const tensor packed = prepack_conv_weight_winograd(w, m);
   const conv2d_params p = pad(1, 1, 1, 1);
   const tensor product = tensor::empty({2, 40, 21, 23}, dtype::float32), out = tensor::empty({2, 40, 21, 23}, dtype::float32);
-  conv2d_winograd(x, packed, {40, 16, m}, bias, p, product);
+  conv2d_winograd(x, packed, native(w, m), bias, p, product);
   const fused_expr e = fused_expr::parse("(relu (add (multiply x0 x2) x1))");
-  conv2d_fused_winograd(x, packed, {40, 16, m}, bias, p, e, {residual, scale}, out);
+  conv2d_fused_winograd(x, packed, native(w, m), bias, p, e, {residual, scale}, out);
   CHECK(same_tensor(out, e.run({product, residual, scale})));
   // A residual laid out NHWC is applied after the convolution: the same values.
   const tensor nhwc = permute_dims(residual, {0, 2, 3, 1}).permute({0, 3, 1, 2});
-  conv2d_fused_winograd(x, packed, {40, 16, m}, bias, p, e, {nhwc, scale}, out);
+  conv2d_fused_winograd(x, packed, native(w, m), bias, p, e, {nhwc, scale}, out);
   CHECK(same_tensor(out, e.run({product, residual, scale})));
 }
 
@@ -134,34 +154,48 @@ TEST_CASE("conv2d_winograd: errors name the transformed weight, its layout and t
   const tensor x = random_tensor<float>({1, 4, 8, 8}, -1, 1, 970), w = random_tensor<float>({6, 4, 3, 3}, -1, 1, 971);
   const tensor packed = prepack_conv_weight_winograd(w), out = tensor::empty({1, 6, 8, 8}, dtype::float32);
   const conv2d_params p = pad(1, 1, 1, 1);
-  CHECK(message_of([&] { conv2d_winograd(x, tensor(), {6, 4, 2}, {}, p, out); }) == "kiln::kernels::conv2d_winograd: the transformed weight is undefined");
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 0, 2}, {}, p, out); }) == "kiln::kernels::conv2d_winograd: bad Winograd layout: weight [6, 0, 3, 3] in tiles of 2");
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {std::int64_t(1) << 30, std::int64_t(1) << 30, 2}, {}, p, out); }) ==
-        "kiln::kernels::conv2d_winograd: bad Winograd layout: weight [1073741824, 1073741824, 3, 3] in tiles of 2");
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 5, 2}, {}, p, out); }) ==
-        "kiln::kernels::conv2d_winograd: the transformed weight must be a contiguous vector of 480 elements for a [6, 5, 3, 3] weight in "
-        "tiles of 2, got float32[384]");
-  CHECK(message_of([&] { conv2d_winograd(x, tensor::zeros({384}, dtype::int32), {6, 4, 2}, {}, p, out); }) ==
-        "kiln::kernels::conv2d_winograd: the transformed weight must be float32 or float64, got int32[384]");
+  const winograd_conv_layout l = native(w, 2);
+  const std::int64_t mr = l.mr, kc = l.kc, size = 16 * mr * 4;  // one panel of 6 output channels
+  REQUIRE(packed.shape() == shape_vector{size});
+  const auto with = [&](std::int64_t o, std::int64_t c, std::int64_t m, std::int64_t r, std::int64_t k) { return winograd_conv_layout{o, c, m, r, k}; };
+  const std::string panels = kiln::detail::concat(", panels of ", mr, " output channels and blocks of ", kc, " input channels");
+  CHECK(message_of([&] { conv2d_winograd(x, tensor(), l, {}, p, out); }) == "kiln::kernels::conv2d_winograd: the transformed weight is undefined");
+  CHECK(message_of([&] { conv2d_winograd(x, packed, with(6, 0, 2, mr, kc), {}, p, out); }) ==
+        "kiln::kernels::conv2d_winograd: bad Winograd layout: a [6, 0, 3, 3] weight in tiles of 2" + panels);
+  CHECK(message_of([&] { conv2d_winograd(x, packed, with(std::int64_t(1) << 30, std::int64_t(1) << 30, 2, mr, kc), {}, p, out); }) ==
+        "kiln::kernels::conv2d_winograd: bad Winograd layout: a [1073741824, 1073741824, 3, 3] weight in tiles of 2" + panels);
+  CHECK(message_of([&] { conv2d_winograd(x, packed, with(6, 4, 2, 0, kc), {}, p, out); }) ==
+        kiln::detail::concat("kiln::kernels::conv2d_winograd: bad Winograd layout: a [6, 4, 3, 3] weight in tiles of 2, panels of 0 output channels and blocks of ",
+               kc, " input channels"));
+  CHECK(message_of([&] { conv2d_winograd(x, packed, with(6, 4, 2, mr, 0), {}, p, out); }) ==
+        kiln::detail::concat("kiln::kernels::conv2d_winograd: bad Winograd layout: a [6, 4, 3, 3] weight in tiles of 2, panels of ", mr,
+               " output channels and blocks of 0 input channels"));
+  CHECK(message_of([&] { conv2d_winograd(x, packed, with(6, 5, 2, mr, kc), {}, p, out); }) ==
+        kiln::detail::concat("kiln::kernels::conv2d_winograd: the transformed weight must be a contiguous vector of ", 16 * mr * 5,
+               " elements for a [6, 5, 3, 3] weight in tiles of 2", panels, ", got float32[", size, "]"));
+  CHECK(message_of([&] { conv2d_winograd(x, tensor::zeros({size}, dtype::int32), l, {}, p, out); }) ==
+        kiln::detail::concat("kiln::kernels::conv2d_winograd: the transformed weight must be float32 or float64, got int32[", size, "]"));
   conv2d_params strided = p;
   strided.strides = {2, 2};
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 2}, {}, strided, out); }) ==
+  CHECK(message_of([&] { conv2d_winograd(x, packed, l, {}, strided, out); }) ==
         "kiln::kernels::conv2d_winograd: the Winograd kernel serves 3 x 3 convolutions with stride 1, dilation 1 and one group, got strides [2, 2], "
         "dilation [1, 1], groups = 1");
-  CHECK(message_of([&] { conv2d_winograd(random_tensor<float>({1, 5, 8, 8}, -1, 1, 972), packed, {6, 4, 2}, {}, p, out); }).starts_with(
+  CHECK(message_of([&] { conv2d_winograd(random_tensor<float>({1, 5, 8, 8}, -1, 1, 972), packed, l, {}, p, out); }).starts_with(
       "kiln::kernels::conv2d: channel mismatch: the data float32[1, 5, 8, 8] has 5 channels"));
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 2}, {}, p, tensor::empty({1, 6, 7, 8}, dtype::float32)); }).starts_with(
+  CHECK(message_of([&] { conv2d_winograd(x, packed, l, {}, p, tensor::empty({1, 6, 7, 8}, dtype::float32)); }).starts_with(
       "kiln::kernels::conv2d_winograd: "));
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 2}, {}, p, tensor::from_storage(packed.data_storage(), 0, dtype::float32, {1, 6, 8, 8})); }) ==
+  CHECK(message_of([&] { conv2d_winograd(x, packed, l, {}, p, tensor::from_storage(packed.data_storage(), 0, dtype::float32, {1, 6, 8, 8})); }) ==
         "kiln::kernels::conv2d_winograd: the output float32[1, 6, 8, 8] overlaps an input; write into a separate tensor");
   CHECK(message_of([&] { (void)prepack_conv_weight_winograd(random_tensor<float>({6, 4, 5, 5}, -1, 1, 973)); }) ==
         "kiln::kernels::prepack_conv_weight_winograd: the weight must be OIHW with a 3 x 3 window, got float32[6, 4, 5, 5]");
-  CHECK(message_of([&] { (void)winograd_conv_layout_of("conv2d_winograd", shape_vector{6, 4}); }) ==
-        "kiln::kernels::conv2d_winograd: the Winograd layout must have 3 values (O, C, tile size), got 2");
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 3}, {}, p, out); }) ==
-        "kiln::kernels::conv2d_winograd: bad Winograd layout: weight [6, 4, 3, 3] in tiles of 3");
-  CHECK(message_of([&] { conv2d_winograd(x, packed, {6, 4, 4}, {}, p, out); }).starts_with(
-      "kiln::kernels::conv2d_winograd: the transformed weight must be a contiguous vector of 864 elements"));
+  CHECK(message_of([&] { (void)winograd_conv_layout_of("conv2d_winograd", shape_vector{6, 4, 2}); }) ==
+        "kiln::kernels::conv2d_winograd: the Winograd layout must have 5 values (O, C, tile size, panel rows, block columns), got 3");
+  CHECK(message_of([&] { conv2d_winograd(x, packed, with(6, 4, 3, mr, kc), {}, p, out); }) ==
+        "kiln::kernels::conv2d_winograd: bad Winograd layout: a [6, 4, 3, 3] weight in tiles of 3" + panels);
+  CHECK(message_of([&] { conv2d_winograd(x, packed, with(6, 4, 4, mr, kc), {}, p, out); }).starts_with(
+      kiln::detail::concat("kiln::kernels::conv2d_winograd: the transformed weight must be a contiguous vector of ", 36 * mr * 4, " elements")));
   CHECK(message_of([&] { (void)prepack_conv_weight_winograd(w, 6); }) ==
         "kiln::kernels::prepack_conv_weight_winograd: the output tile size must be 2 or 4, got 6");
+  CHECK(message_of([&] { (void)prepack_conv_weight_winograd(tensor::zeros({6, 4, 3, 3}, dtype::int32)); }) ==
+        "kiln::kernels::prepack_conv_weight_winograd: transforms float32 and float64 weights, got int32[6, 4, 3, 3]");
 }

@@ -748,16 +748,30 @@ inline std::int64_t packed_conv_size(std::string_view op, const packed_conv_layo
   return size;
 }
 
+/// The checks of a conv weight packed ahead of time that follow its layout's: float32 or float64,
+/// a contiguous vector of the `size` elements its layout holds (`layout` describes it: "a [O, C,
+/// KH, KW] weight in ..."). `noun` names it in the messages ("packed", "transformed").
+inline void check_packed_storage(std::string_view op, std::string_view noun, const tensor& packed, std::int64_t size, std::string_view layout) {
+  if (packed.type() != dtype::float32 && packed.type() != dtype::float64)
+    fail(op, kiln::detail::concat("the ", noun, " weight must be float32 or float64, got ", describe_operand(packed)));
+  if (packed.ndim() != 1 || packed.numel() != size || (size > 1 && packed.strides()[0] != 1))
+    fail(op, kiln::detail::concat("the ", noun, " weight must be a contiguous vector of ", size, " elements for ", layout, ", got ",
+                                  describe_operand(packed)));
+}
+
+/// Fails when the output of a convolution with a packed weight overlaps the weight.
+inline void check_output_apart(std::string_view op, const tensor& out, const tensor& packed) {
+  if (out.defined() && overlaps(out, packed))
+    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+}
+
 /// Checks a packed conv weight against its layout and returns the [O, C, KH, KW] view over its
 /// storage (valid memory: O C KH KW <= the packed size), which `check_conv2d` checks shapes with.
 inline tensor packed_conv_view(std::string_view op, const tensor& packed, const packed_conv_layout& l) {
   if (!packed.defined()) fail(op, "the packed weight is undefined");
   const std::int64_t size = packed_conv_size(op, l);
-  if (packed.type() != dtype::float32 && packed.type() != dtype::float64)
-    fail(op, kiln::detail::concat("the packed weight must be float32 or float64, got ", describe_operand(packed)));
-  if (packed.ndim() != 1 || packed.numel() != size || (size > 1 && packed.strides()[0] != 1))
-    fail(op, kiln::detail::concat("the packed weight must be a contiguous vector of ", size, " elements for a [", l.o, ", ", l.c, ", ", l.kh, ", ",
-                                  l.kw, "] weight in blocks of ", l.ob, " output channels, got ", describe_operand(packed)));
+  check_packed_storage(op, "packed", packed, size,
+                       kiln::detail::concat("a [", l.o, ", ", l.c, ", ", l.kh, ", ", l.kw, "] weight in blocks of ", l.ob, " output channels"));
   return tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.o, l.c, l.kh, l.kw});
 }
 
@@ -778,8 +792,7 @@ inline tensor prepacked_conv_operand(std::string_view op, const tensor& packed, 
                                      const tensor& out) {
   tensor w = packed_conv_view(op, packed, l);
   if (p.groups != 1) fail(op, kiln::detail::concat("a prepacked weight serves one-group convolutions, got groups = ", p.groups));
-  if (out.defined() && overlaps(out, packed))
-    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  check_output_apart(op, out, packed);
   const std::int64_t native = packed.type() == dtype::float32 ? direct_conv_shape<float>::OB : direct_conv_shape<double>::OB;
   return l.ob == native && reinterpret_cast<std::uintptr_t>(packed.data()) % 64 == 0 ? w : tensor();
 }
@@ -860,21 +873,59 @@ inline bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh
 inline std::int64_t winograd_tile_size(std::int64_t oh, std::int64_t ow) { return (oh + 3) / 4 * ((ow + 3) / 4) >= 48 ? 4 : 2; }
 
 /// What a weight packed by `prepack_conv_weight_winograd` holds: U = G g G^T of an [O, C, 3, 3]
-/// weight g for F(m x m, 3x3), as (m+2)² row-major O x C matrices. It does not depend on the
-/// vector width.
+/// weight g for F(m x m, 3x3), as (m+2)² O x C matrices, each stored as the GEMM's A panels
+/// (`native_packed_a_layout`): panels of `mr` output channels (the last zero-padded), in blocks
+/// of `kc` input channels. `mr` and `kc` are this build's (`native_winograd_layout`); a weight
+/// packed in another build's (another vector width) is read too, repacked on each call.
 struct winograd_conv_layout {
-  std::int64_t o = 0, c = 0, m = 2;
+  std::int64_t o = 0, c = 0, m = 2, mr = 0, kc = 0;
   friend bool operator==(const winograd_conv_layout&, const winograd_conv_layout&) = default;
 };
 
-/// A layout from its three numbers [O, C, m], as the compiler passes it to the kernels.
-inline winograd_conv_layout winograd_conv_layout_of(std::string_view op, std::span<const std::int64_t> v) {
-  if (v.size() != 3) fail(op, kiln::detail::concat("the Winograd layout must have 3 values (O, C, tile size), got ", v.size()));
-  return {v[0], v[1], v[2]};
+/// The layout `prepack_conv_weight_winograd` writes in this build for an [O, C, 3, 3] weight of
+/// dtype `t` (float32 or float64) and output tiles of m x m.
+inline winograd_conv_layout native_winograd_layout(dtype t, std::int64_t o, std::int64_t c, std::int64_t m) {
+  return visit_dtype("prepack_conv_weight_winograd", t, [&]<class T>(type_tag<T>) -> winograd_conv_layout {
+    if constexpr (std::is_floating_point_v<T>) {
+      const packed_b_layout a = native_packed_a_layout<T>(c);
+      return {o, c, m, a.nr, a.kc};
+    } else {
+      fail("prepack_conv_weight_winograd", kiln::detail::concat("transforms float32 and float64 weights, not ", name(t)));
+    }
+  });
 }
 
+/// A layout from its five numbers [O, C, m, mr, kc], as the compiler passes it to the kernels;
+/// checked where it is used.
+inline winograd_conv_layout winograd_conv_layout_of(std::string_view op, std::span<const std::int64_t> v) {
+  if (v.size() != 5)
+    fail(op, kiln::detail::concat("the Winograd layout must have 5 values (O, C, tile size, panel rows, block columns), got ", v.size()));
+  return {v[0], v[1], v[2], v[3], v[4]};
+}
+
+namespace detail {
+
+/// How a Winograd layout reads in messages.
+inline std::string describe_winograd_layout(const winograd_conv_layout& l) {
+  return kiln::detail::concat("a [", l.o, ", ", l.c, ", 3, 3] weight in tiles of ", l.m, ", panels of ", l.mr, " output channels and blocks of ",
+                              l.kc, " input channels");
+}
+
+/// The number of elements a weight transformed in layout `l` holds; fails on a layout no weight has.
+inline std::int64_t winograd_weight_size(std::string_view op, const winograd_conv_layout& l) {
+  constexpr std::int64_t limit = std::int64_t(1) << 40;
+  std::int64_t size = 0;
+  if (l.o < 1 || l.c < 1 || (l.m != 2 && l.m != 4) || l.mr < 1 || l.mr > 64 || l.kc < 1 || l.o > limit || l.c > limit ||
+      __builtin_mul_overflow((l.o + l.mr - 1) / l.mr * l.mr, l.c, &size) || size > limit / winograd_points(4))
+    fail(op, kiln::detail::concat("bad Winograd layout: ", describe_winograd_layout(l)));
+  return size * winograd_points(l.m);
+}
+
+}  // namespace detail
+
 /// The [O, C, 3, 3] weight `w` (float32 or float64) transformed for `conv2d_winograd` with
-/// output tiles of m x m (2 or 4): a 1-D tensor of (m+2)² O C elements. Done once, at compile
+/// output tiles of m x m (2 or 4), in this build's layout (`native_winograd_layout`): a 1-D
+/// tensor of (m+2)² C O' elements, O' = O rounded up to whole panels. Done once, at compile
 /// time, by the compiler's `prepack_weights`.
 inline tensor prepack_conv_weight_winograd(const tensor& w, std::int64_t m = 2) {
   constexpr std::string_view op = "prepack_conv_weight_winograd";
@@ -884,12 +935,15 @@ inline tensor prepack_conv_weight_winograd(const tensor& w, std::int64_t m = 2) 
   if (w.type() != dtype::float32 && w.type() != dtype::float64)
     fail(op, kiln::detail::concat("transforms float32 and float64 weights, got ", describe_operand(w)));
   if (m != 2 && m != 4) fail(op, kiln::detail::concat("the output tile size must be 2 or 4, got ", m));
-  tensor out = new_output({detail::winograd_points(m) * w.shape(0) * w.shape(1)}, w.type());
+  const winograd_conv_layout l = native_winograd_layout(w.type(), w.shape(0), w.shape(1), m);
+  tensor out = new_output({detail::winograd_weight_size(op, l)}, w.type());
   const tensor wt = w.contiguous();
   visit_dtype(op, w.type(), [&]<class T>(type_tag<T>) {
     if constexpr (std::is_floating_point_v<T>) {
-      if (m == 2) detail::winograd_weights<2, T>(static_cast<const T*>(wt.data()), w.shape(0), w.shape(1), static_cast<T*>(out.data()));
-      else detail::winograd_weights<4, T>(static_cast<const T*>(wt.data()), w.shape(0), w.shape(1), static_cast<T*>(out.data()));
+      const T* g = static_cast<const T*>(wt.data());
+      T* u = static_cast<T*>(out.data());
+      if (m == 2) detail::winograd_weights<2, T>(g, l.o, l.c, {l.mr, l.kc}, u);
+      else detail::winograd_weights<4, T>(g, l.o, l.c, {l.mr, l.kc}, u);
     }
   });
   return out;
@@ -898,27 +952,33 @@ inline tensor prepack_conv_weight_winograd(const tensor& w, std::int64_t m = 2) 
 namespace detail {
 
 /// Checks a transformed weight against its layout, the parameters against the kernel and the
-/// output against both; returns the [O, C, 3, 3] view over the weight's storage ((m+2)² O C >=
+/// output against both; returns the [O, C, 3, 3] view over the weight's storage ((m+2)² O' C >=
 /// 9 O C elements), which `check_conv2d` checks shapes with.
 inline tensor winograd_operand(std::string_view op, const tensor& packed, const winograd_conv_layout& l, const conv2d_params& p, const tensor& out) {
   if (!packed.defined()) fail(op, "the transformed weight is undefined");
-  constexpr std::int64_t limit = std::int64_t(1) << 40;
-  std::int64_t size = 0;
-  if (l.o < 1 || l.c < 1 || (l.m != 2 && l.m != 4) || l.o > limit || l.c > limit || __builtin_mul_overflow(l.o, l.c, &size) ||
-      size > limit / winograd_points(4))
-    fail(op, kiln::detail::concat("bad Winograd layout: weight [", l.o, ", ", l.c, ", 3, 3] in tiles of ", l.m));
-  size *= winograd_points(l.m);
-  if (packed.type() != dtype::float32 && packed.type() != dtype::float64)
-    fail(op, kiln::detail::concat("the transformed weight must be float32 or float64, got ", describe_operand(packed)));
-  if (packed.ndim() != 1 || packed.numel() != size || packed.strides()[0] != 1)
-    fail(op, kiln::detail::concat("the transformed weight must be a contiguous vector of ", size, " elements for a [", l.o, ", ", l.c,
-                                  ", 3, 3] weight in tiles of ", l.m, ", got ", describe_operand(packed)));
+  check_packed_storage(op, "transformed", packed, winograd_weight_size(op, l), describe_winograd_layout(l));
   if (!winograd_applies(3, 3, p.strides, p.dilation, p.groups))
     fail(op, kiln::detail::concat("the Winograd kernel serves 3 x 3 convolutions with stride 1, dilation 1 and one group, got strides [", p.strides[0],
                                   ", ", p.strides[1], "], dilation [", p.dilation[0], ", ", p.dilation[1], "], groups = ", p.groups));
-  if (out.defined() && overlaps(out, packed))
-    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
+  check_output_apart(op, out, packed);
   return tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.o, l.c, 3, 3});
+}
+
+/// The [O, C, 3, 3] view `w` of a checked transformed weight over storage in this build's
+/// layout: `w` itself, or, for a weight transformed in another build's layout, a copy repacked.
+inline tensor winograd_native(const tensor& w, const winograd_conv_layout& l) {
+  const winograd_conv_layout native = native_winograd_layout(w.type(), l.o, l.c, l.m);
+  if (same_placement({l.mr, l.kc}, {native.mr, native.kc}, l.c)) return w;
+  const std::int64_t points = winograd_points(l.m);
+  tensor out = new_output({winograd_weight_size("conv2d_winograd", native)}, w.type());
+  visit_dtype("conv2d_winograd", w.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const std::int64_t from = packed_b_size(l.c, l.o, {l.mr, l.kc}), to = packed_b_size(l.c, l.o, {native.mr, native.kc});
+      for (std::int64_t xi = 0; xi < points; ++xi)
+        repack_b(static_cast<const T*>(w.data()) + xi * from, {l.mr, l.kc}, l.c, l.o, {native.mr, native.kc}, static_cast<T*>(out.data()) + xi * to);
+    }
+  });
+  return tensor::from_storage(out.data_storage(), 0, w.type(), {l.o, l.c, 3, 3});
 }
 
 inline conv_weight winograd_form(const winograd_conv_layout& l) { return l.m == 4 ? conv_weight::winograd4 : conv_weight::winograd2; }
@@ -932,7 +992,7 @@ inline void conv2d_winograd(const tensor& x, const tensor& packed, const winogra
                             const tensor& out) {
   constexpr std::string_view op = "conv2d_winograd";
   const tensor w = detail::winograd_operand(op, packed, layout, p, out);
-  detail::conv2d_into(op, x, w, bias, p, nullptr, {}, {}, out, detail::winograd_form(layout));
+  detail::conv2d_into(op, x, detail::winograd_native(w, layout), bias, p, nullptr, {}, {}, out, detail::winograd_form(layout));
 }
 
 /// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
@@ -944,7 +1004,7 @@ inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const w
   const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
   const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
-  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out, detail::winograd_form(layout));
+  detail::conv2d_into(op, x, detail::winograd_native(w, layout), bias, p, &epilogue, operands, strides, out, detail::winograd_form(layout));
 }
 inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
                                   const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {

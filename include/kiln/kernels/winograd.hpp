@@ -25,11 +25,12 @@
 /// channel, the rows a chunk needs are copied into a zero-padded plane whose columns are split
 /// into m phases (`window_plane` with stride m), so that the patches of consecutive tiles are
 /// consecutive elements: the input transform runs on whole vectors of tiles and writes V
-/// straight into the panels the GEMM's micro-kernel reads (as a B packed ahead of time), so the
-/// GEMM packs nothing — A, the weight, is read in place. The output transform, again over
-/// vectors of tiles, runs per output channel over the P GEMM results, interleaves the m phases
-/// of output columns into the output's rows, and the epilogue (bias, fused expression) runs
-/// over each block of channels of the chunk while it is in cache. The transforms are written
+/// straight into the panels the GEMM's micro-kernel reads (as a B packed ahead of time); the
+/// transformed weight is stored in the micro-kernel's A panels (as an A packed ahead of time), so
+/// the GEMM packs nothing. The output transform, again over vectors of tiles, runs per output
+/// channel over the P GEMM results, interleaves the m phases of output columns into the
+/// output's rows, and the epilogue (bias, fused expression) runs over each block of channels of
+/// the chunk while it is in cache. The transforms are written
 /// once, for any m, from the constant matrices (`winograd_matrices`): each row's sum is unrolled
 /// at compile time, its zero coefficients skipped and its ±1 ones added without a multiply.
 #pragma once
@@ -90,21 +91,25 @@ __attribute__((always_inline)) inline V winograd_row(const V* in, int stride) {
 }
 
 /// U = G g G^T for every (output, input) channel pair of the [O, C, 3, 3] weight `g`
-/// (contiguous), computed in double and stored as P row-major O x C matrices:
-/// u[(xi * O + o) * C + c] — the A operands of the P GEMMs.
+/// (contiguous), computed in double and stored as P O x C matrices packed as GEMM A operands in
+/// layout `l` (`native_packed_a_layout` for this build; the padding rows are zero): U[xi](o, c)
+/// at u[xi * packed_b_size(C, O, l) + packed_b_index(C, O, l, c, o)] — the A operands of the P
+/// GEMMs, read in place.
 template <int M, class T>
-void winograd_weights(const T* g, std::int64_t o, std::int64_t c, T* u) {
+void winograd_weights(const T* g, std::int64_t o, std::int64_t c, packed_b_layout l, T* u) {
   using W = winograd_matrices<M>;
   constexpr int R = M + 2;
+  const std::int64_t size = packed_b_size(c, o, l);
+  std::fill(u, u + winograd_points(M) * size, T(0));
   for (std::int64_t oo = 0; oo < o; ++oo)
     for (std::int64_t cc = 0; cc < c; ++cc) {
       const T* k = g + (oo * c + cc) * 9;
       double t[R][3];  // G g
       for (int i = 0; i < R; ++i)
         for (int j = 0; j < 3; ++j) t[i][j] = W::g[i][0] * double(k[j]) + W::g[i][1] * double(k[3 + j]) + W::g[i][2] * double(k[6 + j]);
+      const std::int64_t at = packed_b_index(c, o, l, cc, oo);
       for (int i = 0; i < R; ++i)  // (G g) G^T
-        for (int j = 0; j < R; ++j)
-          u[((i * R + j) * o + oo) * c + cc] = T(t[i][0] * W::g[j][0] + t[i][1] * W::g[j][1] + t[i][2] * W::g[j][2]);
+        for (int j = 0; j < R; ++j) u[(i * R + j) * size + at] = T(t[i][0] * W::g[j][0] + t[i][1] * W::g[j][1] + t[i][2] * W::g[j][2]);
     }
 }
 
@@ -231,8 +236,8 @@ void winograd_output(const T* m, std::int64_t mstride, const winograd_problem& p
     }
 }
 
-/// The convolution of `x` (data at `xd`) with the transformed weight `u` (`winograd_weights`)
-/// into `y` (data at `yd`); `apply(n, c, rs, cs, o, j, m, len)` as for the direct kernel, on
+/// The convolution of `x` (data at `xd`) with the transformed weight `u` (`winograd_weights`, in
+/// this build's layout) into `y` (data at `yd`); `apply(n, c, rs, cs, o, j, m, len)` as for the direct kernel, on
 /// each finished block of output channels [o, o + m) and positions [j, j + len) of image n.
 template <int M, class T, class Apply>
 void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, T* yd, const Apply& apply) {
@@ -242,7 +247,7 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
   const std::int64_t threads = std::int64_t(num_threads());
   const std::int64_t rows = winograd_chunk_rows(th, tw, threads), chunks = (th + rows - 1) / rows;
   const std::int64_t parts = std::min(threads, chunks);
-  const std::int64_t max_ntp = (rows * tw + NR - 1) / NR * NR;
+  const std::int64_t max_ntp = (rows * tw + NR - 1) / NR * NR, padded_o = (p.o + MR - 1) / MR * MR;
   // Output channels per block: the block's P GEMM results (P x ob x ntp) in at most 1 MB (all of
   // ResNet-18's channels; blocks of 256 KB measured slower on Zen 5).
   const std::int64_t ob = std::min(p.o, std::max(MR, (std::int64_t(1024) << 10) / std::int64_t(sizeof(T)) / (P * max_ntp) / MR * MR));
@@ -262,7 +267,7 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
         for (std::int64_t o0 = 0; o0 < p.o; o0 += ob) {
           const std::int64_t mo = std::min(ob, p.o - o0);
           for (std::int64_t xi = 0; xi < P; ++xi) {
-            const matrix_view<const T> a{u + (xi * p.o + o0) * p.c, mo, p.c, p.c, 1};
+            const gemm_detail::prepacked_a<T> a{u + xi * padded_o * p.c, mo, p.c, padded_o, o0};
             const matrix_view<T> c{b.m.data() + xi * mo * ntp, mo, nt, ntp, 1};
             gemm_detail::gemm_rectangle<T>(a, gemm_detail::prepacked<T>{b.v.data() + xi * p.c * ntp, ntp}, c, 0, mo, 0, nt, false, no_epilogue{});
           }

@@ -35,9 +35,10 @@
 /// or more, at least 32 tiles of 2 x 2 outputs — ResNet's 56², 28² and 14² stages) gets its
 /// weight transformed instead for F(m x m, 3x3), m = 4 where the output has enough 4 x 4 tiles,
 /// else 2 (`kernels::winograd_tile_size`; `kernels::prepack_conv_weight_winograd`: U = G g G^T
-/// as (m+2)² O x C matrices, whatever the vector width), and calls the Winograd kernel:
+/// as (m+2)² O x C matrices in the GEMM's A panels of mr output channels and blocks of kc input
+/// channels), and calls the Winograd kernel:
 ///
-///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_winograd"), (x, R.const(U), b, R.shape([O, C, m]),
+///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_winograd"), (x, R.const(U), b, R.shape([O, C, m, mr, kc]),
 ///                            R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.str("(relu x0) ; lv")), out_sinfo=...)
 ///
 /// Runs at opt level 1, after `legalize_ops` (it rewrites kernel calls) and before
@@ -73,19 +74,23 @@ struct prepack_weights {
     // and transposition: a weight shared by several matmuls is packed once).
     std::map<const ir::var_node*, const ir::constant_node*> bound;
     std::map<std::pair<const ir::constant_node*, packing>, ir::expr> packed;
-    std::int64_t matmuls = 0, convolutions = 0, bytes = 0;
+    std::int64_t matmuls = 0, convolutions = 0, winograd = 0, bytes = 0;
     auto on_body = [](const ir::expr& e) { return e; };
     auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
       if (auto* c = ir::dyn_cast<ir::constant_node>(b.value)) bound.emplace(b.variable.get(), c);
-      bool conv = false;
-      ir::expr call = rewrite(b.value, bound, packed, bytes, conv);
-      if (call) ++(conv ? convolutions : matmuls);
+      packing kind{};
+      ir::expr call = rewrite(b.value, bound, packed, bytes, kind);
+      if (call) {
+        ++(kind == packing::matmul || kind == packing::matmul_transposed ? matmuls : convolutions);
+        if (kind == packing::winograd2_conv || kind == packing::winograd4_conv) ++winograd;
+      }
       out.push_back({b.variable, call ? call : b.value, b.cast_type});
     };
     ir::function g = detail::with_body(f, detail::rewrite_seq(f->body, on_binding, on_body));
     if (matmuls || convolutions) {
       if (matmuls) ctx.statistic(name, "matmuls") += matmuls;
       if (convolutions) ctx.statistic(name, "convolutions") += convolutions;
+      if (winograd) ctx.statistic(name, "of which Winograd") += winograd;
       ctx.statistic(name, "weights packed") += std::int64_t(packed.size());
       ctx.statistic(name, "bytes packed") += bytes;
     }
@@ -96,18 +101,16 @@ private:
   /// What a constant was packed for (a weight used in several ways is packed once per way).
   enum class packing { matmul, matmul_transposed, direct_conv, winograd2_conv, winograd4_conv };
 
-  /// The prepacked form of kernel call `e`, or null when it has none; `conv`: it is a convolution.
+  /// The prepacked form of kernel call `e`, or null when it has none; `kind`: what its weight was
+  /// packed for.
   static ir::expr rewrite(const ir::expr& e, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
-                          std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, bool& conv) {
+                          std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, packing& kind) {
     if (!detail::is_op_call(e, "call_dps_packed")) return {};
     auto& c = static_cast<const ir::call_node&>(*e);
     auto* callee = c.args.size() == 2 ? ir::dyn_cast<ir::extern_func_node>(c.args[0]) : nullptr;
     if (!callee) return {};
     const std::string_view kernel = callee->symbol;
-    if (kernel == "kernels.conv2d" || kernel == "kernels.conv2d_fused") {
-      conv = true;
-      return rewrite_conv(c, kernel == "kernels.conv2d_fused", bound, packed, bytes);
-    }
+    if (kernel == "kernels.conv2d" || kernel == "kernels.conv2d_fused") return rewrite_conv(c, kernel == "kernels.conv2d_fused", bound, packed, bytes, kind);
     const bool fused = kernel == "kernels.matmul_fused";
     if (kernel != "kernels.matmul" && !fused) return {};
     auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
@@ -123,7 +126,8 @@ private:
     auto* at = ir::dyn_cast<ir::tensor_type_node>(args[0]->checked_type);
     if (!at || at->dt != w->data.dt()) return {};
     const std::int64_t k = w->data.shape()[*tb ? 1 : 0], n = w->data.shape()[*tb ? 0 : 1];
-    ir::expr& p = packed[{w, *tb ? packing::matmul_transposed : packing::matmul}];
+    kind = *tb ? packing::matmul_transposed : packing::matmul;
+    ir::expr& p = packed[{w, kind}];
     if (!p) {
       const runtime::tensor weight = to_tensor(w->data);
       p = ir::make_constant(to_ndarray(kernels::prepack_weight(weight, *tb)));
@@ -138,7 +142,7 @@ private:
   /// The prepacked form of a call of kernels.conv2d (`fused`: kernels.conv2d_fused), whose
   /// arguments are (x, w, bias, strides, padding, dilation, groups[, epilogue, operands...]).
   static ir::expr rewrite_conv(const ir::call_node& c, bool fused, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
-                               std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes) {
+                               std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, packing& kind) {
     auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
     if (!t || t->fields.size() < (fused ? 8u : 7u) || c.type_args.size() != 1) return {};
     const std::vector<ir::expr>& args = t->fields;
@@ -164,14 +168,21 @@ private:
                           kernels::prefer_winograd_conv(ws[1], ws[0], oh, ow);
     if (!winograd && !kernels::detail::prefer_prepacked_conv(ws[2], ws[3], *g, positions)) return {};
     const std::int64_t m = winograd ? kernels::winograd_tile_size(oh, ow) : 0;
-    ir::expr& p = packed[{w, !winograd ? packing::direct_conv : m == 4 ? packing::winograd4_conv : packing::winograd2_conv}];
+    kind = !winograd ? packing::direct_conv : m == 4 ? packing::winograd4_conv : packing::winograd2_conv;
+    ir::expr& p = packed[{w, kind}];
     if (!p) {
       const runtime::tensor weight = to_tensor(w->data);
       p = ir::make_constant(to_ndarray(winograd ? kernels::prepack_conv_weight_winograd(weight, m) : kernels::prepack_conv_weight(weight)));
       bytes += std::int64_t(static_cast<const ir::constant_node&>(*p).data.bytes().size());
     }
-    const kernels::packed_conv_layout l = kernels::native_conv_layout(w->data.dt(), ws[0], ws[1], ws[2], ws[3]);
-    ir::expr layout = winograd ? lower::ints({ws[0], ws[1], m}) : lower::ints({l.o, l.c, l.kh, l.kw, l.ob});
+    ir::expr layout;
+    if (winograd) {
+      const kernels::winograd_conv_layout l = kernels::native_winograd_layout(w->data.dt(), ws[0], ws[1], m);
+      layout = lower::ints({l.o, l.c, l.m, l.mr, l.kc});
+    } else {
+      const kernels::packed_conv_layout l = kernels::native_conv_layout(w->data.dt(), ws[0], ws[1], ws[2], ws[3]);
+      layout = lower::ints({l.o, l.c, l.kh, l.kw, l.ob});
+    }
     std::vector<ir::expr> out{args[0], p, args[2], std::move(layout), args[3], args[4], args[5]};
     out.insert(out.end(), args.begin() + 7, args.end());  // the epilogue's description and operands
     const char* kernel = winograd ? (fused ? "kernels.conv2d_fused_winograd" : "kernels.conv2d_winograd")
