@@ -861,8 +861,8 @@ inline bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<const s
 /// the transforms (whose cost grows with C + O, the GEMMs' with C * O), and enough 2x2 tiles to
 /// fill the GEMM's column panels. Measured on Zen 5, one thread, against the direct kernel with
 /// its weight prepacked: ResNet-18's 3x3 stages of 64 channels on 56², 128 on 28² (both F(4x4))
-/// and 256 on 14² (F(2x2)) take 0.65x, 0.52x and 0.70x its time; 512 channels on 7² (16 tiles)
-/// 1.23x. 32 channels on 28² took 1.15x in F(2x2) and about 0.95x in F(4x4) (against the direct
+/// and 256 on 14² (F(2x2)) take 0.63x, 0.49x and 0.65x its time; 512 channels on 7² (16 tiles)
+/// 1.18x. 32 channels on 28² took 1.15x in F(2x2) and about 0.95x in F(4x4) (against the direct
 /// kernel reordering its weight per call): too close to call, so 64 is the threshold.
 inline bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow) {
   return c >= 64 && o >= 64 && (oh + 1) / 2 * ((ow + 1) / 2) >= 32;
