@@ -91,6 +91,7 @@ void check_shapes(std::int64_t m) {
   check_winograd<float>(m, {1, 3, 5, 300}, 4, pad(1, 1, 1, 1), true, seed += 3);    // a tile row of 150: a chunk past 4 panels (A packed)
   check_winograd<float>(m, {1, 40, 20, 20}, 70, pad(1, 1, 1, 1), true, seed += 3);  // 70 channels: blocks of output channels
   check_winograd<float>(m, {1, 400, 4, 4}, 3, pad(1, 1, 1, 1), false, seed += 3);   // K past the GEMM's KC: two blocks of V
+  check_winograd<float>(m, {1, 3, 32, 32}, 300, pad(1, 1, 1, 1), true, seed += 3);  // 64-tile chunks x 300 channels: several blocks of output channels
   check_winograd<double>(m, {1, 7, 11, 12}, 9, pad(1, 1, 1, 1), true, seed += 3);
   check_winograd<double>(m, {2, 20, 9, 8}, 33, pad(1, 0, 2, 1), true, seed += 3);
 }
