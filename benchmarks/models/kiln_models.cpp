@@ -11,7 +11,8 @@
 // for a model that does not give the right answer.
 //
 // Protocol (the same in ort_bench.js and torch_bench.py): repetitions of at least 50 ms each; the
-// figures are the median and the minimum over repetitions of the mean time per run.
+// figures are the median and the minimum over repetitions of the mean time per run. The CPU time
+// is the process's (all threads), so that compare can show how many cores each engine kept busy.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
 #include <kiln/kernels/kernels.hpp>
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
             ->Repetitions(15)
             ->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); })
             ->ReportAggregatesOnly(true)
+            ->MeasureProcessCPUTime()  // the pool's workers too: compare reports CPU time over wall time
             ->UseRealTime();
     }
   } catch (const std::exception& e) {
