@@ -6,7 +6,9 @@
 // Inputs come from .npy files; a parameter given no file gets random data (seeded) when its
 // shape is static. Prints each output's dtype, shape and summary; writes outputs as .npy; with
 // --repeat times the runs (median, min, spread); with --profile prints a table of the time spent
-// in each native function (the kernels), measured through the VM's instrument hook.
+// in each native function (the kernels), measured through the VM's instrument hook, and with
+// --profile-calls one row per call, in the order of a run, with the shapes of its tensors (which
+// of a network's convolutions is slow, not only that convolutions are).
 #include "common.hpp"
 
 #include <kiln/runtime/npy.hpp>
@@ -59,6 +61,21 @@ void flatten(const kiln::vm::value& v, std::vector<tensor>& out) {
   else throw tool_error("the result holds a " + std::string(kiln::vm::name(v.kind())) + ", which kiln-run cannot print or save");
 }
 
+/// "1x64x56x56, 1x64x56x56 -> ..." for a call: the shapes of its tensor arguments (the output of
+/// a destination-passing call is its last), then its result's when it returns a tensor.
+std::string call_shapes(kiln::vm::call_args a, const kiln::vm::value& ret) {
+  const auto dims = [](const tensor& t) {
+    std::string s;
+    for (std::int64_t d : t.shape()) s += (s.empty() ? "" : "x") + std::to_string(d);
+    return s.empty() ? std::string("scalar") : s;
+  };
+  std::string s;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].is_tensor()) s += (s.empty() ? "" : ", ") + dims(a[i].as_tensor());
+  if (ret.is_tensor()) s += (s.empty() ? "-> " : " -> ") + dims(ret.as_tensor());
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,7 +84,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> input_options, shape_options;
   std::size_t threads = 1;
   int repeat = 1;
-  bool profile = false;
+  bool profile = false, profile_calls = false;
   unsigned seed = 0;
   app.add_option("MODEL", input, "An .onnx file, IR text, or a compiled executable")->required()->check(CLI::ExistingFile);
   app.add_option("-i,--input", input_options, "NAME=FILE.npy for a parameter (repeatable); others get random data")->allow_extra_args(false);
@@ -78,6 +95,7 @@ int main(int argc, char** argv) {
   app.add_option("-r,--repeat", repeat, "Time this many runs (median, min, spread)")->check(CLI::Range(1, 1000000));
   app.add_option("--seed", seed, "Seed for random inputs");
   app.add_flag("--profile", profile, "Print the time spent in each kernel (native function)");
+  app.add_flag("--profile-calls", profile_calls, "Print the time spent in each kernel call, in the order of a run, with the shapes of its tensors");
   CLI11_PARSE(app, argc, argv);
 
   return guarded("kiln-run", [&] {
@@ -168,43 +186,68 @@ int main(int argc, char** argv) {
                   threads == 1 ? "" : "s", median, ms.front(), 100.0 * (ms.back() - ms.front()) / median);
     }
 
-    if (profile) {
+    if (profile || profile_calls) {
+      // One row per native function (--profile) or per call site, in the order of a run
+      // (--profile-calls: the calls of a run are numbered; the same number is the same call).
       struct entry {
+        std::string symbol, shapes;
         std::size_t calls = 0;
         double ms = 0;
       };
-      std::map<std::string, entry> table;
+      std::map<std::string, entry> by_function;
+      std::vector<entry> by_call;
+      std::size_t call = 0;  // of this run
       std::vector<std::chrono::steady_clock::time_point> started;
       std::set<std::string> module_functions;  // calls between them are not rows: their kernels are
       for (auto& fn : ex.functions)
         if (fn.kind != vm::function_kind::native) module_functions.insert(fn.name);
-      machine.set_instrument([&](const vm::value&, std::string_view symbol, bool before, const vm::value&, vm::call_args) {
+      machine.set_instrument([&](const vm::value&, std::string_view symbol, bool before, const vm::value& ret, vm::call_args a) {
         if (module_functions.count(std::string(symbol))) return vm::instrument_action::no_op;
         if (before) {
           started.push_back(std::chrono::steady_clock::now());
-        } else {
-          auto& e = table[std::string(symbol)];
-          ++e.calls;
-          e.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started.back()).count();
-          started.pop_back();
+          return vm::instrument_action::no_op;
         }
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started.back()).count();
+        started.pop_back();
+        entry* e;
+        if (profile_calls) {
+          if (call == by_call.size()) by_call.push_back({std::string(symbol), call_shapes(a, ret)});
+          e = &by_call[call++];
+          if (e->symbol != symbol) e->symbol = "(differs between runs)";  // control flow took another way
+        } else {
+          e = &by_function[std::string(symbol)];
+          e->symbol = symbol;
+        }
+        ++e->calls;
+        e->ms += ms;
         return vm::instrument_action::no_op;
       });
       const auto t0 = std::chrono::steady_clock::now();
-      for (int r = 0; r < repeat; ++r) machine.invoke_span(function, args);
+      for (int r = 0; r < repeat; ++r, call = 0) machine.invoke_span(function, args);
       const double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       machine.set_instrument(nullptr);
-      std::vector<std::pair<std::string, entry>> rows(table.begin(), table.end());
-      std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.ms > b.second.ms; });
+      std::vector<entry> rows = by_call;
+      if (!profile_calls) {
+        for (auto& [name, e] : by_function) rows.push_back(e);
+        std::sort(rows.begin(), rows.end(), [](auto& x, auto& y) { return x.ms > y.ms; });
+      }
       double in_natives = 0;
-      for (auto& [name, e] : rows) in_natives += e.ms;
+      for (auto& e : rows) in_natives += e.ms;
       std::printf("\nprofile over %d run%s (%.3f ms per run; natives %.1f%% of it, the rest the VM and the instrument):\n", repeat,
                   repeat == 1 ? "" : "s", total / repeat, 100.0 * in_natives / total);
-      std::printf("  %-36s %8s %12s %8s\n", "native function", "calls", "ms per run", "share");
+      if (profile_calls)
+        std::printf("  %5s  %-36s %12s %8s  %s\n", "call", "native function", "ms per run", "share", "tensor arguments -> result");
+      else
+        std::printf("  %-36s %8s %12s %8s\n", "native function", "calls", "ms per run", "share");
       if (rows.empty() && std::any_of(ex.functions.begin(), ex.functions.end(), [](auto& f) { return f.kind == vm::function_kind::compiled; }))
         std::printf("  (no calls reported: compiled functions report their calls only when built with kiln-compile --instrumented)\n");
-      for (auto& [name, e] : rows)
-        std::printf("  %-36s %8zu %12.3f %7.1f%%\n", name.c_str(), e.calls / std::size_t(repeat), e.ms / repeat, 100.0 * e.ms / total);
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const entry& e = rows[i];
+        if (profile_calls)
+          std::printf("  %5zu  %-36s %12.3f %7.1f%%  %s\n", i, e.symbol.c_str(), e.ms / repeat, 100.0 * e.ms / total, e.shapes.c_str());
+        else
+          std::printf("  %-36s %8zu %12.3f %7.1f%%\n", e.symbol.c_str(), e.calls / std::size_t(repeat), e.ms / repeat, 100.0 * e.ms / total);
+      }
     }
     return 0;
   });

@@ -251,9 +251,9 @@ BENCHMARK(kiln_2threads)->Name("conv2d/kiln_2threads")->Apply(dense)->UseRealTim
 BENCHMARK(kiln_prepacked_1thread)->Name("conv2d/kiln_prepacked")->Apply(dense);
 BENCHMARK(kiln_prepacked_2threads)->Name("conv2d/kiln_prepacked_2threads")->Apply(dense)->UseRealTime();
 BENCHMARK_CAPTURE(kiln_winograd_cold, 1thread, 1)->Name("conv2d/kiln_winograd_cold")->Args({1, 4})->Args({3, 4})->Args({5, 2})->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(kiln_prepacked_cold, 1thread, 1)->Name("conv2d/kiln_prepacked_cold")->Arg(1)->Arg(3)->Arg(5)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(kiln_prepacked_cold, 1thread, 1)->Name("conv2d/kiln_prepacked_cold")->Arg(1)->Arg(3)->Arg(5)->Arg(6)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(kiln_winograd_cold, 2threads, 2)->Name("conv2d/kiln_winograd_cold_2threads")->Args({1, 4})->Args({3, 4})->Args({5, 2})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(kiln_prepacked_cold, 2threads, 2)->Name("conv2d/kiln_prepacked_cold_2threads")->Arg(1)->Arg(3)->Arg(5)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(kiln_prepacked_cold, 2threads, 2)->Name("conv2d/kiln_prepacked_cold_2threads")->Arg(1)->Arg(3)->Arg(5)->Arg(6)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(kiln_winograd_1thread)->Name("conv2d/kiln_winograd")->Apply(winograd_3x3);
 BENCHMARK(kiln_winograd_2threads)->Name("conv2d/kiln_winograd_2threads")->Apply(winograd_3x3)->UseRealTime();
 #if KILN_HAVE_OPENBLAS

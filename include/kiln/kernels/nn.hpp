@@ -400,9 +400,11 @@ void unpack_direct_weights(const T* packed, std::int64_t o, std::int64_t k, std:
 /// One tile of `conv2d_direct`: TP output positions (window corners `corner`, offsets into the
 /// padded image `img`) times one block of OB output channels, over taps [k0, k0 + kc) (weights
 /// `w` and tap offsets `tap` start at k0). The TP x OB sums go to `sums`, added to what it holds
-/// unless `first`.
+/// unless `first`. Meanwhile it prefetches the weights of `ahead` taps from `next` (one tap's
+/// OB values per step of k, from the first step).
 template <class T, std::int64_t TP>
-inline void direct_tile(const T* img, const std::int64_t* corner, const T* w, const std::int64_t* tap, std::int64_t kc, T* sums, bool first) {
+inline void direct_tile(const T* img, const std::int64_t* corner, const T* w, const std::int64_t* tap, std::int64_t kc, T* sums, bool first,
+                        const T* next, std::int64_t ahead) {
   using V = typename direct_conv_shape<T>::V;
   constexpr std::int64_t W = direct_conv_shape<T>::W, OB = direct_conv_shape<T>::OB;
   std::array<const T*, TP> at;
@@ -414,6 +416,8 @@ inline void direct_tile(const T* img, const std::int64_t* corner, const T* w, co
   }
   for (std::int64_t k = 0; k < kc; ++k) {
     const V w0 = V::load_aligned(w + k * OB), w1 = V::load_aligned(w + k * OB + W);
+    if (k < ahead)
+      for (std::int64_t e = 0; e < OB; e += 64 / std::int64_t(sizeof(T))) __builtin_prefetch(next + k * OB + e);
     const std::int64_t off = tap[k];
     for (std::int64_t t = 0; t < TP; ++t) {
       const V a(at[std::size_t(t)][off]);
@@ -459,6 +463,11 @@ std::vector<T>& direct_image_buffer() {
 /// `conv2d_direct` over weights already in the direct order (64-byte aligned, OB per block).
 /// The taps are taken in chunks of KC, so that a chunk of a block's weights stays in the L1
 /// cache while a group of tiles runs over it; each tile's sums wait in a buffer between chunks.
+/// While they do, the group's tiles prefetch the next chunk, a share each: where the weights come
+/// from memory (a network's large late layers, whose weights were last read an inference ago),
+/// the first tile over a chunk would otherwise wait for all of it while the others wait for
+/// nothing. ResNet-18's 512-channel 3x3 layer on Zen 5, its 9.4 MB of weights from memory:
+/// 1.61 -> 1.30 ms on one thread, 0.84 -> 0.70 ms on two; the whole network 5 % faster.
 template <class T, class Apply>
 void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
   constexpr std::int64_t OB = direct_conv_shape<T>::OB;
@@ -521,10 +530,16 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
                 const std::int64_t q = std::min(i * TP + t, N - 1);
                 corner[i - g0][t] = q / g.ow * p.strides[0] * wp + q % g.ow * p.strides[1];
               }
-            for (std::int64_t k0 = 0; k0 < K; k0 += KC)
-              for (std::int64_t i = g0; i < g1; ++i)
-                direct_tile<T, TP>(img, corner[i - g0], weights + (b * K + k0) * OB, tap.data() + k0, std::min(KC, K - k0), &sums[i - g0][0][0],
-                                   k0 == 0);
+            for (std::int64_t k0 = 0; k0 < K; k0 += KC) {
+              // The next chunk: the rest of this block's taps, else the next block's first (the
+              // weights are one array, blocks in order); none past the last block.
+              const std::int64_t kc = std::min(KC, K - k0), at = b * K + k0 + kc, next = std::min(KC, blocks * K - at);
+              for (std::int64_t i = g0; i < g1; ++i) {
+                const std::int64_t share0 = next * (i - g0) / (g1 - g0), share1 = next * (i - g0 + 1) / (g1 - g0);
+                direct_tile<T, TP>(img, corner[i - g0], weights + (b * K + k0) * OB, tap.data() + k0, kc, &sums[i - g0][0][0], k0 == 0,
+                                   weights + (at + share0) * OB, std::min(kc, share1 - share0));
+              }
+            }
             for (std::int64_t i = g0; i < g1; ++i) {
               const std::int64_t q0 = i * TP, len = std::min(TP, N - q0);
               for (std::int64_t c = 0; c < m; ++c) {
