@@ -406,6 +406,15 @@ TEST_CASE("a weight packed in another layout, or misaligned, is unpacked first, 
     tensor back = tensor::empty({37, 45}, dtype::float32);
     unpack_b<float>(static_cast<const float*>(packed.data()), foreign, {static_cast<float*>(back.data()), 37, 45, 45, 1});
     CHECK(back.to_vector<float>() == b.to_vector<float>());
+    // repack_b gives what packing in the other layout gives, padding included, both ways.
+    for (packed_b_layout to : {native.panels, packed_b_layout{6, 7}}) {
+      CAPTURE(to.nr);
+      std::vector<float> repacked(std::size_t(packed_b_size(37, 45, to)), -1.f), again(std::size_t(packed_b_size(37, 45, foreign)), -1.f);
+      repack_b(static_cast<const float*>(packed.data()), foreign, 37, 45, to, repacked.data());
+      CHECK(repacked == pack_by_hand(b, to).to_vector<float>());
+      repack_b(repacked.data(), to, 37, 45, foreign, again.data());
+      CHECK(again == packed.to_vector<float>());
+    }
     const tensor got = tensor::empty({20, 45}, dtype::float32);
     matmul_prepacked(a, packed, {37, 45, foreign}, got);
     CHECK(got.to_vector<float>() == want.to_vector<float>());

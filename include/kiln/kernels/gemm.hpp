@@ -387,12 +387,12 @@ struct prepacked {
 };
 
 /// An A packed ahead of time in this build's layout (`native_packed_a_layout`), which the blocked
-/// loops read in place instead of packing: rows [row0, row0 + rows) of a matrix of `padded_rows`
-/// rows (whole panels) and `cols` columns at `data`. `row0` is a multiple of MR.
+/// loops read in place instead of packing: the rows from row0 (a multiple of MR) on of a matrix of
+/// `padded_rows` rows (whole panels) and `cols` columns at `data`; C's view says how many.
 template <class T>
 struct prepacked_a {
   const T* data;
-  std::int64_t rows, cols, padded_rows, row0;
+  std::int64_t cols, padded_rows, row0;
   /// The panel of rows [i, i + MR) (i relative to row0, a multiple of MR) in the block of columns
   /// [p0, p0 + kc): block p0 follows p0 whole columns of every panel.
   const T* panel(std::int64_t p0, std::int64_t kc, std::int64_t i) const { return data + p0 * padded_rows + (row0 + i) * kc; }
@@ -620,12 +620,17 @@ void unpack_b(const T* packed, packed_b_layout l, const matrix_view<T>& b) {
 }
 
 /// Copies a K x N matrix packed in layout `from` at `in` into layout `to` at `out`
-/// (`packed_b_size(k, n, to)` elements; its padding is zero).
+/// (`packed_b_size(k, n, to)` elements; its padding is zero). A row's elements are contiguous
+/// within a panel in both layouts, so it copies runs that end where either layout's panel does.
 template <class T>
 void repack_b(const T* in, packed_b_layout from, std::int64_t k, std::int64_t n, packed_b_layout to, T* out) {
   std::fill(out, out + packed_b_size(k, n, to), T(0));
   for (std::int64_t p = 0; p < k; ++p)
-    for (std::int64_t j = 0; j < n; ++j) out[packed_b_index(k, n, to, p, j)] = in[packed_b_index(k, n, from, p, j)];
+    for (std::int64_t j = 0; j < n;) {
+      const std::int64_t len = std::min({from.nr - j % from.nr, to.nr - j % to.nr, n - j});
+      std::copy_n(in + packed_b_index(k, n, from, p, j), len, out + packed_b_index(k, n, to, p, j));
+      j += len;
+    }
 }
 
 // ---- A packed ahead of time ------------------------------------------------------------------------

@@ -981,12 +981,12 @@ inline tensor winograd_operand(std::string_view op, const tensor& packed, const 
 
 /// The [O, C, 3, 3] view `w` of a checked transformed weight over storage in this build's
 /// layout: `w` itself, or, for a weight transformed in another build's layout, a copy repacked.
-inline tensor winograd_native(const tensor& w, const winograd_conv_layout& l) {
+inline tensor winograd_native(std::string_view op, const tensor& w, const winograd_conv_layout& l) {
   const winograd_conv_layout native = native_winograd_layout(w.type(), l.o, l.c, l.m);
   if (same_placement({l.mr, l.kc}, {native.mr, native.kc}, l.c)) return w;
   const std::int64_t points = winograd_points(l.m);
-  tensor out = new_output({winograd_weight_size("conv2d_winograd", native)}, w.type());
-  visit_dtype("conv2d_winograd", w.type(), [&]<class T>(type_tag<T>) {
+  tensor out = new_output({winograd_weight_size(op, native)}, w.type());
+  visit_dtype(op, w.type(), [&]<class T>(type_tag<T>) {
     if constexpr (std::is_floating_point_v<T>) {
       const std::int64_t from = packed_b_size(l.c, l.o, {l.mr, l.kc}), to = packed_b_size(l.c, l.o, {native.mr, native.kc});
       for (std::int64_t xi = 0; xi < points; ++xi)
@@ -1007,7 +1007,7 @@ inline void conv2d_winograd(const tensor& x, const tensor& packed, const winogra
                             const tensor& out) {
   constexpr std::string_view op = "conv2d_winograd";
   const tensor w = detail::winograd_operand(op, packed, layout, p, out);
-  detail::conv2d_into(op, x, detail::winograd_native(w, layout), bias, p, nullptr, {}, {}, out, detail::winograd_form(layout));
+  detail::conv2d_into(op, x, detail::winograd_native(op, w, layout), bias, p, nullptr, {}, {}, out, detail::winograd_form(layout));
 }
 
 /// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
@@ -1019,7 +1019,7 @@ inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const w
   const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
   check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
   const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
-  detail::conv2d_into(op, x, detail::winograd_native(w, layout), bias, p, &epilogue, operands, strides, out, detail::winograd_form(layout));
+  detail::conv2d_into(op, x, detail::winograd_native(op, w, layout), bias, p, &epilogue, operands, strides, out, detail::winograd_form(layout));
 }
 inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
                                   const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {
