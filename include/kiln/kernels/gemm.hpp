@@ -18,10 +18,12 @@
 /// panels at a time, `micro_kernel_wide`). Any strides work (a
 /// transposed operand is just another stride pair), since packing reads them once per block.
 ///
-/// When N is small (at most 4 column panels), a row-major A (rows contiguous along K) is not
-/// packed: the micro-kernel broadcasts its elements from the MR rows in place, as BLIS's "sup"
-/// kernels do. Packing A is a transposition, one scalar load and store per element, and each
-/// packed panel serves only N / NR column panels: at 64³ packing took a quarter of the time.
+/// A row-major A (rows contiguous along K) is not packed when N is small (at most 4 column
+/// panels) or its rows are not a multiple of 4 KB apart: the micro-kernel broadcasts its
+/// elements from the MR rows in place, as BLIS's "sup" kernels do. Packing A is a
+/// transposition, one scalar load and store per element, and each packed panel serves only
+/// N / NR column panels: at 64³ packing took a quarter of the time. Rows a multiple of 4 KB
+/// apart would put the MR streams in the same cache sets; those are packed.
 ///
 /// With `set_num_threads(n)`, C is cut into one rectangle per thread (whole panels of columns, or
 /// of rows when C is taller than wide), and each thread packs what its rectangle needs.
