@@ -94,8 +94,9 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "Threads for the kernels")->check(CLI::Range(1, 1024));
   app.add_option("-r,--repeat", repeat, "Time this many runs (median, min, spread)")->check(CLI::Range(1, 1000000));
   app.add_option("--seed", seed, "Seed for random inputs");
-  app.add_flag("--profile", profile, "Print the time spent in each kernel (native function)");
-  app.add_flag("--profile-calls", profile_calls, "Print the time spent in each kernel call, in the order of a run, with the shapes of its tensors");
+  auto* by_kernel = app.add_flag("--profile", profile, "Print the time spent in each kernel (native function)");
+  app.add_flag("--profile-calls", profile_calls, "Print the time spent in each kernel call, in the order of a run, with the shapes of its tensors")
+      ->excludes(by_kernel);
   CLI11_PARSE(app, argc, argv);
 
   return guarded("kiln-run", [&] {
