@@ -20,6 +20,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <vector>
 
 using namespace kiln;
 using namespace kiln::kernels;
@@ -116,6 +117,36 @@ void check_threads(std::int64_t m) {
   CHECK(same_tensor(out, one));
 }
 
+// Two and three threads on 7 x 7 tiles (the last column of tiles half outside the output for
+// F(4x4)): the same outputs and epilogue as one thread's, every element written once.
+void check_few_tiles(std::int64_t m, std::int64_t n, std::int64_t o) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(o);
+  const std::int64_t h = m == 2 ? 14 : 28, w = m == 2 ? 13 : 26;
+  const tensor x = random_tensor<float>({n, 20, h, w}, -1, 1, 980), wt = random_tensor<float>({o, 20, 3, 3}, -1, 1, 981);
+  const tensor bias = random_tensor<float>({o}, -1, 1, 982), residual = random_tensor<float>({n, o, h, w}, -1, 1, 983);
+  const tensor packed = prepack_conv_weight_winograd(wt, m);
+  const conv2d_params p = pad(1, 1, 1, 1);
+  const fused_expr e = fused_expr::parse("(relu (add x0 x1))");
+  const tensor one = tensor::empty({n, o, h, w}, dtype::float32), fused_one = tensor::empty({n, o, h, w}, dtype::float32);
+  conv2d_winograd(x, packed, native(wt, m), bias, p, one);
+  conv2d_fused_winograd(x, packed, native(wt, m), bias, p, e, {residual}, fused_one);
+  check_all_close(one.to_vector<float>(), reference_conv<float>(x, wt, bias, p, h, w), 0, tolerance<float>(20, m));
+  CHECK(same_tensor(fused_one, e.run({one, residual})));
+  for (const std::size_t threads : {2, 3}) {
+    CAPTURE(threads);
+    const kiln_test::pool_threads scope(threads);
+    const tensor out = tensor::empty({n, o, h, w}, dtype::float32), fused = tensor::empty({n, o, h, w}, dtype::float32);
+    std::fill(out.data<float>(), out.data<float>() + out.numel(), 7.0f);
+    std::fill(fused.data<float>(), fused.data<float>() + fused.numel(), 7.0f);
+    conv2d_winograd(x, packed, native(wt, m), bias, p, out);
+    conv2d_fused_winograd(x, packed, native(wt, m), bias, p, e, {residual}, fused);
+    CHECK(same_tensor(out, one));
+    CHECK(same_tensor(fused, fused_one));
+  }
+}
+
 void check_fused(std::int64_t m) {
   CAPTURE(m);
   const tensor x = random_tensor<float>({2, 16, 21, 23}, -1, 1, 960), w = random_tensor<float>({40, 16, 3, 3}, -1, 1, 961);
@@ -144,6 +175,51 @@ TEST_CASE("conv2d_winograd: the textbook convolution on odd and even sizes, any 
 TEST_CASE("conv2d_winograd: strided input and output, the same results on two threads") {
   check_threads(2);
   check_threads(4);
+}
+
+TEST_CASE("conv2d_winograd: seven tile rows on two and three threads") {
+  for (const std::int64_t m : {2, 4}) {
+    check_few_tiles(m, 1, 24);
+    check_few_tiles(m, 2, 100);  // a batch of two, more output channels
+  }
+}
+
+TEST_CASE("winograd_schedule: every tile row once, even shares, chunks of at most 64 tiles or one row") {
+  using kiln::kernels::detail::winograd_schedule;
+  for (std::int64_t th = 1; th <= 30; ++th)
+    for (std::int64_t tw = 1; tw <= 90; tw += tw < 20 ? 1 : 7)
+      for (std::int64_t threads = 1; threads <= 5; ++threads) {
+        CAPTURE(th);
+        CAPTURE(tw);
+        CAPTURE(threads);
+        const winograd_schedule s(th, tw, threads);
+        REQUIRE(s.parts == std::min(threads, th));
+        const std::int64_t most = s.max_rows();
+        std::int64_t next = 0;
+        for (std::int64_t q = 0; q < s.parts; ++q) {
+          const std::int64_t begin = next;
+          s.for_each_chunk(q, [&](std::int64_t ty0, std::int64_t ty1) {
+            REQUIRE(ty0 == next);
+            REQUIRE(ty1 > ty0);
+            CHECK(ty1 - ty0 <= most);
+            CHECK((ty1 - ty0 == 1 || (ty1 - ty0) * tw <= winograd_schedule::target));
+            next = ty1;
+          });
+          CHECK(next - begin >= th / s.parts);  // shares differ by at most a row
+          CHECK(next - begin <= (th + s.parts - 1) / s.parts);
+        }
+        CHECK(next == th);
+      }
+  // ResNet-18's 56 x 56 layers (F(4x4): 14 x 14 tiles): on one thread, chunks of 4 rows and a
+  // last of 2; on two, 7 rows each, in chunks of 4 and 3.
+  const auto ends = [](std::int64_t threads) {
+    const winograd_schedule s(14, 14, threads);
+    std::vector<std::int64_t> at;
+    for (std::int64_t q = 0; q < s.parts; ++q) s.for_each_chunk(q, [&](std::int64_t, std::int64_t ty1) { at.push_back(ty1); });
+    return at;
+  };
+  CHECK(ends(1) == std::vector<std::int64_t>{4, 8, 12, 14});
+  CHECK(ends(2) == std::vector<std::int64_t>{4, 7, 11, 14});
 }
 
 TEST_CASE("conv2d_fused_winograd: the epilogue over the Winograd product, per block as it is produced") {

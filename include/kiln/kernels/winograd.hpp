@@ -20,8 +20,8 @@
 /// (points 0, ±1, ±2, ∞; coefficients up to 8 and 1/24) by a few more; both are computed with
 /// the weight transformed in double.
 ///
-/// How it runs: tiles are numbered row-major over the output and taken a few tile rows at a
-/// time (a chunk, about 64 tiles; chunks are shared out among the threads). For each input
+/// How it runs: each thread takes an even share of the output's tile rows and works it a few
+/// tile rows at a time (a chunk, about 64 tiles; `winograd_schedule`). For each input
 /// channel, the rows a chunk needs are copied into a zero-padded plane whose columns are split
 /// into m phases (`window_plane` with stride m), so that the patches of consecutive tiles are
 /// consecutive elements: the input transform runs on whole vectors of tiles and writes V
@@ -121,7 +121,8 @@ struct winograd_problem {
   std::array<std::int64_t, 4> xs, ys;
 };
 
-/// The per-thread buffers of `conv2d_winograd_packed`, reused across calls.
+/// The per-thread buffers of `conv2d_winograd_packed`, reused across calls (and only ever grown:
+/// a vector resized up within its capacity zeroes what it adds, a megabyte at a time here).
 template <class T>
 struct winograd_buffers {
   window_plane<T> plane;
@@ -132,15 +133,39 @@ struct winograd_buffers {
   }
 };
 
-/// The tile rows per chunk: about `target` tiles, at least one row, and, when the image has
-/// enough tile rows, enough chunks for every thread; then evened out over the chunks.
-inline std::int64_t winograd_chunk_rows(std::int64_t th, std::int64_t tw, std::int64_t threads) {
-  constexpr std::int64_t target = 64;
-  std::int64_t rows = std::clamp<std::int64_t>(target / tw, 1, th);
-  if ((th + rows - 1) / rows < threads) rows = std::max<std::int64_t>(1, (th + threads - 1) / threads);
-  const std::int64_t chunks = (th + rows - 1) / rows;
-  return (th + chunks - 1) / chunks;
+/// Makes `v` hold at least `n` elements.
+template <class Vec>
+void grow(Vec& v, std::int64_t n) {
+  if (v.size() < std::size_t(n)) v.resize(std::size_t(n));
 }
+
+/// How `conv2d_winograd_packed` shares out an image's th tile rows of tw tiles: each of `parts`
+/// threads takes an even share of the rows, and works it a chunk of about `target` tiles (at
+/// least a row) at a time, the last chunk shorter. The GEMM pads each chunk to whole panels of NR
+/// columns, which is why the chunks are not evened out: ResNet-18's 14 x 14 tiles on one thread
+/// take rows 4, 4, 4 and 2, 7 panels of 32 tiles; evened to 3, 4, 3 and 4 they took 8, and
+/// 5-10 % longer. (Chunks of a fixed row count shared out by chunks, as before, gave one thread
+/// 8 of those 14 rows and the other 6. Shares cut inside a row, which both threads then
+/// transform, were measured no faster on 7 x 7 tiles: 24 or 25 tiles are one panel, as 21 or 28.)
+struct winograd_schedule {
+  static constexpr std::int64_t target = 64;
+  std::int64_t th, tw, parts;
+
+  winograd_schedule(std::int64_t th_, std::int64_t tw_, std::int64_t threads) : th(th_), tw(tw_), parts(std::min(threads, th_)) {}
+
+  /// Calls f(ty0, ty1) for each chunk of tile rows [ty0, ty1) of part `q`, in order.
+  template <class F>
+  void for_each_chunk(std::int64_t q, F&& f) const {
+    const std::int64_t r0 = q * th / parts, r1 = (q + 1) * th / parts, per = std::max<std::int64_t>(1, target / tw);
+    for (std::int64_t ty0 = r0; ty0 < r1; ty0 += per) f(ty0, std::min(r1, ty0 + per));
+  }
+  /// The most tile rows in one chunk.
+  std::int64_t max_rows() const {
+    std::int64_t most = 0;
+    for (std::int64_t q = 0; q < parts; ++q) for_each_chunk(q, [&](std::int64_t ty0, std::int64_t ty1) { most = std::max(most, ty1 - ty0); });
+    return most;
+  }
+};
 
 /// The input transform of tile rows [ty0, ty1) of image `x` (`nt` tiles, ntp rounded up to
 /// whole column panels): V for every input channel, in the packed-B layout of a C x ntp matrix
@@ -155,7 +180,7 @@ void winograd_input(const T* x, const winograd_problem& p, std::int64_t tw, std:
   const std::int64_t nt = (ty1 - ty0) * tw, K = p.c;
   const packed_b_layout layout = native_packed_b_layout<T>(K);
   const std::int64_t rs = ntp + W;  // a transformed row, with room for the last vector's spare lanes
-  b.row.resize(std::size_t(P * rs));
+  grow(b.row, P * rs);
   T* const row = b.row.data();
   // The padded rows [M ty0, M ty1 + 2) hold input rows [y0, y1), which start at plane row `at`.
   const std::int64_t hp = M * (ty1 - ty0) + 2, wp = M * tw + 2;
@@ -244,10 +269,8 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
   using S = gemm_detail::shape<T>;
   constexpr std::int64_t NR = S::NR, MR = S::MR, P = winograd_points(M);
   const std::int64_t th = (p.oh + M - 1) / M, tw = (p.ow + M - 1) / M;
-  const std::int64_t threads = std::int64_t(num_threads());
-  const std::int64_t rows = winograd_chunk_rows(th, tw, threads), chunks = (th + rows - 1) / rows;
-  const std::int64_t parts = std::min(threads, chunks);
-  const std::int64_t max_ntp = (rows * tw + NR - 1) / NR * NR, padded_o = (p.o + MR - 1) / MR * MR;
+  const winograd_schedule schedule(th, tw, std::int64_t(num_threads()));
+  const std::int64_t max_ntp = (schedule.max_rows() * tw + NR - 1) / NR * NR, padded_o = (p.o + MR - 1) / MR * MR;
   const std::int64_t point_size = packed_b_size(p.c, p.o, native_packed_a_layout<T>(p.c));  // one point's O x C matrix in u
   // Output channels per block: the block's P GEMM results (P x ob x ntp) in at most 1 MB (all of
   // ResNet-18's channels; blocks of 256 KB measured slower on Zen 5).
@@ -255,13 +278,12 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
   for (std::int64_t n = 0; n < p.n; ++n) {
     const T* x = xd + n * p.xs[0];
     T* y = yd + n * p.ys[0];
-    parallel_for(parts, [&](std::int64_t part) {
+    parallel_for(schedule.parts, [&](std::int64_t part) {
       winograd_buffers<T>& b = winograd_buffers<T>::of_this_thread();
-      b.v.resize(std::size_t(P * p.c * max_ntp));
-      b.m.resize(std::size_t(P * ob * max_ntp));
-      b.y.resize(std::size_t(M * M * max_ntp));
-      for (std::int64_t chunk = part * chunks / parts; chunk < (part + 1) * chunks / parts; ++chunk) {
-        const std::int64_t ty0 = chunk * rows, ty1 = std::min(th, ty0 + rows);
+      grow(b.v, P * p.c * max_ntp);
+      grow(b.m, P * ob * max_ntp);
+      grow(b.y, M * M * max_ntp);
+      schedule.for_each_chunk(part, [&](std::int64_t ty0, std::int64_t ty1) {
         const std::int64_t nt = (ty1 - ty0) * tw, ntp = (nt + NR - 1) / NR * NR;
         winograd_input<M, T>(x, p, tw, ty0, ty1, ntp, b, b.v.data());
         const std::int64_t q0 = M * ty0 * p.ow, q1 = std::min(p.oh, M * ty1) * p.ow;  // the chunk's output positions
@@ -276,7 +298,7 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
             winograd_output<M, T>(b.m.data() + o * ntp, mo * ntp, p, tw, ty0, ty1, ntp, b.y.data(), y + (o0 + o) * p.ys[1]);
           apply(n, y + o0 * p.ys[1] + q0, p.ys[1], 1, o0, q0, mo, q1 - q0);
         }
-      }
+      });
     });
   }
 }
