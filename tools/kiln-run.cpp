@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <numeric>
 #include <random>
 #include <set>
@@ -195,15 +197,15 @@ int main(int argc, char** argv) {
         std::size_t calls = 0;
         double ms = 0;
       };
-      std::map<std::string, entry> by_function;
+      std::map<std::string, entry, std::less<>> by_function;  // (std::less<>: looked up by string_view)
       std::vector<entry> by_call;
       std::size_t call = 0;  // of this run
       std::vector<std::chrono::steady_clock::time_point> started;
-      std::set<std::string> module_functions;  // calls between them are not rows: their kernels are
+      std::set<std::string, std::less<>> module_functions;  // calls between them are not rows: their kernels are
       for (auto& fn : ex.functions)
         if (fn.kind != vm::function_kind::native) module_functions.insert(fn.name);
       machine.set_instrument([&](const vm::value&, std::string_view symbol, bool before, const vm::value& ret, vm::call_args a) {
-        if (module_functions.count(std::string(symbol))) return vm::instrument_action::no_op;
+        if (module_functions.contains(symbol)) return vm::instrument_action::no_op;
         if (before) {
           started.push_back(std::chrono::steady_clock::now());
           return vm::instrument_action::no_op;
@@ -216,8 +218,9 @@ int main(int argc, char** argv) {
           e = &by_call[call++];
           if (e->symbol != symbol) e->symbol = "(differs between runs)";  // control flow took another way
         } else {
-          e = &by_function[std::string(symbol)];
-          e->symbol = symbol;
+          auto at = by_function.find(symbol);
+          if (at == by_function.end()) at = by_function.emplace(std::string(symbol), entry{std::string(symbol), {}}).first;
+          e = &at->second;
         }
         ++e->calls;
         e->ms += ms;
