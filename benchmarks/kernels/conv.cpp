@@ -92,6 +92,25 @@ void kiln_prepacked(benchmark::State& st, int threads) {
 void kiln_prepacked_1thread(benchmark::State& st) { kiln_prepacked(st, 1); }
 void kiln_prepacked_2threads(benchmark::State& st) { kiln_prepacked(st, 2); }
 
+// As a network runs the direct kernel: the weight packed once, and the folded batch norm's shift
+// and the Relu fused (an epilogue over each finished block of outputs).
+void kiln_prepacked_fused(benchmark::State& st, int threads) {
+  kernels::set_num_threads(threads);
+  problem p(shapes[st.range(0)]);
+  const tensor packed = kernels::prepack_conv_weight(p.w);
+  const kernels::packed_conv_layout l = kernels::native_conv_layout(dtype::float32, p.s.o, p.s.c, p.s.k, p.s.k);
+  const tensor shift = tensor::empty({p.s.o, 1, 1}, dtype::float32);
+  for (std::int64_t i = 0; i < p.s.o; ++i) shift.data<float>()[i] = float(i % 7) * 0.1f - 0.3f;
+  const kernels::fused_expr e = kernels::fused_expr::parse("(relu (add x0 x1))");
+  const tensor operands[] = {shift};
+  for (auto _ : st) {
+    kernels::conv2d_fused_prepacked(p.x, packed, l, {}, p.p, e, operands, p.y);
+    benchmark::ClobberMemory();
+  }
+  kernels::set_num_threads(1);
+  report(st, p);
+}
+
 // The weight transformed once for Winograd's F(2x2, 3x3), as prepack_weights does for the
 // stride-1 3x3 convolutions it prefers it for.
 void kiln_winograd(benchmark::State& st, int threads) {
@@ -250,6 +269,8 @@ BENCHMARK(kiln_1thread)->Name("conv2d/kiln")->Apply(dense);
 BENCHMARK(kiln_2threads)->Name("conv2d/kiln_2threads")->Apply(dense)->UseRealTime();  // CPU time would count one thread
 BENCHMARK(kiln_prepacked_1thread)->Name("conv2d/kiln_prepacked")->Apply(dense);
 BENCHMARK(kiln_prepacked_2threads)->Name("conv2d/kiln_prepacked_2threads")->Apply(dense)->UseRealTime();
+BENCHMARK_CAPTURE(kiln_prepacked_fused, 1thread, 1)->Name("conv2d/kiln_prepacked_fused")->Arg(0)->Arg(2)->Arg(6)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(kiln_prepacked_fused, 2threads, 2)->Name("conv2d/kiln_prepacked_fused_2threads")->Arg(0)->Arg(2)->Arg(6)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(kiln_winograd_cold, 1thread, 1)->Name("conv2d/kiln_winograd_cold")->Args({1, 4})->Args({3, 4})->Args({5, 2})->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(kiln_prepacked_cold, 1thread, 1)->Name("conv2d/kiln_prepacked_cold")->Arg(1)->Arg(3)->Arg(5)->Arg(6)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(kiln_winograd_cold, 2threads, 2)->Name("conv2d/kiln_winograd_cold_2threads")->Args({1, 4})->Args({3, 4})->Args({5, 2})->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -437,6 +437,7 @@ TEST_CASE("conv2d_fused: bias, activation, per-channel scale and residual per bl
       {{1, 2, 47, 53}, {3, 2, 3, 3}, conv(1, 1), false},        // N crosses NC
       {{1, 3, 5, 5}, {2, 3, 5, 5}, conv(1, 0), true},           // one output position
       {{2, 5, 34, 35}, {37, 5, 3, 3}, conv(2, 1), true},        // the direct kernel: 306 positions, 37 channels
+      {{1, 4, 40, 41}, {40, 4, 3, 3}, conv(1, 1), true},        // 1,640 positions, 2 blocks of output channels
   };
   unsigned seed = 500;
   for (const auto& k : cases) {

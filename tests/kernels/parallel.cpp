@@ -125,8 +125,9 @@ TEST_CASE("the GEMM cut into rectangles per thread gives bit-identical products,
     matmul_prepacked(a, packed, layout, two);
     CHECK(one.to_vector<float>() == two.to_vector<float>());
   }
-  // Convolutions: im2col packed by each thread for its own columns; 1x1 through the plain GEMM.
-  const tensor x = kiln_test::random_tensor<float>({2, 16, 20, 20}, -1, 1, 7);
+  // Convolutions: 3x3 through the direct kernel (each thread's 1,152 positions, 96 or 192 tiles
+  // of them, and the fused epilogue over them); 1x1 through the plain GEMM.
+  const tensor x = kiln_test::random_tensor<float>({2, 16, 48, 48}, -1, 1, 7);
   for (const std::int64_t kernel : {3, 1}) {
     CAPTURE(kernel);
     const tensor w = kiln_test::random_tensor<float>({24, 16, kernel, kernel}, -1, 1, 8);
