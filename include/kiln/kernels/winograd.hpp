@@ -144,7 +144,7 @@ void grow(Vec& v, std::int64_t n) {
 /// least a row) at a time, the last chunk shorter. The GEMM pads each chunk to whole panels of NR
 /// columns, which is why the chunks are not evened out: ResNet-18's 14 x 14 tiles on one thread
 /// take rows 4, 4, 4 and 2, 7 panels of 32 tiles; evened to 3, 4, 3 and 4 they took 8, and
-/// 5-10 % longer. (Chunks of a fixed row count shared out by chunks, as before, gave one thread
+/// 5-18 % longer. (Chunks of a fixed row count shared out by chunks, as before, gave one thread
 /// 8 of those 14 rows and the other 6. Shares cut inside a row, which both threads then
 /// transform, were measured no faster on 7 x 7 tiles: 24 or 25 tiles are one panel, as 21 or 28.)
 struct winograd_schedule {
