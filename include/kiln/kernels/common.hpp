@@ -150,6 +150,14 @@ inline std::size_t normalize_axis(std::string_view op, std::int64_t a, std::size
   if (n < 0 || n >= std::int64_t(ndim)) fail(op, kiln::detail::concat("axis ", a, " is out of range for a ", ndim, "-d tensor"));
   return std::size_t(n);
 }
+
+/// Makes `v` hold at least `n` elements, for the per-thread buffers kernels reuse across calls
+/// and overwrite before they read: they only ever grow, since a vector resized up within its
+/// capacity zeroes what it adds (up to a megabyte a call between ResNet-18's layers).
+template <class Vec>
+void grow(Vec& v, std::int64_t n) {
+  if (v.size() < std::size_t(n)) v.resize(std::size_t(n));
+}
 }  // namespace detail
 
 /// Checks that `out` has dtype `type` and shape `shape`.

@@ -501,7 +501,7 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
         const std::int64_t q_first = one_block ? begin % tiles * TP : 0, q_last = one_block ? std::min(N, ((end - 1) % tiles + 1) * TP) - 1 : N - 1;
         const std::int64_t r0 = q_first / g.ow * p.strides[0], r1 = q_last / g.ow * p.strides[0] + (g.kh - 1) * p.dilation[0] + 1;
         std::vector<T>& image = direct_image_buffer<T>();
-        image.resize(std::size_t(g.c * hp * wp));
+        grow(image, g.c * hp * wp);  // the rows r0..r1 are written below, the only ones read
         T* const img = image.data();
         for (std::int64_t c = 0; c < g.c; ++c)
           for (std::int64_t r = r0; r < r1; ++r) {
@@ -562,7 +562,7 @@ void conv2d_direct(const tensor& x, const tensor& wt, const conv2d_params& p, co
   constexpr std::int64_t OB = direct_conv_shape<T>::OB;
   const std::int64_t K = g.c * g.kh * g.kw, blocks = (g.o + OB - 1) / OB;
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed;
-  packed.resize(std::size_t(blocks * K * OB));
+  grow(packed, blocks * K * OB);
   pack_direct_weights<T>(static_cast<const T*>(wt.data()), g.o, K, OB, packed.data());
   conv2d_direct_packed<T>(x, packed.data(), p, g, out, apply);
 }

@@ -121,8 +121,7 @@ struct winograd_problem {
   std::array<std::int64_t, 4> xs, ys;
 };
 
-/// The per-thread buffers of `conv2d_winograd_packed`, reused across calls (and only ever grown:
-/// a vector resized up within its capacity zeroes what it adds, a megabyte at a time here).
+/// The per-thread buffers of `conv2d_winograd_packed`, reused across calls (and only grown, `grow`).
 template <class T>
 struct winograd_buffers {
   window_plane<T> plane;
@@ -132,12 +131,6 @@ struct winograd_buffers {
     return b;
   }
 };
-
-/// Makes `v` hold at least `n` elements.
-template <class Vec>
-void grow(Vec& v, std::int64_t n) {
-  if (v.size() < std::size_t(n)) v.resize(std::size_t(n));
-}
 
 /// How `conv2d_winograd_packed` shares out an image's th tile rows of tw tiles: each of `parts`
 /// threads takes an even share of the rows, and works it a chunk of about `target` tiles (at
@@ -159,11 +152,10 @@ struct winograd_schedule {
     const std::int64_t r0 = q * th / parts, r1 = (q + 1) * th / parts, per = std::max<std::int64_t>(1, target / tw);
     for (std::int64_t ty0 = r0; ty0 < r1; ty0 += per) f(ty0, std::min(r1, ty0 + per));
   }
-  /// The most tile rows in one chunk.
+  /// The most tile rows in one chunk: the first chunk of the largest share.
   std::int64_t max_rows() const {
-    std::int64_t most = 0;
-    for (std::int64_t q = 0; q < parts; ++q) for_each_chunk(q, [&](std::int64_t ty0, std::int64_t ty1) { most = std::max(most, ty1 - ty0); });
-    return most;
+    if (parts == 0) return 0;
+    return std::min(std::max<std::int64_t>(1, target / tw), (th + parts - 1) / parts);
   }
 };
 
