@@ -183,16 +183,22 @@ private:
         if (!shape) continue;
         ir::prim_expr bytes = ir::make_int(std::int64_t(size_of(call.attrs.find("dtype")->as<dtype>())));
         for (auto& d : shape->values) bytes = bytes * d;
-        std::optional<std::int64_t> size = ir::as_int(bytes);
-        if (!size && bounds_) size = ir::upper_bound(bytes, [&](const ir::size_var_node& v) -> std::optional<std::int64_t> {
-          auto it = bounds_->find(v.name);
-          if (it == bounds_->end()) return std::nullopt;
-          return it->second;
-        });
+        // The size, else its upper bound, else -1. (Kept in a plain integer: GCC 12 at -O1 warns
+        // that an optional's value "may be used uninitialized" when it is copied out here.)
+        std::int64_t size = -1;
+        if (const std::optional<std::int64_t> known = ir::as_int(bytes)) size = *known;
+        else if (bounds_) {
+          const std::optional<std::int64_t> bound = ir::upper_bound(bytes, [&](const ir::size_var_node& v) -> std::optional<std::int64_t> {
+            auto it = bounds_->find(v.name);
+            if (it == bounds_->end()) return std::nullopt;
+            return it->second;
+          });
+          if (bound) size = *bound;
+        }
         // A tensor past max_planned_bytes is left to be allocated on its own at run time (where
         // an impossible size is a clean allocation error), so the plan's sums cannot overflow.
-        if (size && *size > max_planned_bytes) size.reset();
-        cands_.push_back({b.variable.get(), bytes, size.value_or(-1), p, p});
+        if (size > max_planned_bytes) size = -1;
+        cands_.push_back({b.variable.get(), bytes, size, p, p});
       }
     }
 
