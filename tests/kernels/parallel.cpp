@@ -147,3 +147,34 @@ TEST_CASE("the GEMM cut into rectangles per thread gives bit-identical products,
     CHECK(fused() == one_fused);
   }
 }
+
+TEST_CASE("the direct convolution on several threads, or run in order inside another task: the same sums") {
+  // Each thread takes a share of blocks x tiles and copies the padded rows its share reads (all
+  // of them when it spans two blocks of output channels). Inside a task of another parallel_for,
+  // the shares all run in order on one thread, each copying its rows over the last one's. Two
+  // images: the second's rows are not the first's. Output channels 8 (part of a block), 24 and
+  // 72 (blocks of 8, 16 or 32 channels, by ISA: shares that span two blocks), strides 1 and 2
+  // (1,665 and 437 positions: at least 256 take the direct kernel, `use_direct_conv`).
+  const tensor x = kiln_test::random_tensor<float>({2, 5, 45, 37}, -1, 1, 70);
+  unsigned seed = 71;
+  for (const std::int64_t o : {8, 24, 72})
+    for (const std::int64_t stride : {1, 2}) {
+      CAPTURE(o);
+      CAPTURE(stride);
+      const tensor w = kiln_test::random_tensor<float>({o, 5, 3, 3}, -1, 1, seed++);
+      conv2d_params p;
+      p.padding = {1, 2, 1, 0};
+      p.strides = {stride, stride};
+      const std::vector<float> one = conv2d(x, w, tensor{}, p).to_vector<float>();
+      for (std::size_t threads : {2u, 3u}) {
+        CAPTURE(threads);
+        const pool_threads scope(threads);
+        CHECK(conv2d(x, w, tensor{}, p).to_vector<float>() == one);
+        std::vector<float> nested;
+        parallel_for(2, [&](std::int64_t i) {
+          if (i == 0) nested = conv2d(x, w, tensor{}, p).to_vector<float>();
+        });
+        CHECK(nested == one);
+      }
+    }
+}
