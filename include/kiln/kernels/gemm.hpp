@@ -223,7 +223,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
 /// the 4 rows left of M = 64 cost 1.8x as much per row as the others).
 template <class T, bool Prefetch = false>
 KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restrict a, const T* __restrict b, const T* __restrict b2, T* c,
-                                                             std::int64_t rs, std::int64_t m, bool first) {
+                                               std::int64_t rs, std::int64_t m, bool first) {
   using S = shape<T>;
   using V = typename S::V;
   constexpr std::int64_t MR = S::MR, W = S::W, NR = S::NR, R = MR / 3;
@@ -255,7 +255,7 @@ KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restr
 /// thirds of MR (the last rows of A), so that few zero rows are multiplied.
 template <class T, bool Prefetch = false>
 KILN_GEMM_KERNEL_INLINE void block_kernel(std::int64_t kc, const T* a, std::int64_t lda, const T* b, T* c, std::int64_t rs,
-                                                        std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
+                                          std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
   constexpr std::int64_t MR = shape<T>::MR;
   static_assert(MR % 3 == 0);
   if (m <= MR / 3)
