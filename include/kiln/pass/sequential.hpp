@@ -539,12 +539,10 @@ class basic_sequential {
   struct pulled_storage;
   template <class Plan, std::size_t... S>
   struct pulled_storage<Plan, std::index_sequence<S...>> {
-    using type = decltype(boost::hana::flatten(boost::hana::make_tuple([] {
-      if constexpr (Plan::steps[S].user_index < 0)
-        return boost::hana::tuple<typename Plan::template step_type<S>>{};
-      else
-        return boost::hana::tuple<>{};
-    }()...)));
+    // No lambda here: Clang 14 crashes reading one in an unevaluated operand from a precompiled
+    // header (KILN_PRECOMPILE_HEADERS).
+    using type = decltype(boost::hana::flatten(boost::hana::make_tuple(
+        std::conditional_t<(Plan::steps[S].user_index < 0), boost::hana::tuple<typename Plan::template step_type<S>>, boost::hana::tuple<>>{}...)));
   };
 
 public:
