@@ -2,10 +2,14 @@
 // sgemm in GFLOP/s: kernels::matmul (one thread, and two with set_num_threads) beside OpenBLAS
 // (cblas_sgemm, one thread) and Eigen (one thread), square n = 64 .. 1024 and the transformer shape M=128, K=768, N=3072. The baselines
 // are benchmark-only dependencies (libopenblas-dev, libeigen3-dev), compiled in when found. dense/*: dense-layer shapes
-// with the weight packed on every call and packed once ahead (matmul_prepacked).
+// with the weight packed on every call and packed once ahead (matmul_prepacked). fma_peak: the core's
+// FMA peak, the ceiling the others are read against.
 #include <kiln/kernels/linalg.hpp>
 
 #include <benchmark/benchmark.h>
+#include <xsimd/xsimd.hpp>
+
+#include <utility>
 
 #if KILN_HAVE_OPENBLAS
 #include <cblas.h>
@@ -92,6 +96,26 @@ void eigen_sgemm(benchmark::State& s) {
 }
 #endif
 
+/// The ceiling: the FMA units' peak on this core, in the same run. 24 independent chains of
+/// fused multiply-adds on the widest vectors xsimd compiles for (more than the units' count times
+/// their latency, so that they never wait on each other), nothing loaded or stored; a GEMM's
+/// GFLOP/s over this figure is its share of what the core can do.
+void fma_peak(benchmark::State& s) {
+  using V = xsimd::batch<float>;
+  constexpr int chains = 24;
+  V acc[chains];
+  for (int i = 0; i < chains; ++i) acc[i] = V(float(i));
+  const V a(1.0000001f), b(0.9999999f);
+  constexpr std::int64_t steps = 4096;
+  for (auto _ : s) {
+    for (std::int64_t k = 0; k < steps; ++k)
+      [&]<std::size_t... I>(std::index_sequence<I...>) { ((acc[I] = xsimd::fma(a, acc[I], b)), ...); }(std::make_index_sequence<chains>{});
+    for (int i = 0; i < chains; ++i) benchmark::DoNotOptimize(acc[i]);
+  }
+  s.counters["GFLOP/s"] = benchmark::Counter(double(s.iterations()) * double(steps) * chains * 2.0 * double(V::size), benchmark::Counter::kIsRate,
+                                             benchmark::Counter::kIs1000);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (std::int64_t n : {64, 128, 256, 512, 1024}) b->Args({n, n, n});
   b->Args({128, 768, 3072});
@@ -100,13 +124,14 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 /// Dense layers: the MLP's first layer at batch 1 and 64, and a transformer's feed-forward layer.
 void dense_shapes(benchmark::internal::Benchmark* b) {
-  b->Args({1, 784, 512})->Args({60, 784, 512})->Args({64, 784, 512})->Args({72, 784, 512})->Args({64, 512, 512});
+  b->Args({1, 784, 512})->Args({60, 784, 512})->Args({64, 784, 512})->Args({72, 784, 512})->Args({64, 512, 512})->Args({64, 512, 10});
   b->Args({128, 768, 3072});
   b->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace
 
+BENCHMARK(fma_peak)->Name("fma_peak");
 BENCHMARK(kiln_sgemm)->Name("sgemm/kiln")->Apply(shapes);
 BENCHMARK(kiln_sgemm)->Name("dense/kiln")->Apply(dense_shapes);
 BENCHMARK(kiln_sgemm_prepacked)->Name("dense/kiln_prepacked")->Apply(dense_shapes);

@@ -355,6 +355,21 @@ TEST_CASE("a prepacked weight gives matmul's product: every tail shape, the cach
   check_prepacked<float>(0, 5, 5, false, false, seed += 2);
 }
 
+TEST_CASE("matmul: a last panel of at most MR / 3 rows read in place, 1 to 4 rows, any K block, with and without a prepacked B") {
+  // Where no columns are left over for the one-panel kernels (N a multiple of 2 NR: 64 floats
+  // on AVX-512, 16 on AVX2), a row-major A's short last panel is read in place; rows past the
+  // matrix's last are its last row again, computed and not stored.
+  unsigned seed = 3000;
+  for (std::int64_t m : {1, 2, 3, 4, 13, 14, 15, 16, 49, 52, 64})
+    for (std::int64_t n : {64, 128})
+      for (std::int64_t k : {7, 784}) {
+        check_matmul<float>(m, k, n, false, false, seed++);
+        check_prepacked<float>(m, k, n, false, false, seed++);
+      }
+  check_matmul<double>(50, 300, 64, false, false, seed++);
+  check_prepacked<double>(26, 400, 32, false, false, seed++);
+}
+
 TEST_CASE("a prepacked weight in batched, vector and strided products, and in matmul_fused_prepacked") {
   unsigned seed = 3000;
   const tensor w = random_tensor<float>({40, 70}, -1, 1, seed++);

@@ -37,6 +37,7 @@
 #include <kiln/kernels/parallel.hpp>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 // How the blocked loops take the micro-kernels (`block_kernel`, `micro_kernel_wide`): inlined,
@@ -161,8 +162,10 @@ inline constexpr std::int64_t prefetch_bytes = 4096;
 /// fewer for the last rows of A); then C = acc (when `first`) or C += acc, into the `m` x `n`
 /// corner of C at `c` (m <= R). A(i, k) is a[k*MR + i] in a packed panel (`lda` == 0), or
 /// a[i*lda + k] read in place from a row-major A. `Prefetch`: the packed panel comes from memory
-/// (`prefetch_bytes`).
-template <class T, std::int64_t R = shape<T>::MR, bool Prefetch = false>
+/// (`prefetch_bytes`). `Narrow`: C's block has at most W columns (n <= W): only the first vector
+/// of B's panel is read and multiplied (a product with few columns, such as a classifier's last
+/// layer of 10, would otherwise compute 2W columns for each W).
+template <class T, std::int64_t R = shape<T>::MR, bool Prefetch = false, bool Narrow = false>
 __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b, T* c,
                                                         std::int64_t rs, std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
   using S = shape<T>;
@@ -173,7 +176,19 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
   [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
     ((acc0[I] = V(T(0)), acc1[I] = V(T(0))), ...);
   }(std::make_index_sequence<R>{});
-  if (lda == 0) {
+  if constexpr (Narrow) {
+    // A's element (i, k) at a[k * step + i * lda]: packed (step MR, lda 0 standing for 1) or in place.
+    const std::int64_t step = lda == 0 ? MR : 1, row = lda == 0 ? 1 : lda;
+    for (std::int64_t k = 0; k < kc; ++k) {
+      if constexpr (Prefetch) __builtin_prefetch(a + prefetch_bytes / std::int64_t(sizeof(T)));
+      const V b0 = V::load_aligned(b);
+      [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+        ((acc0[I] = xsimd::fma(V(a[std::int64_t(I) * row]), b0, acc0[I])), ...);
+      }(std::make_index_sequence<R>{});
+      a += step;
+      b += NR;
+    }
+  } else if (lda == 0) {
     for (std::int64_t k = 0; k < kc; ++k) {
       if constexpr (Prefetch) __builtin_prefetch(a + prefetch_bytes / std::int64_t(sizeof(T)));
       const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W);
@@ -193,7 +208,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
       b += NR;
     }
   }
-  if (m == R && n == NR && cs == 1) {
+  if (!Narrow && m == R && n == NR && cs == 1) {
     [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
       if (first) {
         ((acc0[I].store_unaligned(c + std::int64_t(I) * rs), acc1[I].store_unaligned(c + std::int64_t(I) * rs + W)), ...);
@@ -217,32 +232,58 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
     }
 }
 
+/// Keeps each vector in a register: the compiler may not fold its load into the FMAs that use it.
+/// GCC 12 did in `micro_kernel_wide`, where each of B's four vectors serves R rows: 4R + R loads
+/// per 4R FMAs instead of 4 + R, so that the loads, not the FMAs, set the pace (the 4 rows left of
+/// M = 64 ran at 60 % of the other rows' rate).
+template <class... V>
+__attribute__((always_inline)) inline void in_register([[maybe_unused]] V&... v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  ((void)[&] __attribute__((always_inline)) {
+    auto r = static_cast<typename V::register_type>(v);
+    asm("" : "+v"(r));
+    v = V(r);
+  }(), ...);
+#endif
+}
+
 /// The micro-kernel for the last, short panel of A (R = MR / 3 rows, of which `m` are C's) over
 /// two column panels at once (`b` and `b2`, each kc x NR): R x 4 accumulators, so that the
 /// broadcasts of A and the loads of B keep the FMA units as busy as MR x 2 do (with R x 2 alone,
-/// the 4 rows left of M = 64 cost 1.8x as much per row as the others).
+/// the 4 rows left of M = 64 cost 1.8x as much per row as the others). A(i, k) is a[k*MR + i] in
+/// a packed panel (`lda` == 0), or a[i*lda + k] read in place from a row-major A (rows past `m`
+/// read row m - 1 again, and are not stored).
 template <class T, bool Prefetch = false>
-KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restrict a, const T* __restrict b, const T* __restrict b2, T* c,
-                                               std::int64_t rs, std::int64_t m, bool first) {
+KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b,
+                                               const T* __restrict b2, T* c, std::int64_t rs, std::int64_t m, bool first) {
   using S = shape<T>;
   using V = typename S::V;
   constexpr std::int64_t MR = S::MR, W = S::W, NR = S::NR, R = MR / 3;
   V acc[R][4];
   for (std::int64_t i = 0; i < R; ++i)
     for (std::int64_t v = 0; v < 4; ++v) acc[i][v] = V(T(0));
-  for (std::int64_t k = 0; k < kc; ++k) {
-    if constexpr (Prefetch) __builtin_prefetch(a + prefetch_bytes / std::int64_t(sizeof(T)));
-    const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W), b2v = V::load_aligned(b2), b3 = V::load_aligned(b2 + W);
+  // One step of k: A's column as a(i), B's two panels' rows at b and b2.
+  const auto step = [&](const auto& a_at, const T* bk, const T* b2k) __attribute__((always_inline)) {
+    V b0 = V::load_aligned(bk), b1 = V::load_aligned(bk + W), b2v = V::load_aligned(b2k), b3 = V::load_aligned(b2k + W);
+    in_register(b0, b1, b2v, b3);
     for (std::int64_t i = 0; i < R; ++i) {
-      const V ai(a[i]);
+      const V ai(a_at(i));
       acc[i][0] = xsimd::fma(ai, b0, acc[i][0]);
       acc[i][1] = xsimd::fma(ai, b1, acc[i][1]);
       acc[i][2] = xsimd::fma(ai, b2v, acc[i][2]);
       acc[i][3] = xsimd::fma(ai, b3, acc[i][3]);
     }
-    a += MR;
-    b += NR;
-    b2 += NR;
+  };
+  if (lda == 0) {
+    for (std::int64_t k = 0; k < kc; ++k, a += MR, b += NR, b2 += NR) {
+      if constexpr (Prefetch) __builtin_prefetch(a + prefetch_bytes / std::int64_t(sizeof(T)));
+      step([a](std::int64_t i) __attribute__((always_inline)) { return a[i]; }, b, b2);
+    }
+  } else {
+    std::array<const T*, R> row;
+    for (std::int64_t i = 0; i < R; ++i) row[std::size_t(i)] = a + std::min(i, m - 1) * lda;
+    for (std::int64_t k = 0; k < kc; ++k, b += NR, b2 += NR)
+      step([&row, k](std::int64_t i) __attribute__((always_inline)) { return row[std::size_t(i)][k]; }, b, b2);
   }
   for (std::int64_t i = 0; i < m; ++i)  // C's columns: the first panel's NR, then the second's
     for (std::int64_t v = 0; v < 4; ++v) {
@@ -258,7 +299,9 @@ KILN_GEMM_KERNEL_INLINE void block_kernel(std::int64_t kc, const T* a, std::int6
                                           std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
   constexpr std::int64_t MR = shape<T>::MR;
   static_assert(MR % 3 == 0);
-  if (m <= MR / 3)
+  if (n <= shape<T>::W)
+    micro_kernel<T, MR, Prefetch, true>(kc, a, lda, b, c, rs, cs, m, n, first);
+  else if (m <= MR / 3)
     micro_kernel<T, MR / 3, Prefetch>(kc, a, lda, b, c, rs, cs, m, n, first);
   else if (m <= 2 * MR / 3)
     micro_kernel<T, 2 * MR / 3, Prefetch>(kc, a, lda, b, c, rs, cs, m, n, first);
@@ -451,40 +494,58 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
         // Read in place, the MLP's 64 x 784 x 512 and 64 x 512 x 512 layers took 4 and 7 % less
         // time than with A packed (Zen 5), the square 256³ and 512³ products 5-10 % less.
         // A prepacked A is read in place, panel by panel.
-        std::int64_t whole = 0;  // rows read in place from a row-major A
+        //
+        // A last panel of at most MR / 3 rows takes two column panels at a time (`micro_kernel_wide`),
+        // right after the taller panels have run over those two: B's panels are then still in L2.
+        // (Run after all the column panels instead, it read them back from L3 when the block of B
+        // is larger than L2.) Where A is read in place, so is that panel, unless some columns are
+        // left over for the shorter kernels: packing it cost more than computing it (the 4 rows
+        // left of the MLP's 64 x 784 x 512 on Zen 5, packing 12 x 392 values one by one).
+        const std::int64_t short_rows = mc % MR <= MR / 3 && c.col_stride == 1 ? mc % MR : 0, tall = mc - short_rows;
+        const std::int64_t step = short_rows > 0 ? 2 * NR : NR;
+        std::int64_t whole = 0;        // rows read in place from a row-major A
+        bool short_in_place = false;  // the short panel too
         if constexpr (!a_prepacked) {
           const bool in_place = a.col_stride == 1 && (nc <= 4 * NR || a.row_stride * std::int64_t(sizeof(T)) % 4096 != 0);
           whole = in_place ? mc / MR * MR : 0;
-          pack_a(a, ic + whole, mc - whole, pc, kc, packed_a.data());
+          short_in_place = in_place && short_rows > 0 && nc % (2 * NR) == 0;
+          if (!short_in_place) pack_a(a, ic + whole, mc - whole, pc, kc, packed_a.data());
         }
         // The packed panel of rows [ic + ir, ic + ir + MR) (ir >= whole).
         const auto a_panel = [&](std::int64_t ir) -> const T* {
           if constexpr (a_prepacked) return a.panel(pc, kc, ic + ir);
           else return packed_a.data() + ((ir - whole) / MR) * kc * MR;
         };
-        // A last panel of at most MR / 3 rows (packed: it is partial) takes two column panels at a time.
-        const std::int64_t short_rows = mc % MR <= MR / 3 && c.col_stride == 1 ? mc % MR : 0, tall = mc - short_rows;
-        for (std::int64_t jr = 0; jr < nc; jr += NR) {
-          const T* bp = b_block + jr * kc;
-          for (std::int64_t ir = 0; ir < tall; ir += MR) {
-            const T* ap = nullptr;
-            std::int64_t lda = 0;
-            if constexpr (!a_prepacked) {
-              if (ir < whole) ap = a.data + (ic + ir) * a.row_stride + pc, lda = a.row_stride;
+        for (std::int64_t js = 0; js < nc; js += step) {
+          const std::int64_t js_end = std::min(nc, js + step);
+          for (std::int64_t jr = js; jr < js_end; jr += NR) {
+            const T* bp = b_block + jr * kc;
+            for (std::int64_t ir = 0; ir < tall; ir += MR) {
+              const T* ap = nullptr;
+              std::int64_t lda = 0;
+              if constexpr (!a_prepacked) {
+                if (ir < whole) ap = a.data + (ic + ir) * a.row_stride + pc, lda = a.row_stride;
+              }
+              if (!ap) ap = a_panel(ir);
+              T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
+              block_kernel<T, a_prepacked>(kc, ap, lda, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
             }
-            if (!ap) ap = a_panel(ir);
-            T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
-            block_kernel<T, a_prepacked>(kc, ap, lda, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
           }
-        }
-        if (short_rows > 0) {
-          const T* ap = a_panel(tall);
-          T* cp = c.data + (ic + tall) * c.row_stride + jc;
-          std::int64_t jr = 0;
-          for (; jr + 2 * NR <= nc; jr += 2 * NR)
-            micro_kernel_wide<T, a_prepacked>(kc, ap, b_block + jr * kc, b_block + (jr + NR) * kc, cp + jr, c.row_stride, short_rows, first);
-          for (; jr < nc; jr += NR)
-            block_kernel<T, a_prepacked>(kc, ap, 0, b_block + jr * kc, cp + jr, c.row_stride, 1, short_rows, std::min(NR, nc - jr), first);
+          if (short_rows > 0) {
+            T* cp = c.data + (ic + tall) * c.row_stride + jc;
+            if (js + 2 * NR <= nc) {
+              const T* ap = nullptr;
+              std::int64_t lda = 0;
+              if constexpr (!a_prepacked) {
+                if (short_in_place) ap = a.data + (ic + tall) * a.row_stride + pc, lda = a.row_stride;
+              }
+              if (!ap) ap = a_panel(tall);
+              micro_kernel_wide<T, a_prepacked>(kc, ap, lda, b_block + js * kc, b_block + (js + NR) * kc, cp + js, c.row_stride, short_rows, first);
+            } else {
+              for (std::int64_t jr = js; jr < js_end; jr += NR)
+                block_kernel<T, a_prepacked>(kc, a_panel(tall), 0, b_block + jr * kc, cp + jr, c.row_stride, 1, short_rows, std::min(NR, nc - jr), first);
+            }
+          }
         }
         if constexpr (has_epilogue) {
           // The finished mc x nc block is in L2 (the micro-kernels just wrote it): the epilogue
