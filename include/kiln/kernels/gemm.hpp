@@ -239,7 +239,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
 template <class... V>
 __attribute__((always_inline)) inline void in_register([[maybe_unused]] V&... v) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  ((void)[&] __attribute__((always_inline)) {
+  ((void)[&]() __attribute__((always_inline)) {
     auto r = static_cast<typename V::register_type>(v);
     asm("" : "+v"(r));
     v = V(r);
