@@ -15,6 +15,8 @@ Models:
              (--image-size 224 for the ImageNet size the benchmarks use)
   encoder    nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024), sequence 128
   gpt_block  a GPT-2 style decoder block: pre-LayerNorm, causal self-attention, GELU MLP
+  recurrent  a sequence classifier: a 2-layer bidirectional LSTM (hidden 48), a GRU (hidden 32)
+             and a linear layer on the last step; 20 steps of 32 features
 """
 import argparse
 import math
@@ -54,6 +56,19 @@ class GptBlock(nn.Module):
         return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
 
 
+class Recurrent(nn.Module):
+    def __init__(self, features=32, classes=10):
+        super().__init__()
+        self.lstm = nn.LSTM(features, 48, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = nn.GRU(96, 32, batch_first=True)
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        y, _ = self.gru(y)
+        return self.head(y[:, -1])
+
+
 def build(name, batch, image_size):
     torch.manual_seed(0)
     if name == "mlp":
@@ -70,6 +85,9 @@ def build(name, batch, image_size):
     elif name == "gpt_block":
         model = GptBlock()
         x = torch.randn(batch, 64, 256)
+    elif name == "recurrent":
+        model = Recurrent()
+        x = torch.randn(batch, 20, 32)
     else:
         raise SystemExit(f"export_models.py: unknown model '{name}'")
     return model.eval(), x
@@ -78,7 +96,7 @@ def build(name, batch, image_size):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
-    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block"])
+    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block", "recurrent"])
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--suffix", default="")

@@ -10,6 +10,7 @@
 #include <kiln/vm/vm.hpp>
 
 #include "../../common/message_of.hpp"
+#include "model_builder.hpp"
 
 #include <doctest/doctest.h>
 
@@ -27,93 +28,9 @@ using namespace kiln;
 namespace kx = kiln::frontend::onnx;
 using kiln_test::message_of;
 
-namespace {
-
-/// A small graph builder over ONNX's protobuf classes.
-struct model_builder {
-  ::onnx::ModelProto m;
-  explicit model_builder(int opset = 13) {
-    m.set_ir_version(8);
-    auto* o = m.add_opset_import();
-    o->set_domain("");
-    o->set_version(opset);
-    m.mutable_graph()->set_name("g");
-  }
-  ::onnx::GraphProto& g() { return *m.mutable_graph(); }
-  void value_info(::onnx::ValueInfoProto* v, const std::string& name, int type, const std::vector<std::string>& dims) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    auto* shape = tt->mutable_shape();
-    for (auto& d : dims) {
-      auto* dim = shape->add_dim();
-      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-      else if (!d.empty()) dim->set_dim_param(d);
-    }
-  }
-  void input(const std::string& name, const std::vector<std::string>& dims, int type = ::onnx::TensorProto::FLOAT) {
-    value_info(g().add_input(), name, type, dims);
-  }
-  void output(const std::string& name, const std::vector<std::string>& dims, int type = ::onnx::TensorProto::FLOAT) {
-    value_info(g().add_output(), name, type, dims);
-  }
-  ::onnx::TensorProto& initializer(const std::string& name, std::vector<std::int64_t> dims, std::vector<float> values) {
-    auto* t = g().add_initializer();
-    t->set_name(name);
-    t->set_data_type(::onnx::TensorProto::FLOAT);
-    for (auto d : dims) t->add_dims(d);
-    for (auto v : values) t->add_float_data(v);
-    return *t;
-  }
-  void ints_initializer(const std::string& name, std::vector<std::int64_t> values) {
-    auto* t = g().add_initializer();
-    t->set_name(name);
-    t->set_data_type(::onnx::TensorProto::INT64);
-    t->add_dims(std::int64_t(values.size()));
-    for (auto v : values) t->add_int64_data(v);
-  }
-  ::onnx::NodeProto& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs, const std::string& name = "") {
-    auto* n = g().add_node();
-    n->set_op_type(op);
-    n->set_name(name.empty() ? op + "_" + std::to_string(g().node_size()) : name);
-    for (auto& i : ins) n->add_input(i);
-    for (auto& o : outs) n->add_output(o);
-    return *n;
-  }
-  static void attr(::onnx::NodeProto& n, const std::string& name, std::int64_t v) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(::onnx::AttributeProto::INT);
-    a->set_i(v);
-  }
-  static void attr(::onnx::NodeProto& n, const std::string& name, std::vector<std::int64_t> v) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(::onnx::AttributeProto::INTS);
-    for (auto x : v) a->add_ints(x);
-  }
-  static void attr(::onnx::NodeProto& n, const std::string& name, const char* v) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(::onnx::AttributeProto::STRING);
-    a->set_s(v);
-  }
-  std::vector<std::byte> bytes() const {
-    const std::string s = m.SerializeAsString();
-    std::vector<std::byte> out(s.size());
-    std::memcpy(out.data(), s.data(), s.size());
-    return out;
-  }
-};
-
-runtime::tensor floats(runtime::shape_vector shape, std::vector<float> v) { return runtime::tensor::from_values<float>(std::move(shape), v); }
-
-vm::value run(const ir::ir_module& m, std::vector<vm::value> args) {
-  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
-  return machine.invoke_span("main", args);
-}
-
-}  // namespace
+using kiln_test::floats;
+using kiln_test::model_builder;
+using kiln_test::run;
 
 TEST_CASE("a Gemm + Relu graph imports with its initializers as constants and runs") {
   model_builder b;
@@ -171,6 +88,27 @@ TEST_CASE("a shape subgraph is computed at import: Shape -> Gather -> Unsqueeze 
   const std::string text = ir::print(m);
   CHECK(text.find("R.reshape(x, R.shape([2, -1]))") != std::string::npos);
   CHECK(text.find("R.Tensor((2, 12), \"float32\")") != std::string::npos);
+
+  // PyTorch's recurrent layers size their zero initial states so: a scalar Gather, Unsqueeze (a
+  // reshape of a constant, computed at import too), Concat, Expand.
+  model_builder e;
+  e.input("x", {"5", "3", "4"});
+  e.node("Shape", {"x"}, {"s"});
+  auto* one = e.g().add_initializer();
+  one->set_name("one");
+  one->set_data_type(::onnx::TensorProto::INT64);
+  one->add_int64_data(1);  // a scalar: no dims
+  e.node("Gather", {"s", "one"}, {"batch"});
+  e.ints_initializer("axes", {0});
+  e.node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+  e.ints_initializer("lead", {1});
+  e.ints_initializer("hidden", {6});
+  model_builder::attr(e.node("Concat", {"lead", "batch1", "hidden"}, {"shape"}), "axis", std::int64_t{0});
+  e.initializer("zero", {1}, {0.0f});
+  e.node("Expand", {"zero", "shape"}, {"h0"});
+  e.output("h0", {"1", "3", "6"});
+  const std::string state = ir::print(kx::import_model(e.m));
+  CHECK(state.find("R.Tensor((1, 3, 6), \"float32\")") != std::string::npos);
 }
 
 TEST_CASE("opset decides semantics: Softmax before 13 flattens at axis 1, from 13 works on the last axis") {

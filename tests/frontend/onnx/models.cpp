@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Models exported from PyTorch (scripts/export_models.py: an MLP, ResNet-18, a transformer encoder
-// layer, a GPT-style decoder block, random weights) imported, compiled at opt level 0 and 2, run,
-// and compared with PyTorch's output at atol = rtol = 1e-4. The directory of exported models
-// comes from the environment (KILN_ONNX_MODELS); CTest's fixture writes it first.
+// layer, a GPT-style decoder block, a recurrent classifier of LSTM and GRU layers; random weights)
+// imported, compiled at opt level 0 and 2, run, and compared with PyTorch's output at atol = rtol
+// = 1e-4. The directory of exported models comes from the environment (KILN_ONNX_MODELS); CTest's
+// fixture writes it first.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
 #include <kiln/runtime/compare.hpp>
@@ -50,3 +51,4 @@ TEST_CASE("PyTorch's MLP (784-512-512-10) through ONNX") { check_model("mlp"); }
 TEST_CASE("PyTorch's ResNet-18 through ONNX") { check_model("resnet18"); }
 TEST_CASE("PyTorch's transformer encoder layer through ONNX") { check_model("encoder"); }
 TEST_CASE("a GPT-style decoder block from PyTorch through ONNX") { check_model("gpt_block"); }
+TEST_CASE("PyTorch's LSTM (two bidirectional layers) and GRU through ONNX") { check_model("recurrent"); }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <kiln/frontend/onnx/node_context.hpp>
+#include <kiln/frontend/onnx/recurrent.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -915,24 +916,18 @@ inline const converter_table& converter_table::builtin() {
       per_channel[0] = c.shape(0)[1];
       return one(c.call("add", {c.call("multiply", {normed, reshape_to(c, c.input(1), per_channel)}), reshape_to(c, c.input(2), per_channel)}));
     });
-    t.add("ReverseSequence", 10, [](node_context& c) {  // gather_elements along time with t -> len - 1 - t below each length
+    t.add("ReverseSequence", 10, [](node_context& c) {
       const int r = c.rank(0);
       if (r < 2) c.fail("the input must have rank 2 or more");
       const std::int64_t batch_axis = c.axis(c.attr_int("batch_axis", 1), r, "batch_axis"), time_axis = c.axis(c.attr_int("time_axis", 0), r, "time_axis");
       if (batch_axis == time_axis) c.fail("batch_axis and time_axis must differ");
-      const auto d = c.shape(0);
-      const auto steps = ir::as_int(d[std::size_t(time_axis)]);
-      if (!steps) c.fail("the length of the time axis must be static");
-      std::vector<ir::prim_expr> along_batch(std::size_t(r), ir::make_int(1));
-      along_batch[std::size_t(batch_axis)] = d[std::size_t(batch_axis)];
-      ir::expr lens = c.input_dtype(1) == dtype::int64 ? c.input(1) : c.call("astype", {c.input(1)}, {{"dtype", dtype::int64}});
-      lens = reshape_to(c, lens, along_batch);
-      const ir::expr t = iota_along(c, *steps, std::size_t(r), std::size_t(time_axis));
-      const ir::expr one_ = c.constant(ir::ndarray::scalar(dtype::int64, 1));
-      const ir::expr reversed = c.call("subtract", {c.call("subtract", {lens, one_}), t});
-      const ir::expr idx = c.call("where", {c.call("less", {t, lens}), reversed, t});
-      return one(c.call("gather_elements", {c.input(0), c.call("broadcast_to", {idx, ir::make_shape_expr(d)})}, {{"axis", time_axis}}));
+      const ir::expr lens = c.input_dtype(1) == dtype::int64 ? c.input(1) : c.call("astype", {c.input(1)}, {{"dtype", dtype::int64}});
+      return one(reverse_sequences(c, c.input(0), lens, std::size_t(time_axis), std::size_t(batch_axis)));
     });
+    // Recurrent layers, unrolled (recurrent.hpp). Opset 14 added `layout`.
+    t.add("RNN", 7, [](node_context& c) { return recurrent(c, recurrent_cell::rnn); });
+    t.add("GRU", 7, [](node_context& c) { return recurrent(c, recurrent_cell::gru); });
+    t.add("LSTM", 7, [](node_context& c) { return recurrent(c, recurrent_cell::lstm); });
     t.add("Where", 9, [](node_context& c) { return one(c.call("where", {c.input(0), c.input(1), c.input(2)})); });
     t.add("Cast", 1, [](node_context& c) {
       const dtype to = require_dtype(int(c.attr_int("to")), "the target type of Cast");

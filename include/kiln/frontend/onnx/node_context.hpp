@@ -20,6 +20,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -140,6 +141,11 @@ public:
     if (!a) return std::nullopt;
     return std::vector<float>(a->floats().begin(), a->floats().end());
   }
+  std::optional<std::vector<std::string>> attr_strings(const std::string& name) const {
+    auto* a = find(name, ::onnx::AttributeProto::STRINGS);
+    if (!a) return std::nullopt;
+    return std::vector<std::string>(a->strings().begin(), a->strings().end());
+  }
   const ::onnx::TensorProto* attr_tensor(const std::string& name) const {
     auto* a = find(name, ::onnx::AttributeProto::TENSOR);
     return a ? &a->t() : nullptr;
@@ -192,6 +198,10 @@ private:
     if (!c) return {};
     for (auto& a : c->args) {
       if (ir::isa<ir::constant_node>(a)) continue;
+      if (auto* sh = ir::dyn_cast<ir::shape_expr_node>(a)) {  // a static shape (reshape's, broadcast_to's)
+        if (!std::all_of(sh->values.begin(), sh->values.end(), [](const ir::prim_expr& d) { return ir::as_int(d).has_value(); })) return {};
+        continue;
+      }
       auto* t = ir::dyn_cast<ir::tuple_node>(a);
       if (!t) return {};
       for (auto& f : t->fields)
