@@ -17,6 +17,10 @@ Models:
   gpt_block  a GPT-2 style decoder block: pre-LayerNorm, causal self-attention, GELU MLP
   recurrent  a sequence classifier: a 2-layer bidirectional LSTM (hidden 48), a GRU (hidden 32)
              and a linear layer on the last step; 20 steps of 32 features
+  encoder_dynamic
+             the encoder layer exported with a dynamic batch and sequence (PyTorch's dynamic_axes),
+             with a second input and output at batch 2, sequence 50 (NAME.input2.npy,
+             NAME.output2.npy)
 """
 import argparse
 import math
@@ -88,6 +92,8 @@ def build(name, batch, image_size):
     elif name == "recurrent":
         model = Recurrent()
         x = torch.randn(batch, 20, 32)
+    elif name == "encoder_dynamic":
+        model, x = build("encoder", batch, image_size)
     else:
         raise SystemExit(f"export_models.py: unknown model '{name}'")
     return model.eval(), x
@@ -96,7 +102,7 @@ def build(name, batch, image_size):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
-    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block", "recurrent"])
+    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block", "recurrent", "encoder_dynamic"])
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--suffix", default="")
@@ -111,10 +117,18 @@ def main():
         # fast path (aten::_transformer_encoder_layer_fwd), which has no ONNX export.
         stem = os.path.join(args.out_dir, name + args.suffix)
         path = stem + ".onnx"
+        dynamic = {"input": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}} if name.endswith("_dynamic") else None
         torch.onnx.export(model, (x,), path, input_names=["input"], output_names=["output"], opset_version=17,
-                          do_constant_folding=True)
+                          do_constant_folding=True, dynamic_axes=dynamic)
         np.save(stem + ".input.npy", x.numpy().astype(np.float32))
         np.save(stem + ".output.npy", y.numpy().astype(np.float32))
+        if dynamic:  # the same model at another batch and sequence length
+            torch.manual_seed(1)
+            x2 = torch.randn(2, 50, x.shape[2])
+            with torch.no_grad():
+                y2 = model(x2)
+            np.save(stem + ".input2.npy", x2.numpy().astype(np.float32))
+            np.save(stem + ".output2.npy", y2.numpy().astype(np.float32))
         print(f"export_models.py: {path} ({os.path.getsize(path) // 1024} KiB)")
     return 0
 

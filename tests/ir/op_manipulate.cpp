@@ -8,7 +8,15 @@ TEST_CASE("reshape checks the element count and infers one -1") {
   ir::prim_expr n = ir::make_size_var("n");
   CHECK(type_of(ir::call_op("reshape", {v("x", f32({2, 3, 4})), ir::make_shape_expr({dim(6), dim(-1)})})) == "R.Tensor((6, 4), \"float32\")");
   CHECK(type_of(ir::call_op("reshape", {v("x", f32({n, dim(12)})), ir::make_shape_expr({n, dim(3), dim(4)})})) == "R.Tensor((n, 3, 4), \"float32\")");
-  CHECK(type_of(ir::call_op("reshape", {v("x", f32({n, dim(12)})), ir::make_shape_expr({dim(-1), dim(4)})})) == "R.Tensor((n * 12 // 4, 4), \"float32\")");
+  // -1 cancels the factors the other dimensions share with the input's
+  ir::prim_expr m = ir::make_size_var("m");
+  CHECK(type_of(ir::call_op("reshape", {v("x", f32({n, dim(12)})), ir::make_shape_expr({dim(-1), dim(4)})})) == "R.Tensor((n * 3, 4), \"float32\")");
+  CHECK(type_of(ir::call_op("reshape", {v("x", f32({dim(7), n, dim(2), dim(24)})), ir::make_shape_expr({dim(7), n, dim(-1)})})) ==
+        "R.Tensor((7, n, 48), \"float32\")");
+  CHECK(type_of(ir::call_op("reshape", {v("x", f32({n, m})), ir::make_shape_expr({m, dim(-1)})})) == "R.Tensor((m, n), \"float32\")");
+  CHECK(type_of(ir::call_op("reshape", {v("x", f32({n * m, dim(8)})), ir::make_shape_expr({n * m, dim(2), dim(-1)})})) ==
+        "R.Tensor((n * m, 2, 4), \"float32\")");
+  CHECK(type_of(ir::call_op("reshape", {v("x", f32({n, dim(12)})), ir::make_shape_expr({m, dim(-1)})})) == "R.Tensor((m, n * 12 // m), \"float32\")");
   CHECK(type_of(ir::call_op("reshape", {v("x", f32({2, 2})), v("s", ir::shape_type_of_rank(3))})) == "R.Tensor(\"float32\", ndim=3)");
   CHECK(message_of<ir::type_error>([] { ir::call_op("reshape", {v("x", f32({2, 3})), ir::make_shape_expr({dim(4), dim(2)})}); }) ==
         "reshape: cannot reshape (2, 3) (6 elements) to (4, 2) (8 elements)");

@@ -116,7 +116,8 @@ result run_case(const fs::path& dir) {
         return {outcome::unsupported, e.what()};
       for (std::size_t i = 0; i < inputs.size(); ++i) {
         const int type = inputs[i]->type().tensor_type().elem_type();
-        if (attempt == 0 ? type == ::onnx::TensorProto::INT64 : i > 0) bound.insert(i);
+        const bool integer = type == ::onnx::TensorProto::INT64 || type == ::onnx::TensorProto::INT32;
+        if (attempt == 0 ? integer : i > 0) bound.insert(i);
       }
     }
   }

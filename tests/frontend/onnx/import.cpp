@@ -94,10 +94,7 @@ TEST_CASE("a shape subgraph is computed at import: Shape -> Gather -> Unsqueeze 
   model_builder e;
   e.input("x", {"5", "3", "4"});
   e.node("Shape", {"x"}, {"s"});
-  auto* one = e.g().add_initializer();
-  one->set_name("one");
-  one->set_data_type(::onnx::TensorProto::INT64);
-  one->add_int64_data(1);  // a scalar: no dims
+  e.int_scalar_initializer("one", 1);
   e.node("Gather", {"s", "one"}, {"batch"});
   e.ints_initializer("axes", {0});
   e.node("Unsqueeze", {"batch", "axes"}, {"batch1"});
@@ -109,6 +106,91 @@ TEST_CASE("a shape subgraph is computed at import: Shape -> Gather -> Unsqueeze 
   e.output("h0", {"1", "3", "6"});
   const std::string state = ir::print(kx::import_model(e.m));
   CHECK(state.find("R.Tensor((1, 3, 6), \"float32\")") != std::string::npos);
+}
+
+TEST_CASE("shape subgraphs over symbolic dimensions stay symbolic: a dynamic batch and sequence reach Reshape, Expand and ConstantOfShape") {
+  // x [batch, seq, 8], as PyTorch exports with dynamic axes: the reshape targets are computed
+  // from Shape(x) with Gather, Mul, Div, Unsqueeze, Concat and Slice, and stay expressions in
+  // the size variables batch and seq.
+  model_builder b;
+  b.input("x", {"batch", "seq", "8"});
+  b.node("Shape", {"x"}, {"s"});
+  b.int_scalar_initializer("i0", 0);
+  b.int_scalar_initializer("i1", 1);
+  b.int_scalar_initializer("i2", 2);
+  b.int_scalar_initializer("two", 2);
+  b.ints_initializer("axes", {0});
+  b.ints_initializer("two_1d", {2});
+  b.node("Gather", {"s", "i0"}, {"n"});
+  b.node("Gather", {"s", "i1"}, {"t"});
+  b.node("Gather", {"s", "i2"}, {"d"});
+  b.node("Mul", {"n", "t"}, {"nt"});
+  b.node("Div", {"d", "two"}, {"half"});  // 8 / 2: a constant again
+  b.node("Unsqueeze", {"nt", "axes"}, {"nt1"});
+  b.node("Unsqueeze", {"half", "axes"}, {"half1"});
+  model_builder::attr(b.node("Concat", {"nt1", "two_1d", "half1"}, {"target"}), "axis", std::int64_t{0});
+  b.node("Reshape", {"x", "target"}, {"y"});  // [batch * seq, 2, 4]
+  b.ints_initializer("flat", {0, -1});
+  b.node("Reshape", {"y", "flat"}, {"z"});  // [batch * seq, 8]: -1 is 8, the size variables cancel
+  b.initializer("bias", {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  b.node("Expand", {"bias", "s"}, {"wide"});
+  b.node("Add", {"x", "wide"}, {"shifted"});
+  b.ints_initializer("from", {0});
+  b.ints_initializer("to", {2});
+  b.node("Slice", {"s", "from", "to"}, {"lead"});
+  auto& fill = b.node("ConstantOfShape", {"lead"}, {"ones"});
+  auto* value = fill.add_attribute();
+  value->set_name("value");
+  value->set_type(::onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(::onnx::TensorProto::FLOAT);
+  value->mutable_t()->add_dims(1);
+  value->mutable_t()->add_float_data(1.5f);
+  b.output("z", {});
+  b.output("shifted", {});
+  b.output("ones", {});
+  const ir::ir_module m = kx::import_model(b.m);
+  const std::string text = ir::print(m);
+  CAPTURE(text);
+  CHECK(text.find("-> R.Tuple(R.Tensor((batch * seq, 8), \"float32\"), R.Tensor((batch, seq, 8), \"float32\"), R.Tensor((batch, seq), \"float32\"))") !=
+        std::string::npos);
+  for (const auto& size : {std::pair<std::int64_t, std::int64_t>{2, 3}, {1, 5}}) {
+    const std::int64_t n = size.first, t = size.second;  // (not a structured binding: Clang 14's CAPTURE cannot take one)
+    CAPTURE(n);
+    CAPTURE(t);
+    std::vector<float> xs(std::size_t(n * t * 8));
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = float(i) / 4;
+    const vm::value r = run(m, {floats({n, t, 8}, xs)});
+    const auto z = r.as_tuple()[0].as_tensor(), shifted = r.as_tuple()[1].as_tensor(), ones = r.as_tuple()[2].as_tensor();
+    CHECK(z.shape() == runtime::shape_vector{n * t, 8});
+    CHECK(z.to_vector<float>() == xs);
+    REQUIRE(shifted.shape() == runtime::shape_vector{n, t, 8});
+    for (std::size_t i = 0; i < xs.size(); ++i) CHECK(shifted.to_vector<float>()[i] == xs[i] + float(i % 8 + 1));
+    CHECK(ones.shape() == runtime::shape_vector{n, t});
+    CHECK(ones.to_vector<float>() == std::vector<float>(std::size_t(n * t), 1.5f));
+  }
+  // Fixed by import_options::shapes, the same subgraphs are constants again.
+  CHECK(ir::print(kx::import_model(b.m, {.shapes = {{"x", {2, 3, 8}}}})).find("R.reshape(x, R.shape([6, 2, 4]))") != std::string::npos);
+
+  // An operator that cannot take a shape value, and a shape value as a graph output.
+  model_builder bad;
+  bad.input("x", {"batch", "seq"});
+  bad.node("Shape", {"x"}, {"s"});
+  bad.ints_initializer("from", {0});
+  bad.ints_initializer("one", {1});
+  bad.ints_initializer("end", {2});
+  bad.node("Slice", {"s", "one", "end"}, {"tail"});
+  bad.node("Slice", {"x", "from", "tail", "one"}, {"y"}, "cut");  // x[:, :seq]: a slice to a symbolic end
+  bad.output("y", {});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(bad.m); }) ==
+        "kiln::frontend::onnx: node 'cut' (Slice): input 2 is computed at import from the symbolic dimension(s) seq, which this operator "
+        "cannot take; fix them with import_options::shapes (kiln-run --shape)");
+  model_builder out;
+  out.input("x", {"batch", "3"});
+  out.node("Shape", {"x"}, {"s"});
+  out.output("s", {"2"}, ::onnx::TensorProto::INT64);
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(out.m); }) ==
+        "kiln::frontend::onnx: graph output 's' is computed from the symbolic dimension(s) batch (a shape, not a tensor kiln computes); fix "
+        "them with import_options::shapes (kiln-run --shape)");
 }
 
 TEST_CASE("opset decides semantics: Softmax before 13 flattens at axis 1, from 13 works on the last axis") {

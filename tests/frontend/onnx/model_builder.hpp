@@ -59,6 +59,13 @@ struct model_builder {
     t->add_dims(std::int64_t(values.size()));
     for (auto v : values) t->add_int64_data(v);
   }
+  /// A scalar (rank 0) int64 initializer, as a Gather's index.
+  void int_scalar_initializer(const std::string& name, std::int64_t value) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_int64_data(value);
+  }
   ::onnx::NodeProto& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs, const std::string& name = "") {
     auto* n = g().add_node();
     n->set_op_type(op);

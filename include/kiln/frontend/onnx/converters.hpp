@@ -15,6 +15,7 @@
 
 #include <kiln/frontend/onnx/node_context.hpp>
 #include <kiln/frontend/onnx/recurrent.hpp>
+#include <kiln/frontend/onnx/shape_values.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -1168,17 +1169,18 @@ inline const converter_table& converter_table::builtin() {
 
     // ---- shapes and data movement -------------------------------------------------------------------
     t.add("Reshape", 5, [](node_context& c) {
-      const auto target = c.constant_ints(1, "shape");
+      const auto target = c.known_ints(1, "shape");  // symbolic entries too (shape_values.hpp)
       const auto in = c.shape(0);
       const bool allowzero = c.attr_int("allowzero", 0) != 0;
       std::vector<ir::prim_expr> dims;
       for (std::size_t i = 0; i < target.size(); ++i) {
-        if (target[i] == 0 && !allowzero) {
+        const auto k = ir::as_int(target[i]);
+        if (k == 0 && !allowzero) {
           if (i >= in.size()) c.fail("shape entry " + std::to_string(i) + " is 0 (copy), but the input has rank " + std::to_string(in.size()));
           dims.push_back(in[i]);
         } else {
-          if (target[i] < -1) c.fail("shape entry " + std::to_string(i) + " is " + std::to_string(target[i]));
-          dims.push_back(ir::make_int(target[i]));
+          if (k && *k < -1) c.fail("shape entry " + std::to_string(i) + " is " + std::to_string(*k));
+          dims.push_back(target[i]);
         }
       }
       return one(reshape_to(c, c.input(0), dims));
@@ -1299,9 +1301,7 @@ inline const converter_table& converter_table::builtin() {
                         {{"axis", c.axis(axis[0], c.rank(0))}, {"exclusive", c.attr_int("exclusive", 0) != 0}, {"reverse", c.attr_int("reverse", 0) != 0}}));
     });
     t.add("Expand", 8, [](node_context& c) {
-      std::vector<ir::prim_expr> target;
-      for (auto v : c.constant_ints(1, "shape")) target.push_back(ir::make_int(v));
-      auto out = broadcast_shapes(c, c.shape(0), target);
+      auto out = broadcast_shapes(c, c.shape(0), c.known_ints(1, "shape"));
       return one(c.call("broadcast_to", {c.input(0), ir::make_shape_expr(out)}));
     });
     t.add("Trilu", 14, [](node_context& c) {  // where(mask, x, 0), the mask a constant over the last two axes
@@ -1388,6 +1388,37 @@ inline const converter_table& converter_table::builtin() {
       for (std::int64_t i = 0; i < n; ++i) v[std::size_t(i)] = start[0] + double(i) * delta[0];
       return one(c.constant(ir::ndarray::from<double>(dt, {n}, std::span<const double>(v))));
     });
+    // Window functions (opset 17): a constant of `size` values, a sum of cosines over n / N, with
+    // N = size (periodic, the default) or size - 1 (symmetric); ONNX's coefficients.
+    const auto window = [](std::vector<double> a) {
+      return [a](node_context& c) {
+        const auto size = c.constant_ints(0, "size");
+        if (size.size() != 1) c.fail("size must be one integer");
+        if (size[0] < 0) c.fail("size must not be negative, is " + std::to_string(size[0]));
+        if (std::size_t(size[0]) * 8 > max_folded_bytes) c.fail("the window would be too large to make at import");
+        const dtype dt = require_dtype(int(c.attr_int("output_datatype", ::onnx::TensorProto::FLOAT)), "output_datatype");
+        const double n_max = c.attr_int("periodic", 1) != 0 ? double(size[0]) : double(size[0] - 1);
+        const double pi = 3.14159265358979323846;
+        std::vector<double> v(static_cast<std::size_t>(size[0]), 0.0);
+        for (std::size_t n = 0; n < v.size(); ++n)
+          for (std::size_t k = 0; k < a.size(); ++k)
+            v[n] += (k % 2 ? -a[k] : a[k]) * std::cos(n_max > 0 ? 2 * pi * double(k) * double(n) / n_max : 0.0);  // size 1 symmetric: n = 0
+        return one(c.constant(ir::ndarray::from<double>(dt, {size[0]}, std::span<const double>(v))));
+      };
+    };
+    t.add("HannWindow", 17, window({0.5, 0.5}));
+    t.add("HammingWindow", 17, window({25.0 / 46.0, 21.0 / 46.0}));
+    t.add("BlackmanWindow", 17, window({0.42, 0.5, 0.08}));
+    t.add("MeanVarianceNormalization", 9, [](node_context& c) {  // (x - mean) / (std + 1e-9) over `axes`, as ONNX's function body
+      const int r = c.rank(0);
+      ir::int_array axes;
+      for (auto a : c.attr_ints("axes").value_or(std::vector<std::int64_t>{0, 2, 3})) axes.push_back(c.axis(a, r));
+      const dtype dt = c.input_dtype(0);
+      const ir::expr mean = c.call("mean", {c.input(0)}, {{"axis", axes}, {"keepdims", true}});
+      const ir::expr dev = c.call("subtract", {c.input(0), mean});
+      const ir::expr var = c.call("mean", {c.call("multiply", {dev, dev})}, {{"axis", axes}, {"keepdims", true}});
+      return one(c.call("divide", {dev, c.call("add", {c.call("sqrt", {var}), c.scalar(1e-9, dt)})}));
+    });
     t.add("Shrink", 9, [](node_context& c) {  // x + bias below -lambd, x - bias above lambd, 0 between
       const dtype dt = c.input_dtype(0);
       const double bias = c.attr_float("bias", 0.0), lambd = c.attr_float("lambd", 0.5);
@@ -1396,17 +1427,17 @@ inline const converter_table& converter_table::builtin() {
       return one(c.call("where", {c.call("less", {x, c.scalar(-lambd, dt)}), c.call("add", {x, c.scalar(bias, dt)}), above}));
     });
     t.add("Tile", 6, [](node_context& c) {  // x reshaped to (1, d0, 1, d1, ...), broadcast to (r0, d0, r1, d1, ...), merged
-      const auto reps = c.constant_ints(1, "repeats");
+      const auto reps = c.known_ints(1, "repeats");
       const auto d = c.shape(0);
       if (reps.size() != d.size()) c.fail("repeats has " + std::to_string(reps.size()) + " entries for rank " + std::to_string(d.size()));
       std::vector<ir::prim_expr> split, wide, out;
       for (std::size_t i = 0; i < d.size(); ++i) {
-        if (reps[i] < 0) c.fail("a repeat is negative");
+        if (auto r = ir::as_int(reps[i]); r && *r < 0) c.fail("a repeat is negative");
         split.push_back(ir::make_int(1));
         split.push_back(d[i]);
-        wide.push_back(ir::make_int(reps[i]));
+        wide.push_back(reps[i]);
         wide.push_back(d[i]);
-        out.push_back(ir::make_int(reps[i]) * d[i]);
+        out.push_back(reps[i] * d[i]);
       }
       ir::expr y = c.call("broadcast_to", {reshape_to(c, c.input(0), split), ir::make_shape_expr(wide)});
       return one(reshape_to(c, y, out));
@@ -1419,24 +1450,12 @@ inline const converter_table& converter_table::builtin() {
       if (end < 0) end += r;
       start = std::clamp<std::int64_t>(start, 0, r);
       end = std::clamp<std::int64_t>(end, 0, r);
-      std::vector<std::int64_t> values;
-      for (std::int64_t i = start; i < end; ++i) {
-        auto v = ir::as_int(d[std::size_t(i)]);
-        if (!v)
-          c.fail("the shape of input 0 has symbolic dimension " + ir::to_string(d[std::size_t(i)]) +
-                 "; kiln computes shapes at import, so fix it with import_options::shapes");
-        values.push_back(*v);
-      }
-      return one(c.ints(values));
+      // A constant, or with symbolic dimensions a shape value (shape_values.hpp).
+      return one(make_int_values({std::vector<ir::prim_expr>(d.begin() + std::ptrdiff_t(start), d.begin() + std::ptrdiff_t(std::max(start, end))), false}));
     });
     t.add("Size", 1, [](node_context& c) {
-      std::int64_t n = 1;
-      for (auto& d : c.shape(0)) {
-        auto v = ir::as_int(d);
-        if (!v) c.fail("the input has symbolic dimensions; fix them with import_options::shapes");
-        n *= *v;
-      }
-      return one(c.constant(ir::ndarray::scalar(dtype::int64, double(n))));
+      const auto d = c.shape(0);
+      return one(make_int_values({{product(d, 0, d.size())}, true}));
     });
     t.add("Constant", 1, [](node_context& c) {
       if (auto* v = c.attr_tensor("value")) return one(c.constant(to_ndarray(*v, "the value of node '" + c.node().name() + "'")));
@@ -1450,10 +1469,17 @@ inline const converter_table& converter_table::builtin() {
       c.fail("a Constant without a supported value attribute (sparse and string values are not supported)");
     });
     t.add("ConstantOfShape", 9, [](node_context& c) {
-      std::vector<std::int64_t> shape = c.constant_ints(0, "shape");
       ir::ndarray fill = ir::ndarray::scalar(dtype::float32, 0.0);
       if (auto* v = c.attr_tensor("value")) fill = to_ndarray(*v, "the value of node '" + c.node().name() + "'");
       if (fill.numel() != 1) c.fail("the value must hold one element");
+      if (!c.constant(0)) {  // a shape value with symbolic entries: the fill broadcast at run time
+        const auto dims = c.known_ints(0, "shape");
+        for (const auto& d : dims)
+          if (auto k = ir::as_int(d); k && *k < 0) c.fail("negative dimension " + std::to_string(*k));
+        return one(c.call("broadcast_to", {c.constant(ir::ndarray(fill.dt(), {}, std::vector<std::byte>(fill.bytes().begin(), fill.bytes().end()))),
+                                           ir::make_shape_expr(dims)}));
+      }
+      std::vector<std::int64_t> shape = c.constant_ints(0, "shape");
       std::size_t n = 1;
       for (auto d : shape) {
         if (d < 0) c.fail("negative dimension " + std::to_string(d));

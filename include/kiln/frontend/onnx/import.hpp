@@ -191,7 +191,12 @@ public:
     bb_.begin_dataflow();
     for (int i = 0; i < g.node_size(); ++i) convert(g.node(i), i);
     std::vector<ir::expr> outs;
-    for (auto& o : g.output()) outs.push_back(value(o.name(), "graph output '" + o.name() + "'"));
+    for (auto& o : g.output()) {
+      outs.push_back(value(o.name(), "graph output '" + o.name() + "'"));
+      if (is_shape_value(outs.back()))
+        fail("graph output '" + o.name() + "' is computed from the symbolic dimension(s) " + symbolic_names(outs.back()) +
+             " (a shape, not a tensor kiln computes); fix them with import_options::shapes (kiln-run --shape)");
+    }
     ir::expr result = outs.size() == 1 ? outs[0] : ir::make_tuple(outs);
     ir::var gv = bb_.emit_output(result, "gv");
     bb_.end_dataflow();
@@ -301,6 +306,19 @@ private:
     node_context ctx(n, opset_, inputs, bb_, eval_, where);
     std::vector<ir::expr> outs;
     try {
+      // Dimensions computed from symbolic ones (shape_values.hpp): shape arithmetic stays
+      // symbolic; Reshape, Expand, ConstantOfShape and Tile take the result; nothing else can.
+      if (std::any_of(inputs.begin(), inputs.end(), is_shape_value)) {
+        if (auto symbolic = convert_shape_arithmetic(ctx)) {
+          bind_outputs(n, where, *symbolic);
+          return;
+        }
+        if (!takes_shape_values(n.op_type()))
+          for (std::size_t i = 0; i < inputs.size(); ++i)
+            if (is_shape_value(inputs[i]))
+              fail(where + ": input " + std::to_string(i) + " is computed at import from the symbolic dimension(s) " + symbolic_names(inputs[i]) +
+                   ", which this operator cannot take; fix them with import_options::shapes (kiln-run --shape)");
+      }
       // float16 is a storage type for kiln's kernels: an operator that computes on float16
       // tensors computes in float32, its float results rounded back to float16 (exact for the
       // operators that only move elements; what ONNX Runtime's CPU kernels do for most others)
@@ -321,6 +339,10 @@ private:
     } catch (const kiln::error& e) {
       fail(where + ": " + e.what());
     }
+    bind_outputs(n, where, outs);
+  }
+
+  void bind_outputs(const ::onnx::NodeProto& n, const std::string& where, const std::vector<ir::expr>& outs) {
     if (outs.size() < std::size_t(n.output_size()))
       fail(where + ": the converter gave " + std::to_string(outs.size()) + " outputs for " + std::to_string(n.output_size()));
     for (int i = 0; i < n.output_size(); ++i)

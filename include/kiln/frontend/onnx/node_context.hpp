@@ -32,6 +32,32 @@ namespace kiln::frontend::onnx {
 /// Results larger than this are not computed at import time (they stay calls, for the compiler).
 inline constexpr std::size_t max_folded_bytes = std::size_t(64) << 20;
 
+/// Whether `e` is a shape value: dimensions known at import only as expressions.
+inline bool is_shape_value(const ir::expr& e) { return e && (ir::isa<ir::shape_expr_node>(e) || ir::isa<ir::prim_value_node>(e)); }
+
+/// Integers known at import: a scalar (`scalar`) or a 1-D list.
+struct int_values {
+  std::vector<ir::prim_expr> values;
+  bool scalar = false;
+};
+
+/// The integers `e` holds at import: a shape value's, or an integer constant's of rank 0 or 1.
+inline std::optional<int_values> int_values_of(const ir::expr& e) {
+  if (!e) return std::nullopt;
+  if (auto* s = ir::dyn_cast<ir::shape_expr_node>(e)) return int_values{s->values, false};
+  if (auto* p = ir::dyn_cast<ir::prim_value_node>(e)) {
+    if (!is_int(p->dt)) return std::nullopt;
+    return int_values{{p->int_value}, true};
+  }
+  if (auto* c = ir::dyn_cast<ir::constant_node>(e)) {
+    if (!is_int(c->data.dt()) || c->data.shape().size() > 1) return std::nullopt;
+    int_values out{{}, c->data.shape().empty()};
+    for (std::size_t k = 0; k < c->data.numel(); ++k) out.values.push_back(ir::make_int(c->data.element_int(k)));
+    return out;
+  }
+  return std::nullopt;
+}
+
 class node_context {
 public:
   /// `where` names the node in messages (the importer gives "node 'name' (Op)", or "node '#3'
@@ -102,6 +128,13 @@ public:
     std::vector<std::int64_t> out(c->numel());
     for (std::size_t k = 0; k < out.size(); ++k) out[k] = c->element_int(k);
     return out;
+  }
+  /// Input `i` as integers known at import (a shape, sizes, repeats): a constant's, or a shape
+  /// value's, whose entries may be symbolic (shape_values.hpp).
+  std::vector<ir::prim_expr> known_ints(std::size_t i, const char* what) const {
+    if (auto v = has_input(i) ? int_values_of(inputs_[i]) : std::nullopt) return v->values;
+    (void)constant_ints(i, what);  // the error
+    fail("input " + std::to_string(i) + " (" + what + ") must be integers");
   }
   std::vector<double> constant_floats(std::size_t i, const char* what) const {
     const ir::ndarray* c = constant(i);

@@ -18,6 +18,35 @@ inline const shape_type_node& shape_arg(const call_context& ctx, std::size_t i) 
   return *s;
 }
 
+/// product(num) / product(den) when the symbolic factors of `den` all occur among those of `num`
+/// (provably equal) and its constant factor divides theirs: [7, batch, 2, 24] / [7, batch] is 48,
+/// [seq, batch * 4, 16] / [seq, 16] is batch * 4. Nothing when that cannot be shown.
+inline std::optional<prim_expr> quotient_of_products(const std::vector<prim_expr>& num, const std::vector<prim_expr>& den) {
+  std::int64_t cn = 1, cd = 1;
+  std::vector<prim_expr> symbolic;
+  for (auto& d : num) {
+    if (auto c = as_int(d)) {
+      if (__builtin_mul_overflow(cn, *c, &cn)) return std::nullopt;
+    } else {
+      symbolic.push_back(d);
+    }
+  }
+  for (auto& d : den) {
+    if (auto c = as_int(d)) {
+      if (__builtin_mul_overflow(cd, *c, &cd)) return std::nullopt;
+      continue;
+    }
+    auto it = std::find_if(symbolic.begin(), symbolic.end(), [&](const prim_expr& s) { return prove_equal(s, d); });
+    if (it == symbolic.end()) return std::nullopt;
+    symbolic.erase(it);
+  }
+  if (cd <= 0 || cn % cd != 0) return std::nullopt;
+  if (symbolic.empty()) return make_int(cn / cd);
+  prim_expr q = symbolic[0];
+  for (std::size_t i = 1; i < symbolic.size(); ++i) q = q * symbolic[i];
+  return cn / cd == 1 ? q : q * make_int(cn / cd);
+}
+
 inline type infer_reshape(const call_context& ctx) {
   auto& x = ctx.tensor(0);
   auto& s = shape_arg(ctx, 1);
@@ -50,7 +79,7 @@ inline type infer_reshape(const call_context& ctx) {
                  " elements do not divide into rows of " + std::to_string(*k));
       dims[static_cast<std::size_t>(infer_at)] = make_int(*t / *k);
     } else {
-      dims[static_cast<std::size_t>(infer_at)] = floordiv(total, known);
+      dims[static_cast<std::size_t>(infer_at)] = quotient_of_products(*x.shape, rest).value_or(floordiv(total, known));
     }
     return tensor_type(std::move(dims), x.dt);
   }

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Shape subgraphs over symbolic dimensions. A model exported with a dynamic batch or sequence
+/// (PyTorch's `dynamic_axes`) computes its reshapes' targets from `Shape`: `Shape → Gather →
+/// Mul → Unsqueeze → Concat → Reshape`. When the dimensions are static the importer computes
+/// those values as constants (node_context). When some are symbolic, `Shape` gives a *shape
+/// value* instead: an IR `shape_expr` (a 1-D list of dimensions) or an integer `prim_value` (a
+/// scalar), whose entries are the model's size variables and expressions over them. The shape
+/// arithmetic below — Gather, Slice, Concat, Unsqueeze, Squeeze, Add, Sub, Mul, Div, Mod, Cast
+/// to an integer type, Identity — maps shape values to shape values, as TVM's Relax importer
+/// does; Reshape, Expand, ConstantOfShape and Tile take them as their targets. Any other
+/// operator given one is an error naming the symbolic dimensions to fix.
+#pragma once
+
+#include <kiln/frontend/onnx/node_context.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln::frontend::onnx {
+
+/// `v` as an expression: an int64 constant when every entry is static, else a shape value.
+inline ir::expr make_int_values(const int_values& v) {
+  std::vector<std::int64_t> known;
+  for (const auto& d : v.values)
+    if (auto k = ir::as_int(d)) known.push_back(*k);
+  if (known.size() == v.values.size()) {
+    std::vector<std::byte> bytes(known.size() * 8);
+    if (!known.empty()) std::memcpy(bytes.data(), known.data(), bytes.size());
+    const std::vector<std::int64_t> shape = v.scalar ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{std::int64_t(known.size())};
+    return ir::make_constant(ir::ndarray(dtype::int64, shape, std::move(bytes)));
+  }
+  return v.scalar ? ir::make_prim_value(v.values.at(0)) : ir::make_shape_expr(v.values);
+}
+
+/// The size variables a shape value's entries use, for messages ("batch, seq").
+inline std::string symbolic_names(const ir::expr& e) {
+  std::set<std::string> names;
+  std::vector<ir::prim_expr> values;
+  if (auto v = int_values_of(e)) values = v->values;
+  for (const auto& d : values)
+    if (!ir::as_int(d)) names.insert(ir::to_string(d));
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+/// The operators that take a shape value as their target (their converters read it through
+/// `node_context::known_ints`).
+inline bool takes_shape_values(const std::string& op) {
+  return op == "Reshape" || op == "Expand" || op == "ConstantOfShape" || op == "Tile";
+}
+
+/// Node `c` computed on shape values (at least one input is one, the others integer constants):
+/// its outputs, or nothing when the operator is not shape arithmetic or its operands are not
+/// values it can compute with (then the importer reports it).
+inline std::optional<std::vector<ir::expr>> convert_shape_arithmetic(node_context& c) {
+  const std::string& op = c.op_type();
+  std::vector<int_values> in;
+  for (std::size_t i = 0; i < c.num_inputs(); ++i) {
+    if (!c.has_input(i)) {
+      in.emplace_back();
+      continue;
+    }
+    auto v = int_values_of(c.input(i));
+    if (!v) return std::nullopt;
+    in.push_back(std::move(*v));
+  }
+  const auto all_static = [](const int_values& v) {
+    return std::all_of(v.values.begin(), v.values.end(), [](const ir::prim_expr& d) { return ir::as_int(d).has_value(); });
+  };
+  const auto ints = [&](std::size_t i) {
+    std::vector<std::int64_t> out;
+    for (const auto& d : in.at(i).values) out.push_back(*ir::as_int(d));
+    return out;
+  };
+  const auto result = [](int_values v) { return std::optional<std::vector<ir::expr>>(std::vector<ir::expr>{make_int_values(v)}); };
+
+  if (op == "Identity") return std::vector<ir::expr>{c.input(0)};
+  if (op == "Cast") {
+    const int to = int(c.attr_int("to"));
+    const bool integer = to == ::onnx::TensorProto::INT64 || to == ::onnx::TensorProto::INT32 || to == ::onnx::TensorProto::INT16 ||
+                         to == ::onnx::TensorProto::INT8;
+    if (!integer) return std::nullopt;
+    return result(in[0]);
+  }
+  if (op == "Gather") {
+    if (in[0].scalar || c.axis(c.attr_int("axis", 0), 1) != 0 || !all_static(in[1])) return std::nullopt;
+    const auto n = std::int64_t(in[0].values.size());
+    int_values out{{}, in[1].scalar};
+    for (auto k : ints(1)) {
+      if (k < -n || k >= n) c.fail("index " + std::to_string(k) + " is out of range for " + std::to_string(n) + " dimensions");
+      out.values.push_back(in[0].values[std::size_t(k < 0 ? k + n : k)]);
+    }
+    return result(out);
+  }
+  if (op == "Unsqueeze") {  // a scalar to a list of one
+    std::vector<std::int64_t> axes = c.opset() >= 13 ? (c.has_input(1) && all_static(in[1]) ? ints(1) : std::vector<std::int64_t>{})
+                                                     : c.attr_ints("axes").value_or(std::vector<std::int64_t>{});
+    if (!in[0].scalar || axes.size() != 1 || (axes[0] != 0 && axes[0] != -1)) return std::nullopt;
+    return result({in[0].values, false});
+  }
+  if (op == "Squeeze") {  // a list of one to a scalar
+    if (in[0].scalar || in[0].values.size() != 1) return std::nullopt;
+    return result({in[0].values, true});
+  }
+  if (op == "Concat") {
+    if (c.attr_int("axis", 0) != 0 && c.attr_int("axis", 0) != -1) return std::nullopt;
+    int_values out;
+    for (const auto& v : in) {
+      if (v.scalar) return std::nullopt;
+      out.values.insert(out.values.end(), v.values.begin(), v.values.end());
+    }
+    return result(out);
+  }
+  if (op == "Slice" && c.opset() >= 10) {
+    if (in[0].scalar) return std::nullopt;
+    for (std::size_t i = 1; i < in.size(); ++i)
+      if (c.has_input(i) && !all_static(in[i])) return std::nullopt;
+    if (ints(1).size() != 1 || ints(2).size() != 1) return std::nullopt;
+    if (c.has_input(3) && (ints(3).size() != 1 || (ints(3)[0] != 0 && ints(3)[0] != -1))) return std::nullopt;
+    const std::int64_t n = std::int64_t(in[0].values.size()), step = c.has_input(4) ? ints(4).at(0) : 1;
+    if (step == 0) c.fail("a step is 0");
+    // numpy's clamping of start and end for the step's direction
+    const auto clamp = [&](std::int64_t v) {
+      if (v < 0) v = v < -n ? -n - 1 : v + n;
+      return step > 0 ? std::clamp<std::int64_t>(v, 0, n) : std::clamp<std::int64_t>(v, -1, n - 1);
+    };
+    const std::int64_t begin = clamp(ints(1)[0]), end = clamp(ints(2)[0]);
+    int_values out;
+    for (std::int64_t k = begin; step > 0 ? k < end : k > end; k += step) out.values.push_back(in[0].values[std::size_t(k)]);
+    return result(out);
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod") {
+    const int_values& a = in[0];
+    const int_values& b = in[1];
+    const std::size_t n = std::max(a.values.size(), b.values.size());
+    if ((a.values.size() != n && a.values.size() != 1) || (b.values.size() != n && b.values.size() != 1)) return std::nullopt;
+    int_values out{{}, a.scalar && b.scalar};
+    for (std::size_t k = 0; k < n; ++k) {
+      const ir::prim_expr& x = a.values[a.values.size() == 1 ? 0 : k];
+      const ir::prim_expr& y = b.values[b.values.size() == 1 ? 0 : k];
+      const auto kx = ir::as_int(x), ky = ir::as_int(y);
+      if ((op == "Div" || op == "Mod") && ky == 0) c.fail("division by zero in shape arithmetic");
+      if (op == "Add") out.values.push_back(x + y);
+      else if (op == "Sub") out.values.push_back(x - y);
+      else if (op == "Mul") out.values.push_back(x * y);
+      else if (op == "Mod" && c.attr_int("fmod", 0) != 0)
+        return std::nullopt;
+      else if (op == "Div" && kx && ky) {  // ONNX's integer Div truncates
+        if (*kx == std::numeric_limits<std::int64_t>::min() && *ky == -1) c.fail("shape arithmetic overflows int64");
+        out.values.push_back(ir::make_int(*kx / *ky));
+      } else if (op == "Mod" && kx && ky)  // fmod 0: the divisor's sign
+        out.values.push_back(ir::floormod(x, y));
+      else if (ky && *ky > 0)  // a dimension is not negative: floor and truncation agree
+        out.values.push_back(op == "Div" ? ir::floordiv(x, y) : ir::floormod(x, y));
+      else
+        return std::nullopt;
+    }
+    return result(out);
+  }
+  return std::nullopt;
+}
+
+}  // namespace kiln::frontend::onnx
