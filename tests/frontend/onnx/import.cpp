@@ -184,6 +184,14 @@ TEST_CASE("shape subgraphs over symbolic dimensions stay symbolic: a dynamic bat
   CHECK(message_of<kx::import_error>([&] { kx::import_model(bad.m); }) ==
         "kiln::frontend::onnx: node 'cut' (Slice): input 2 is computed at import from the symbolic dimension(s) seq, which this operator "
         "cannot take; fix them with import_options::shapes (kiln-run --shape)");
+  model_builder lacking;  // without ONNX's checker a node may lack an operand: an error, not a read out of bounds
+  lacking.input("x", {"batch"});
+  lacking.node("Shape", {"x"}, {"s"});
+  lacking.node("Gather", {"s"}, {"n"}, "g");
+  lacking.output("n", {});
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(lacking.m, {.check_model = false}); }) ==
+        "kiln::frontend::onnx: node 'g' (Gather): input 0 is computed at import from the symbolic dimension(s) batch, which this operator "
+        "cannot take; fix them with import_options::shapes (kiln-run --shape)");
   model_builder out;
   out.input("x", {"batch", "3"});
   out.node("Shape", {"x"}, {"s"});

@@ -81,6 +81,10 @@ inline std::optional<std::vector<ir::expr>> convert_shape_arithmetic(node_contex
   };
   const auto result = [](int_values v) { return std::optional<std::vector<ir::expr>>(std::vector<ir::expr>{make_int_values(v)}); };
 
+  // (Checked without ONNX's checker, a node may lack inputs its operator requires.)
+  const std::size_t needs = op == "Gather" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod" ? 2 : op == "Slice" ? 3 : 1;
+  for (std::size_t i = 0; i < needs; ++i)
+    if (!c.has_input(i)) return std::nullopt;
   if (op == "Identity") return std::vector<ir::expr>{c.input(0)};
   if (op == "Cast") {
     const int to = int(c.attr_int("to"));
