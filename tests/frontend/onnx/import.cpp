@@ -171,19 +171,16 @@ TEST_CASE("shape subgraphs over symbolic dimensions stay symbolic: a dynamic bat
   // Fixed by import_options::shapes, the same subgraphs are constants again.
   CHECK(ir::print(kx::import_model(b.m, {.shapes = {{"x", {2, 3, 8}}}})).find("R.reshape(x, R.shape([6, 2, 4]))") != std::string::npos);
 
-  // An operator that cannot take a shape value, and a shape value as a graph output.
+  // An operator that cannot take a shape value (a dimension cast to float), and a shape value as
+  // a graph output.
   model_builder bad;
   bad.input("x", {"batch", "seq"});
   bad.node("Shape", {"x"}, {"s"});
-  bad.ints_initializer("from", {0});
-  bad.ints_initializer("one", {1});
-  bad.ints_initializer("end", {2});
-  bad.node("Slice", {"s", "one", "end"}, {"tail"});
-  bad.node("Slice", {"x", "from", "tail", "one"}, {"y"}, "cut");  // x[:, :seq]: a slice to a symbolic end
-  bad.output("y", {});
+  model_builder::attr(bad.node("Cast", {"s"}, {"f"}, "to_float"), "to", std::int64_t{::onnx::TensorProto::FLOAT});
+  bad.output("f", {});
   CHECK(message_of<kx::import_error>([&] { kx::import_model(bad.m); }) ==
-        "kiln::frontend::onnx: node 'cut' (Slice): input 2 is computed at import from the symbolic dimension(s) seq, which this operator "
-        "cannot take; fix them with import_options::shapes (kiln-run --shape)");
+        "kiln::frontend::onnx: node 'to_float' (Cast): input 0 is computed at import from the symbolic dimension(s) batch, seq, which this "
+        "operator cannot take; fix them with import_options::shapes (kiln-run --shape)");
   model_builder lacking;  // without ONNX's checker a node may lack an operand: an error, not a read out of bounds
   lacking.input("x", {"batch"});
   lacking.node("Shape", {"x"}, {"s"});
@@ -199,6 +196,52 @@ TEST_CASE("shape subgraphs over symbolic dimensions stay symbolic: a dynamic bat
   CHECK(message_of<kx::import_error>([&] { kx::import_model(out.m); }) ==
         "kiln::frontend::onnx: graph output 's' is computed from the symbolic dimension(s) batch (a shape, not a tensor kiln computes); fix "
         "them with import_options::shapes (kiln-run --shape)");
+}
+
+TEST_CASE("a slice to a symbolic end and a range to a symbolic limit are made at run time: mask[:t, :t], arange(t)") {
+  // mask [6, 6] (0, 1, ..., 35) cut to [t, t] for x [1, t]; arange(1, t, 2) over x's t; and
+  // mask[1:t:2] along axis 1 (a step).
+  model_builder b(17);
+  b.input("x", {"1", "t"});
+  std::vector<float> mask(36);
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = float(i);
+  b.initializer("mask", {6, 6}, mask);
+  b.node("Shape", {"x"}, {"s"});
+  b.ints_initializer("one_1d", {1});
+  b.ints_initializer("zeros", {0, 0});
+  b.ints_initializer("axes01", {0, 1});
+  b.ints_initializer("axis1", {1});
+  b.ints_initializer("two", {2});
+  b.int_scalar_initializer("i1", 1);
+  b.int_scalar_initializer("step", 2);
+  b.node("Slice", {"s", "one_1d", "two"}, {"t1"});  // [t]
+  model_builder::attr(b.node("Concat", {"t1", "t1"}, {"ends"}), "axis", std::int64_t{0});
+  b.node("Slice", {"mask", "zeros", "ends", "axes01"}, {"square"});
+  b.node("Slice", {"mask", "one_1d", "t1", "axis1", "two"}, {"strided"});
+  b.node("Gather", {"s", "i1"}, {"t"});
+  b.node("Range", {"i1", "t", "step"}, {"odd"});
+  b.output("square", {});
+  b.output("strided", {});
+  b.output("odd", {});
+  const ir::ir_module m = kx::import_model(b.m);
+  for (std::int64_t t : {1, 4, 6}) {
+    CAPTURE(t);
+    const vm::value r = run(m, {floats({1, t}, std::vector<float>(std::size_t(t), 0))});
+    std::vector<float> square, strided;
+    std::vector<std::int64_t> odd;
+    for (std::int64_t i = 0; i < t; ++i)
+      for (std::int64_t j = 0; j < t; ++j) square.push_back(mask[std::size_t(i * 6 + j)]);
+    for (std::int64_t i = 0; i < 6; ++i)
+      for (std::int64_t j = 1; j < t; j += 2) strided.push_back(mask[std::size_t(i * 6 + j)]);
+    for (std::int64_t v = 1; v < t; v += 2) odd.push_back(v);
+    CHECK(r.as_tuple()[0].as_tensor().shape() == runtime::shape_vector{t, t});
+    CHECK(r.as_tuple()[0].as_tensor().to_vector<float>() == square);
+    CHECK(r.as_tuple()[1].as_tensor().to_vector<float>() == strided);
+    CHECK(r.as_tuple()[2].as_tensor().to_vector<std::int64_t>() == odd);
+  }
+  // Past the buffer's length, the slice's indices are out of range: an error at run time.
+  CHECK(message_of<kiln::error>([&] { run(m, {floats({1, 7}, std::vector<float>(7, 0))}); }).find("index 6 (element 6 of the indices) is out of range for axis 0 of extent 6") !=
+        std::string::npos);
 }
 
 TEST_CASE("opset decides semantics: Softmax before 13 flattens at axis 1, from 13 works on the last axis") {

@@ -535,6 +535,73 @@ inline exprs slice(node_context& c, std::vector<std::int64_t> starts, std::vecto
   return one(c.call("strided_slice", {c.input(0)}, {{"axes", ax}, {"begin", b}, {"end", e}, {"strides", s}}));
 }
 
+/// begin, begin + step, ... (`length` of them) as an int64 tensor made at run time: a cumulative
+/// sum of ones, for lengths and starts computed from symbolic dimensions.
+/// Slice-10+ with starts or ends computed from symbolic dimensions (`mask[:t, :t]` for a dynamic
+/// sequence t): each such axis is a `take` of the indices begin, begin + step, ... below end,
+/// made at run time as a cumulative sum of ones of the slice's symbolic length. A symbolic bound
+/// is taken to lie within the axis (a buffer of the longest length cut to the current one), so
+/// the result's extent is end - begin; beyond the axis, `take` reports the index out of range at
+/// run time. Constant bounds are clamped as numpy does; the step must be a positive constant.
+/// Axes with constant bounds are one strided_slice.
+inline ir::expr symbolic_range(node_context& c, const ir::prim_expr& begin, const ir::prim_expr& length, std::int64_t step) {
+  const auto int64 = [&](std::int64_t v) { return c.constant(ir::ndarray::scalar(dtype::int64, double(v))); };
+  const ir::expr ones = c.call("broadcast_to", {int64(1), ir::make_shape_expr({length})});
+  ir::expr idx = c.call("subtract", {c.call("cumsum", {ones}, {{"axis", std::int64_t{0}}}), int64(1)});
+  if (step != 1) idx = c.call("multiply", {idx, int64(step)});
+  if (auto k = ir::as_int(begin)) return *k == 0 ? idx : c.call("add", {idx, int64(*k)});
+  // a symbolic begin as a tensor: the sum of that many ones
+  const ir::expr first = c.call("sum", {c.call("broadcast_to", {int64(1), ir::make_shape_expr({begin})})}, {{"axis", ir::int_array{0}}});
+  return c.call("add", {idx, first});
+}
+
+inline exprs slice_to_symbolic_bounds(node_context& c) {
+  const int r = c.rank(0);
+  const auto d = c.shape(0);
+  const auto starts = c.known_ints(1, "starts"), ends = c.known_ints(2, "ends");
+  if (starts.size() != ends.size()) c.fail("starts and ends differ in length");
+  std::vector<std::int64_t> axes, steps(starts.size(), 1);
+  if (c.has_input(3)) axes = c.constant_ints(3, "axes");
+  else
+    for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(std::int64_t(i));
+  if (c.has_input(4)) steps = c.constant_ints(4, "steps");
+  if (axes.size() != starts.size() || steps.size() != starts.size()) c.fail("axes and steps must have one entry per start");
+  ir::int_array sa, sb, se, ss;  // the axes with constant bounds
+  std::vector<std::size_t> symbolic;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    if (steps[i] == 0) c.fail("a step is 0");
+    auto b = ir::as_int(starts[i]), e = ir::as_int(ends[i]);
+    if (b && e) {
+      sa.push_back(c.axis(axes[i], r));
+      sb.push_back(*b);
+      se.push_back(*e);
+      ss.push_back(steps[i]);
+    } else {
+      symbolic.push_back(i);
+    }
+  }
+  ir::expr y = c.input(0);
+  if (!sa.empty()) y = c.call("strided_slice", {y}, {{"axes", sa}, {"begin", sb}, {"end", se}, {"strides", ss}});
+  for (std::size_t i : symbolic) {
+    const std::int64_t step = steps[i];
+    if (step < 0) c.fail("a slice with bounds computed from symbolic dimensions needs a positive step, has " + std::to_string(step));
+    const std::int64_t axis = c.axis(axes[i], r);
+    const ir::prim_expr dim = d[std::size_t(axis)];
+    const auto bound = [&](const ir::prim_expr& v) {
+      const auto k = ir::as_int(v);
+      if (!k) return v;                 // symbolic: taken to lie within the axis
+      if (*k < 0) return dim + *k;      // from the end
+      if (auto n = ir::as_int(dim)) return ir::make_int(std::min(*k, *n));  // numpy's clamp
+      return v;
+    };
+    const ir::prim_expr begin = bound(starts[i]), end = bound(ends[i]);
+    const ir::prim_expr length = step == 1 ? end - begin : ir::floordiv(end - begin + (step - 1), ir::make_int(step));
+    // begin + step * (cumsum(ones) - 1)
+    y = c.call("take", {y, symbolic_range(c, begin, length, step)}, {{"axis", axis}});
+  }
+  return one(y);
+}
+
 inline exprs clip(node_context& c, double lo, double hi) {
   return one(c.call("clip", {c.input(0)}, {{"min", lo}, {"max", hi}}));
 }
@@ -1235,6 +1302,7 @@ inline const converter_table& converter_table::builtin() {
       return slice(c, *starts, *ends, c.attr_ints("axes"), std::nullopt);
     });
     t.add("Slice", 10, [](node_context& c) {
+      if (is_shape_value(c.input(1)) || is_shape_value(c.input(2))) return slice_to_symbolic_bounds(c);
       return slice(c, c.constant_ints(1, "starts"), c.constant_ints(2, "ends"),
                    c.has_input(3) ? std::optional(c.constant_ints(3, "axes")) : std::nullopt,
                    c.has_input(4) ? std::optional(c.constant_ints(4, "steps")) : std::nullopt);
@@ -1377,6 +1445,17 @@ inline const converter_table& converter_table::builtin() {
       return one(c.constant(ir::ndarray::from<double>(dt, d, std::span<const double>(v))));
     });
     t.add("Range", 11, [](node_context& c) {  // a constant: start, limit and delta must be known at import
+      if (is_shape_value(c.input(0)) || is_shape_value(c.input(1))) {  // torch.arange(seq): made at run time
+        const auto start = c.known_ints(0, "start"), limit = c.known_ints(1, "limit");
+        const auto delta = c.constant_ints(2, "delta");
+        if (start.size() != 1 || limit.size() != 1 || delta.size() != 1) c.fail("start, limit and delta must be scalars");
+        if (delta[0] <= 0) c.fail("with a limit computed from symbolic dimensions, delta must be positive, is " + std::to_string(delta[0]));
+        const ir::prim_expr span = limit[0] - start[0];
+        const ir::prim_expr n = delta[0] == 1 ? span : ir::floordiv(span + (delta[0] - 1), ir::make_int(delta[0]));
+        ir::expr r = symbolic_range(c, start[0], n, delta[0]);
+        const dtype dt = is_shape_value(c.input(0)) ? c.input_dtype(1) : c.input_dtype(0);
+        return one(dt == dtype::int64 ? r : c.call("astype", {r}, {{"dtype", dt}}));
+      }
       const dtype dt = c.input_dtype(0);
       const auto start = c.constant_floats(0, "start"), limit = c.constant_floats(1, "limit"), delta = c.constant_floats(2, "delta");
       if (start.size() != 1 || limit.size() != 1 || delta.size() != 1) c.fail("start, limit and delta must be scalars");

@@ -8,8 +8,9 @@
 /// scalar), whose entries are the model's size variables and expressions over them. The shape
 /// arithmetic below — Gather, Slice, Concat, Unsqueeze, Squeeze, Add, Sub, Mul, Div, Mod, Cast
 /// to an integer type, Identity — maps shape values to shape values, as TVM's Relax importer
-/// does; Reshape, Expand, ConstantOfShape and Tile take them as their targets. Any other
-/// operator given one is an error naming the symbolic dimensions to fix.
+/// does; Reshape, Expand, ConstantOfShape and Tile take them as their targets, Slice as its bounds
+/// and Range as its limits (converters.hpp: indices made at run time). Any other operator given
+/// one is an error naming the symbolic dimensions to fix.
 #pragma once
 
 #include <kiln/frontend/onnx/node_context.hpp>
@@ -53,7 +54,7 @@ inline std::string symbolic_names(const ir::expr& e) {
 /// The operators that take a shape value as their target (their converters read it through
 /// `node_context::known_ints`).
 inline bool takes_shape_values(const std::string& op) {
-  return op == "Reshape" || op == "Expand" || op == "ConstantOfShape" || op == "Tile";
+  return op == "Reshape" || op == "Expand" || op == "ConstantOfShape" || op == "Tile" || op == "Slice" || op == "Range";
 }
 
 /// Node `c` computed on shape values (at least one input is one, the others integer constants):
