@@ -17,10 +17,10 @@ Models:
   gpt_block  a GPT-2 style decoder block: pre-LayerNorm, causal self-attention, GELU MLP
   recurrent  a sequence classifier: a 2-layer bidirectional LSTM (hidden 48), a GRU (hidden 32)
              and a linear layer on the last step; 20 steps of 32 features
-  encoder_dynamic
-             the encoder layer exported with a dynamic batch and sequence (PyTorch's dynamic_axes),
-             with a second input and output at batch 2, sequence 50 (NAME.input2.npy,
-             NAME.output2.npy)
+  encoder_dynamic, gpt_block_dynamic
+             the encoder layer and the GPT block exported with a dynamic batch and sequence
+             (PyTorch's dynamic_axes), with a second input and output at batch 2, sequence 50
+             (NAME.input2.npy, NAME.output2.npy)
 """
 import argparse
 import math
@@ -92,8 +92,8 @@ def build(name, batch, image_size):
     elif name == "recurrent":
         model = Recurrent()
         x = torch.randn(batch, 20, 32)
-    elif name == "encoder_dynamic":
-        model, x = build("encoder", batch, image_size)
+    elif name in ("encoder_dynamic", "gpt_block_dynamic"):
+        model, x = build(name[: -len("_dynamic")], batch, image_size)
     else:
         raise SystemExit(f"export_models.py: unknown model '{name}'")
     return model.eval(), x
@@ -102,7 +102,7 @@ def build(name, batch, image_size):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
-    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block", "recurrent", "encoder_dynamic"])
+    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block", "recurrent", "encoder_dynamic", "gpt_block_dynamic"])
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--suffix", default="")

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Models exported from PyTorch (scripts/export_models.py: an MLP, ResNet-18, a transformer encoder
-// layer, the same with a dynamic batch and sequence, a GPT-style decoder block, a recurrent
+// layer and a GPT-style decoder block, both also with a dynamic batch and sequence, a recurrent
 // classifier of LSTM and GRU layers; random weights) imported, compiled at opt level 0 and 2,
 // run, and compared with PyTorch's output at atol = rtol = 1e-4. The directory of exported models
 // comes from the environment (KILN_ONNX_MODELS); CTest's fixture writes it first.
@@ -64,4 +64,7 @@ TEST_CASE("a GPT-style decoder block from PyTorch through ONNX") { check_model("
 TEST_CASE("PyTorch's LSTM (two bidirectional layers) and GRU through ONNX") { check_model("recurrent"); }
 TEST_CASE("the encoder layer exported with a dynamic batch and sequence runs at (1, 128) and (2, 50)") {
   check_model("encoder_dynamic", {{"input", "output"}, {"input2", "output2"}});
+}
+TEST_CASE("the GPT block exported with a dynamic batch and sequence (its causal mask cut to the sequence) runs at (1, 64) and (2, 50)") {
+  check_model("gpt_block_dynamic", {{"input", "output"}, {"input2", "output2"}});
 }
