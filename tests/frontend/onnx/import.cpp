@@ -171,6 +171,38 @@ TEST_CASE("shape subgraphs over symbolic dimensions stay symbolic: a dynamic bat
   // Fixed by import_options::shapes, the same subgraphs are constants again.
   CHECK(ir::print(kx::import_model(b.m, {.shapes = {{"x", {2, 3, 8}}}})).find("R.reshape(x, R.shape([6, 2, 4]))") != std::string::npos);
 
+  // PyTorch's cls.expand(b, -1, -1): the -1s of [b, -1, -1] replaced by the input's dimensions
+  // with Shape, ConstantOfShape, Mul, Equal and Where over the target, which stays symbolic.
+  model_builder ex;
+  ex.input("x", {"batch", "5"});
+  ex.initializer("cls", {1, 1, 4}, {1, 2, 3, 4});
+  ex.node("Shape", {"x"}, {"s"});
+  ex.int_scalar_initializer("i0", 0);
+  ex.ints_initializer("axes", {0});
+  ex.ints_initializer("minus_one", {-1});
+  ex.node("Gather", {"s", "i0"}, {"n"});
+  ex.node("Unsqueeze", {"n", "axes"}, {"n1"});
+  model_builder::attr(ex.node("Concat", {"n1", "minus_one", "minus_one"}, {"target"}), "axis", std::int64_t{0});
+  ex.node("Reshape", {"target", "minus_one"}, {"flat"});
+  ex.node("Shape", {"flat"}, {"count"});
+  auto& ones = ex.node("ConstantOfShape", {"count"}, {"ones"});
+  auto* one_value = ones.add_attribute();
+  one_value->set_name("value");
+  one_value->set_type(::onnx::AttributeProto::TENSOR);
+  one_value->mutable_t()->set_data_type(::onnx::TensorProto::INT64);
+  one_value->mutable_t()->add_dims(1);
+  one_value->mutable_t()->add_int64_data(1);
+  ex.node("Mul", {"ones", "minus_one"}, {"negs"});
+  ex.node("Equal", {"flat", "negs"}, {"is_neg"});
+  ex.node("Where", {"is_neg", "ones", "flat"}, {"fixed"});
+  ex.node("Expand", {"cls", "fixed"}, {"y"});
+  ex.output("y", {});
+  const ir::ir_module em = kx::import_model(ex.m);
+  CHECK(ir::print(em).find("R.broadcast_to(R.const([[[1.0, 2.0, 3.0, 4.0]]], \"float32\"), R.shape([batch, 1, 4]))") != std::string::npos);
+  const auto expanded = run(em, {floats({3, 5}, std::vector<float>(15, 0))}).as_tensor();
+  CHECK(expanded.shape() == runtime::shape_vector{3, 1, 4});
+  CHECK(expanded.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4});
+
   // An operator that cannot take a shape value (a dimension cast to float), and a shape value as
   // a graph output.
   model_builder bad;

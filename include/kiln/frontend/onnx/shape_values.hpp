@@ -6,8 +6,9 @@
 /// those values as constants (node_context). When some are symbolic, `Shape` gives a *shape
 /// value* instead: an IR `shape_expr` (a 1-D list of dimensions) or an integer `prim_value` (a
 /// scalar), whose entries are the model's size variables and expressions over them. The shape
-/// arithmetic below — Gather, Slice, Concat, Unsqueeze, Squeeze, Add, Sub, Mul, Div, Mod, Cast
-/// to an integer type, Identity — maps shape values to shape values, as TVM's Relax importer
+/// arithmetic below — Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape, Shape, Add, Sub, Mul,
+/// Div, Mod, Equal, Where, Cast to an integer type, Identity — maps shape values to shape values
+/// (Equal to constants, when provable: a dimension is never negative), as TVM's Relax importer
 /// does; Reshape, Expand, ConstantOfShape and Tile take them as their targets, Slice as its bounds
 /// and Range as its limits (converters.hpp: indices made at run time). Any other operator given
 /// one is an error naming the symbolic dimensions to fix.
@@ -57,11 +58,28 @@ inline bool takes_shape_values(const std::string& op) {
   return op == "Reshape" || op == "Expand" || op == "ConstantOfShape" || op == "Tile" || op == "Slice" || op == "Range";
 }
 
+/// Where over shape values with a constant condition (PyTorch's `expand(-1, ...)`: the -1s of
+/// the target replaced by the input's dimensions): elementwise, with numpy's broadcasting.
+inline std::optional<std::vector<ir::expr>> shape_where(node_context& c) {
+  if (c.num_inputs() < 3 || !c.has_input(0) || !c.has_input(1) || !c.has_input(2)) return std::nullopt;
+  const ir::ndarray* cond = c.constant(0);
+  const auto x = int_values_of(c.input(1)), y = int_values_of(c.input(2));
+  if (!cond || cond->dt() != dtype::bool_ || cond->shape().size() > 1 || !x || !y) return std::nullopt;
+  const std::size_t nc = cond->numel(), n = std::max({nc, x->values.size(), y->values.size()});
+  for (std::size_t m : {nc, x->values.size(), y->values.size()})
+    if (m != n && m != 1) return std::nullopt;
+  int_values out{{}, cond->shape().empty() && x->scalar && y->scalar};
+  for (std::size_t k = 0; k < n; ++k)
+    out.values.push_back(cond->element_int(nc == 1 ? 0 : k) != 0 ? x->values[x->values.size() == 1 ? 0 : k] : y->values[y->values.size() == 1 ? 0 : k]);
+  return std::vector<ir::expr>{make_int_values(out)};
+}
+
 /// Node `c` computed on shape values (at least one input is one, the others integer constants):
 /// its outputs, or nothing when the operator is not shape arithmetic or its operands are not
 /// values it can compute with (then the importer reports it).
 inline std::optional<std::vector<ir::expr>> convert_shape_arithmetic(node_context& c) {
   const std::string& op = c.op_type();
+  if (op == "Where") return shape_where(c);
   std::vector<int_values> in;
   for (std::size_t i = 0; i < c.num_inputs(); ++i) {
     if (!c.has_input(i)) {
@@ -83,10 +101,45 @@ inline std::optional<std::vector<ir::expr>> convert_shape_arithmetic(node_contex
   const auto result = [](int_values v) { return std::optional<std::vector<ir::expr>>(std::vector<ir::expr>{make_int_values(v)}); };
 
   // (Checked without ONNX's checker, a node may lack inputs its operator requires.)
-  const std::size_t needs = op == "Gather" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod" ? 2 : op == "Slice" ? 3 : 1;
+  const std::size_t needs = op == "Gather" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod" || op == "Equal" || op == "Reshape" ? 2
+                            : op == "Slice"                                                                                             ? 3
+                                                                                                                                        : 1;
   for (std::size_t i = 0; i < needs; ++i)
     if (!c.has_input(i)) return std::nullopt;
   if (op == "Identity") return std::vector<ir::expr>{c.input(0)};
+  if (op == "Shape") {  // of a shape value: its length
+    if (c.has_attr("start") || c.has_attr("end")) return std::nullopt;
+    if (in[0].scalar) return result({{}, false});
+    return result({{ir::make_int(std::int64_t(in[0].values.size()))}, false});
+  }
+  if (op == "Reshape") {  // a list kept a list ([-1] or [n]), or one value made a scalar ([])
+    if (!c.has_input(1) || !all_static(in[1])) return std::nullopt;
+    const auto target = ints(1);
+    const auto n = std::int64_t(in[0].values.size());
+    if (target.size() == 1 && (target[0] == -1 || target[0] == n)) return result({in[0].values, false});
+    if (target.empty() && n == 1) return result({in[0].values, true});
+    return std::nullopt;
+  }
+  if (op == "Equal") {  // known when provable: a dimension is never negative
+    const int_values& a = in[0];
+    const int_values& b = in[1];
+    const std::size_t n = std::max(a.values.size(), b.values.size());
+    if ((a.values.size() != n && a.values.size() != 1) || (b.values.size() != n && b.values.size() != 1)) return std::nullopt;
+    std::vector<std::byte> bits;
+    for (std::size_t k = 0; k < n; ++k) {
+      const ir::prim_expr& x = a.values[a.values.size() == 1 ? 0 : k];
+      const ir::prim_expr& y = b.values[b.values.size() == 1 ? 0 : k];
+      const auto kx = ir::as_int(x), ky = ir::as_int(y);
+      bool equal;
+      if (ir::prove_equal(x, y)) equal = true;
+      else if (ir::prove_not_equal(x, y) || (kx && *kx < 0 && !ky) || (ky && *ky < 0 && !kx)) equal = false;
+      else return std::nullopt;
+      bits.push_back(std::byte(equal ? 1 : 0));
+    }
+    const bool scalar = a.scalar && b.scalar;
+    const std::vector<std::int64_t> shape = scalar ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{std::int64_t(n)};
+    return std::vector<ir::expr>{ir::make_constant(ir::ndarray(dtype::bool_, shape, std::move(bits)))};
+  }
   if (op == "Cast") {
     const int to = int(c.attr_int("to"));
     const bool integer = to == ::onnx::TensorProto::INT64 || to == ::onnx::TensorProto::INT32 || to == ::onnx::TensorProto::INT16 ||
