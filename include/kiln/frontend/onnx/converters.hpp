@@ -537,13 +537,6 @@ inline exprs slice(node_context& c, std::vector<std::int64_t> starts, std::vecto
 
 /// begin, begin + step, ... (`length` of them) as an int64 tensor made at run time: a cumulative
 /// sum of ones, for lengths and starts computed from symbolic dimensions.
-/// Slice-10+ with starts or ends computed from symbolic dimensions (`mask[:t, :t]` for a dynamic
-/// sequence t): each such axis is a `take` of the indices begin, begin + step, ... below end,
-/// made at run time as a cumulative sum of ones of the slice's symbolic length. A symbolic bound
-/// is taken to lie within the axis (a buffer of the longest length cut to the current one), so
-/// the result's extent is end - begin; beyond the axis, `take` reports the index out of range at
-/// run time. Constant bounds are clamped as numpy does; the step must be a positive constant.
-/// Axes with constant bounds are one strided_slice.
 inline ir::expr symbolic_range(node_context& c, const ir::prim_expr& begin, const ir::prim_expr& length, std::int64_t step) {
   const auto int64 = [&](std::int64_t v) { return c.constant(ir::ndarray::scalar(dtype::int64, double(v))); };
   const ir::expr ones = c.call("broadcast_to", {int64(1), ir::make_shape_expr({length})});
@@ -555,6 +548,12 @@ inline ir::expr symbolic_range(node_context& c, const ir::prim_expr& begin, cons
   return c.call("add", {idx, first});
 }
 
+/// Slice-10+ with starts or ends computed from symbolic dimensions (`mask[:t, :t]` for a dynamic
+/// sequence t): each such axis is a `take` of the indices begin, begin + step, ... below end
+/// (symbolic_range). A symbolic bound is taken to lie within the axis (a buffer of the longest
+/// length cut to the current one), so the result's extent is end - begin; beyond the axis, `take`
+/// reports the index out of range at run time. Constant bounds are clamped as numpy does; the
+/// step must be a positive constant. Axes with constant bounds are one strided_slice.
 inline exprs slice_to_symbolic_bounds(node_context& c) {
   const int r = c.rank(0);
   const auto d = c.shape(0);
@@ -596,7 +595,6 @@ inline exprs slice_to_symbolic_bounds(node_context& c) {
     };
     const ir::prim_expr begin = bound(starts[i]), end = bound(ends[i]);
     const ir::prim_expr length = step == 1 ? end - begin : ir::floordiv(end - begin + (step - 1), ir::make_int(step));
-    // begin + step * (cumsum(ones) - 1)
     y = c.call("take", {y, symbolic_range(c, begin, length, step)}, {{"axis", axis}});
   }
   return one(y);

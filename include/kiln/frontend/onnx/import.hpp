@@ -307,7 +307,8 @@ private:
     std::vector<ir::expr> outs;
     try {
       // Dimensions computed from symbolic ones (shape_values.hpp): shape arithmetic stays
-      // symbolic; Reshape, Expand, ConstantOfShape and Tile take the result; nothing else can.
+      // symbolic; Reshape, Expand, ConstantOfShape, Tile, Slice and Range take the result
+      // (takes_shape_values); nothing else can.
       if (std::any_of(inputs.begin(), inputs.end(), is_shape_value)) {
         if (auto symbolic = convert_shape_arithmetic(ctx)) {
           bind_outputs(n, where, *symbolic);
