@@ -16,6 +16,8 @@
 /// padded batch, so all elements get the same arithmetic.
 #pragma once
 
+#include <kiln/support/config.hpp>
+
 #include <kiln/kernels/ops.hpp>
 
 namespace kiln::kernels {
@@ -201,152 +203,83 @@ void unary(const Op& op, const tensor& x, const tensor& out) {
 
 // ---- the operators ----------------------------------------------------------------------------------
 
-// Each binary operator in its two forms: into a given output through `driver` (`binary`, or
-// `compare` for bool results), and allocating an output of dtype `result_type`.
-#define KILN_KERNELS_BINARY(op_name, driver, result_type)                                              \
-  inline void op_name(const tensor& a, const tensor& b, const tensor& out) { driver(ops::op_name{}, a, b, out); } \
-  inline tensor op_name(const tensor& a, const tensor& b) {                                            \
-    detail::require_same_dtype(ops::op_name::name, {&a, &b});                                           \
-    tensor out = new_output(broadcast_shapes(ops::op_name::name, {&a, &b}), result_type);              \
-    op_name(a, b, out);                                                                                \
-    return out;                                                                                        \
-  }
-KILN_KERNELS_BINARY(add, binary, a.type())
-KILN_KERNELS_BINARY(subtract, binary, a.type())
-KILN_KERNELS_BINARY(multiply, binary, a.type())
-KILN_KERNELS_BINARY(divide, binary, a.type())
-KILN_KERNELS_BINARY(floor_divide, binary, a.type())
-KILN_KERNELS_BINARY(fmod, binary, a.type())
-KILN_KERNELS_BINARY(power, binary, a.type())
-KILN_KERNELS_BINARY(maximum, binary, a.type())
-KILN_KERNELS_BINARY(minimum, binary, a.type())
-KILN_KERNELS_BINARY(equal, compare, dtype::bool_)
-KILN_KERNELS_BINARY(not_equal, compare, dtype::bool_)
-KILN_KERNELS_BINARY(less, compare, dtype::bool_)
-KILN_KERNELS_BINARY(less_equal, compare, dtype::bool_)
-KILN_KERNELS_BINARY(greater, compare, dtype::bool_)
-KILN_KERNELS_BINARY(greater_equal, compare, dtype::bool_)
-KILN_KERNELS_BINARY(logical_and, compare, dtype::bool_)
-KILN_KERNELS_BINARY(logical_or, compare, dtype::bool_)
-#undef KILN_KERNELS_BINARY
+// The operators, as X-macro lists for the code that repeats something for each (the declarations
+// here, the definitions in impl/elementwise.ipp, the VM registration): X(name, driver, result
+// dtype) for the binary ones, whose result is computed into `out` by `driver` (`binary`, or
+// `compare` for bool results) and allocated with dtype `result dtype`; X(name) for the unary ones.
+#define KILN_KERNELS_BINARY_OPERATORS(X)   \
+  X(add, binary, a.type())                 \
+  X(subtract, binary, a.type())            \
+  X(multiply, binary, a.type())            \
+  X(divide, binary, a.type())              \
+  X(floor_divide, binary, a.type())        \
+  X(fmod, binary, a.type())                \
+  X(power, binary, a.type())               \
+  X(maximum, binary, a.type())             \
+  X(minimum, binary, a.type())             \
+  X(equal, compare, dtype::bool_)          \
+  X(not_equal, compare, dtype::bool_)      \
+  X(less, compare, dtype::bool_)           \
+  X(less_equal, compare, dtype::bool_)     \
+  X(greater, compare, dtype::bool_)        \
+  X(greater_equal, compare, dtype::bool_)  \
+  X(logical_and, compare, dtype::bool_)    \
+  X(logical_or, compare, dtype::bool_)
+#define KILN_KERNELS_UNARY_OPERATORS(X)  \
+  X(negative)                            \
+  X(abs)                                 \
+  X(relu)                                \
+  X(exp)                                 \
+  X(log)                                 \
+  X(sqrt)                                \
+  X(rsqrt)                               \
+  X(tanh)                                \
+  X(sigmoid)                             \
+  X(erf)                                 \
+  X(gelu)                                \
+  X(gelu_tanh)                           \
+  X(logical_not)                         \
+  X(sin)                                 \
+  X(cos)                                 \
+  X(tan)                                 \
+  X(asin)                                \
+  X(acos)                                \
+  X(atan)                                \
+  X(sinh)                                \
+  X(cosh)                                \
+  X(asinh)                               \
+  X(acosh)                               \
+  X(atanh)                               \
+  X(floor)                               \
+  X(ceil)                                \
+  X(round)
 
-#define KILN_KERNELS_UNARY(op_name)                                                                     \
-  inline void op_name(const tensor& x, const tensor& out) { unary(ops::op_name{}, x, out); }            \
-  inline tensor op_name(const tensor& x) {                                                              \
-    if (!x.defined()) fail(ops::op_name::name, "the operand is undefined");                             \
-    tensor out = new_output(x.shape(), x.type());                                                       \
-    op_name(x, out);                                                                                    \
-    return out;                                                                                         \
-  }
-KILN_KERNELS_UNARY(negative)
-KILN_KERNELS_UNARY(abs)
-KILN_KERNELS_UNARY(relu)
-KILN_KERNELS_UNARY(exp)
-KILN_KERNELS_UNARY(log)
-KILN_KERNELS_UNARY(sqrt)
-KILN_KERNELS_UNARY(rsqrt)
-KILN_KERNELS_UNARY(tanh)
-KILN_KERNELS_UNARY(sigmoid)
-KILN_KERNELS_UNARY(erf)
-KILN_KERNELS_UNARY(gelu)
-KILN_KERNELS_UNARY(gelu_tanh)
-KILN_KERNELS_UNARY(logical_not)
-KILN_KERNELS_UNARY(sin)
-KILN_KERNELS_UNARY(cos)
-KILN_KERNELS_UNARY(tan)
-KILN_KERNELS_UNARY(asin)
-KILN_KERNELS_UNARY(acos)
-KILN_KERNELS_UNARY(atan)
-KILN_KERNELS_UNARY(sinh)
-KILN_KERNELS_UNARY(cosh)
-KILN_KERNELS_UNARY(asinh)
-KILN_KERNELS_UNARY(acosh)
-KILN_KERNELS_UNARY(atanh)
-KILN_KERNELS_UNARY(floor)
-KILN_KERNELS_UNARY(ceil)
-KILN_KERNELS_UNARY(round)
-#undef KILN_KERNELS_UNARY
+// Each operator in its two forms: into a given output, and allocating the output.
+#define KILN_KERNELS_DECLARE_BINARY(op_name, driver, result_type)                                        \
+  KILN_DECL void op_name(const tensor& a, const tensor& b, const tensor& out);                          \
+  KILN_DECL tensor op_name(const tensor& a, const tensor& b);
+KILN_KERNELS_BINARY_OPERATORS(KILN_KERNELS_DECLARE_BINARY)
+#undef KILN_KERNELS_DECLARE_BINARY
+#define KILN_KERNELS_DECLARE_UNARY(op_name)                                                             \
+  KILN_DECL void op_name(const tensor& x, const tensor& out);                                           \
+  KILN_DECL tensor op_name(const tensor& x);
+KILN_KERNELS_UNARY_OPERATORS(KILN_KERNELS_DECLARE_UNARY)
+#undef KILN_KERNELS_DECLARE_UNARY
 
 /// min(max(x, lo), hi); either bound may be infinite.
-inline void clip(const tensor& x, double lo, double hi, const tensor& out) {
-  if (lo > hi) fail("clip", "the lower bound " + std::to_string(lo) + " is above the upper bound " + std::to_string(hi));
-  unary(ops::clip{lo, hi}, x, out);
-}
-inline tensor clip(const tensor& x, double lo, double hi) {
-  if (!x.defined()) fail("clip", "the operand is undefined");
-  tensor out = new_output(x.shape(), x.type());
-  clip(x, lo, hi, out);
-  return out;
-}
+KILN_DECL void clip(const tensor& x, double lo, double hi, const tensor& out);
+KILN_DECL tensor clip(const tensor& x, double lo, double hi);
 
 /// `out[i] = cond[i] ? x[i] : y[i]` with broadcasting of all three; `cond` is bool.
-inline void where(const tensor& cond, const tensor& x, const tensor& y, const tensor& out) {
-  constexpr std::string_view op = "where";
-  if (!cond.defined()) fail(op, "the condition is undefined");
-  if (cond.type() != dtype::bool_) fail(op, "the condition must be a bool tensor, got " + describe_operand(cond));
-  detail::require_same_dtype(op, {&x, &y});
-  check_output(op, out, x.type(), broadcast_dims(op, {&cond, &x, &y}));
-  check_no_overlap(op, out, {&cond, &x, &y});
-  const loop_plan<4> plan({&out, &cond, &x, &y});
-  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
-    plan.for_each_run([&](std::int64_t n, const std::array<char*, 4>& p, const std::array<std::int64_t, 4>& s) {
-      detail::scalar_run<T, std::uint8_t, T, T>([](std::uint8_t c, T a, T b) { return c ? a : b; }, n, p, s);
-    });
-  });
-}
-inline tensor where(const tensor& cond, const tensor& x, const tensor& y) {
-  detail::require_same_dtype("where", {&x, &y});
-  if (!cond.defined()) fail("where", "the condition is undefined");
-  tensor out = new_output(broadcast_shapes("where", {&cond, &x, &y}), x.type());
-  where(cond, x, y, out);
-  return out;
-}
+KILN_DECL void where(const tensor& cond, const tensor& x, const tensor& y, const tensor& out);
+KILN_DECL tensor where(const tensor& cond, const tensor& x, const tensor& y);
 
 /// `x` converted to `out`'s dtype (see `ops::convert` for the rules); shapes must match.
-inline void cast(const tensor& x, const tensor& out) {
-  constexpr std::string_view op = "cast";
-  if (!x.defined() || !out.defined()) fail(op, "an operand is undefined");
-  check_output(op, out, out.type(), x.shape());
-  check_no_overlap(op, out, {&x});
-  const bool from_bool = x.type() == dtype::bool_, to_bool = out.type() == dtype::bool_;
-  const loop_plan<2> plan({&out, &x});
-  // float16 is a storage type only: converted through float32, element by element (a double goes
-  // to float first, so it may round twice).
-  if (x.type() == dtype::float16 && out.type() == dtype::float16) {
-    plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
-      detail::scalar_run<std::uint16_t, std::uint16_t>([](std::uint16_t h) { return h; }, n, p, s);
-    });
-    return;
-  }
-  if (x.type() == dtype::float16) {
-    visit_dtype(op, out.type(), [&]<class To>(type_tag<To>) {
-      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
-        detail::scalar_run<To, std::uint16_t>([&](std::uint16_t h) { return ops::convert<To>(half_to_float(h), to_bool, false); }, n, p, s);
-      });
-    });
-    return;
-  }
-  if (out.type() == dtype::float16) {
-    visit_dtype(op, x.type(), [&]<class From>(type_tag<From>) {
-      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
-        detail::scalar_run<std::uint16_t, From>([](From v) { return float_to_half(static_cast<float>(v)); }, n, p, s);
-      });
-    });
-    return;
-  }
-  visit_dtype(op, x.type(), [&]<class From>(type_tag<From>) {
-    visit_dtype(op, out.type(), [&]<class To>(type_tag<To>) {
-      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
-        detail::scalar_run<To, From>([&](From v) { return ops::convert<To>(v, to_bool, from_bool); }, n, p, s);
-      });
-    });
-  });
-}
-inline tensor cast(const tensor& x, dtype to) {
-  if (!x.defined()) fail("cast", "the operand is undefined");
-  tensor out = new_output(x.shape(), to);
-  cast(x, out);
-  return out;
-}
+KILN_DECL void cast(const tensor& x, const tensor& out);
+KILN_DECL tensor cast(const tensor& x, dtype to);
 
 }  // namespace kiln::kernels
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/kernels/impl/elementwise.ipp>
+#endif

@@ -35,6 +35,8 @@
 /// (the lowest value for integers); NaN propagates.
 #pragma once
 
+#include <kiln/support/config.hpp>
+
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/linalg.hpp>
@@ -71,48 +73,11 @@ struct pool2d_params {
 
 /// Padding given as the IR gives it: 1 value (every side), 2 (top and bottom, left and right) or
 /// 4 (top, left, bottom, right).
-inline std::array<std::int64_t, 4> padding4(std::string_view op, std::span<const std::int64_t> p) {
-  if (p.size() == 1) return {p[0], p[0], p[0], p[0]};
-  if (p.size() == 2) return {p[0], p[1], p[0], p[1]};
-  if (p.size() == 4) return {p[0], p[1], p[2], p[3]};
-  fail(op, kiln::detail::concat("padding must have 1, 2 or 4 values, got ", p.size()));
-}
+KILN_DECL std::array<std::int64_t, 4> padding4(std::string_view op, std::span<const std::int64_t> p);
 /// A (height, width) pair given as 1 value (both) or 2.
-inline std::array<std::int64_t, 2> pair2(std::string_view op, std::string_view what, std::span<const std::int64_t> p) {
-  if (p.size() == 1) return {p[0], p[0]};
-  if (p.size() == 2) return {p[0], p[1]};
-  fail(op, kiln::detail::concat(what, " must have 1 or 2 values, got ", p.size()));
-}
+KILN_DECL std::array<std::int64_t, 2> pair2(std::string_view op, std::string_view what, std::span<const std::int64_t> p);
 
 namespace detail {
-
-/// The number of windows along one spatial axis, or an error when none fits.
-inline std::int64_t window_count(std::string_view op, std::string_view what, std::int64_t in, std::int64_t k, std::int64_t stride,
-                                 std::int64_t dilation, std::int64_t pad_lo, std::int64_t pad_hi, bool ceil_mode) {
-  const std::int64_t span = dilation * (k - 1) + 1, room = in + pad_lo + pad_hi - span;
-  if (room < 0)
-    fail(op, kiln::detail::concat("the ", what, " window (size ", k, ", dilation ", dilation, ") does not fit the input extent ", in,
-                                  " with padding ", pad_lo, " + ", pad_hi));
-  std::int64_t out = (ceil_mode ? (room + stride - 1) / stride : room / stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad_lo) --out;  // the last window must start inside
-  return out;
-}
-
-inline void check_window_params(std::string_view op, std::span<const std::int64_t, 2> strides, std::span<const std::int64_t, 2> dilation,
-                                std::span<const std::int64_t, 4> padding) {
-  for (std::size_t i = 0; i < 2; ++i) {
-    if (strides[i] <= 0) fail(op, kiln::detail::concat("strides must be positive, got (", strides[0], ", ", strides[1], ")"));
-    if (dilation[i] <= 0) fail(op, kiln::detail::concat("dilation must be positive, got (", dilation[0], ", ", dilation[1], ")"));
-  }
-  for (auto v : padding)
-    if (v < 0)
-      fail(op, kiln::detail::concat("padding must not be negative, got (", padding[0], ", ", padding[1], ", ", padding[2], ", ", padding[3], ")"));
-}
-
-inline void check_nchw(std::string_view op, const tensor& x, const char* what) {
-  if (!x.defined()) fail(op, kiln::detail::concat(what, " is undefined"));
-  if (x.ndim() != 4) fail(op, kiln::detail::concat(what, " must be NCHW (rank 4), got ", describe_operand(x)));
-}
 
 /// Writes the contiguous row `src` (n elements) to `dst` with stride `ds`.
 template <class T>
@@ -128,30 +93,7 @@ struct conv_geometry {
   std::int64_t n, c, h, w, o, kh, kw, oh, ow, cg, og;  ///< cg, og: channels per group
 };
 
-inline conv_geometry check_conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p) {
-  constexpr std::string_view op = "conv2d";
-  check_nchw(op, x, "the data");
-  if (!w.defined()) fail(op, "the weight is undefined");
-  if (w.ndim() != 4) fail(op, kiln::detail::concat("the weight must be OIHW (rank 4), got ", describe_operand(w)));
-  if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs float32 or float64 data, got ", describe_operand(x)));
-  if (w.type() != x.type())
-    fail(op, kiln::detail::concat("the weight ", describe_operand(w), " must have the data's dtype ", name(x.type())));
-  if (p.groups <= 0) fail(op, kiln::detail::concat("groups must be positive, got ", p.groups));
-  check_window_params(op, p.strides, p.dilation, p.padding);
-  conv_geometry g{x.shape(0), x.shape(1), x.shape(2), x.shape(3), w.shape(0), w.shape(2), w.shape(3), 0, 0, w.shape(1), 0};
-  if (g.o % p.groups != 0)
-    fail(op, kiln::detail::concat("the weight ", describe_operand(w), " has ", g.o, " output channels, which is not a multiple of groups = ", p.groups));
-  if (g.c != g.cg * p.groups)
-    fail(op, kiln::detail::concat("channel mismatch: the data ", describe_operand(x), " has ", g.c, " channels, but the weight ", describe_operand(w),
-                                  " expects ", g.cg, " x ", p.groups, " group(s) = ", g.cg * p.groups));
-  if (g.kh == 0 || g.kw == 0) fail(op, kiln::detail::concat("the weight ", describe_operand(w), " has an empty window"));
-  g.og = g.o / p.groups;
-  g.oh = window_count(op, "convolution", g.h, g.kh, p.strides[0], p.dilation[0], p.padding[0], p.padding[2], false);
-  g.ow = window_count(op, "convolution", g.w, g.kw, p.strides[1], p.dilation[1], p.padding[1], p.padding[3], false);
-  if (bias.defined() && (bias.type() != x.type() || bias.ndim() != 1 || bias.shape(0) != g.o))
-    fail(op, kiln::detail::concat("the bias must be ", name(x.type()), "[", g.o, "] (one per output channel), got ", describe_operand(bias)));
-  return g;
-}
+KILN_DECL conv_geometry check_conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p);
 
 /// Packs panels of the im2col matrix of one image's group of channels (see `gemm_packed`):
 /// row (c, i, j) and column (y, x) hold input[c, y*sh + i*dh - top, x*sw + j*dw - left], or 0
@@ -357,22 +299,15 @@ struct direct_conv_shape {
   static constexpr std::int64_t TP = sizeof(V) >= 64 ? 12 : 6;       ///< output positions per tile
 };
 
-/// Whether the direct kernel can serve a convolution at all: one group (grouped and depthwise
-/// convolutions have kernels of their own) and a window of more than one tap (a 1 x 1
-/// convolution is a plain GEMM over the image).
-inline bool direct_conv_applies(std::int64_t kh, std::int64_t kw, std::int64_t groups) { return groups == 1 && kh * kw > 1; }
-
 /// Whether `conv2d_direct` suits a convolution whose weights it must reorder on each call: it
 /// applies, and the output has enough positions for each reordered weight to serve many.
-inline bool use_direct_conv(const conv_geometry& g, const conv2d_params& p) { return direct_conv_applies(g.kh, g.kw, p.groups) && g.oh * g.ow >= 256; }
+KILN_DECL bool use_direct_conv(const conv_geometry& g, const conv2d_params& p);
 
 /// Whether a convolution whose weight is a constant is better served by packing it ahead of
 /// time for the direct kernel (`prepack_conv_weight`; the compiler's `prepack_weights` asks): the
 /// kernel applies, and the output has at least 16 positions per image where that is known
 /// (`positions` < 0: not known).
-inline bool prefer_prepacked_conv(std::int64_t kh, std::int64_t kw, std::int64_t groups, std::int64_t positions) {
-  return direct_conv_applies(kh, kw, groups) && (positions < 0 || positions >= 16);
-}
+KILN_DECL bool prefer_prepacked_conv(std::int64_t kh, std::int64_t kw, std::int64_t groups, std::int64_t positions);
 
 /// The O x K weight matrix `w` (row-major) in the direct kernel's order: blocks of OB output
 /// channels, each K rows of OB values, zero past the last channel. `out` holds
@@ -615,88 +550,16 @@ namespace detail {
 /// transformed for Winograd's F(2x2, 3x3) or F(4x4, 3x3) (`prepack_conv_weight_winograd`).
 enum class conv_weight { plain, direct_packed, winograd2, winograd4 };
 
-inline void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
-                        const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<std::vector<std::int64_t>>& strides,
-                        const tensor& out, conv_weight form = conv_weight::plain) {
-  const conv_geometry g = check_conv2d(x, w, bias, p);
-  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
-  if (overlaps(out, x) || overlaps(out, w) || (bias.defined() && overlaps(out, bias)))
-    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
-  if (out.numel() == 0) return;
-  const tensor wt = w.contiguous();
-  // The GEMM writes each output channel as one row of OH * OW elements; an epilogue's operands
-  // are read the same way, so each needs a stride along that row.
-  const bool rows_ok = out.strides()[3] == 1 && (out.strides()[2] == g.ow || g.oh == 1);
-  const bool depthwise = g.cg == 1 && p.groups > 1;
-  std::vector<std::int64_t> col_stride;
-  bool separate = false;
-  for (std::size_t k = 0; k < operands.size(); ++k) {
-    const std::vector<std::int64_t>& s = strides[k];
-    if (g.oh == 1 || s[2] == g.ow * s[3]) col_stride.push_back(s[3]);
-    else if (g.ow == 1) col_stride.push_back(s[2]);
-    else separate = true;
-    separate |= overlaps(out, operands[k]);
-  }
-  if (epilogue && separate) {  // the convolution first, then the expression over it
-    const tensor product = new_output(out.shape(), out.type());
-    conv2d_into(op, x, w, bias, p, nullptr, {}, {}, product, form);
-    std::vector<tensor> inputs{product};
-    inputs.insert(inputs.end(), operands.begin(), operands.end());
-    epilogue->run(inputs, out);
-    return;
-  }
-  const bool direct = depthwise || rows_ok;
-  const tensor dst = direct ? out : new_output(out.shape(), out.type());
-  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>) {
-      // The bias is an epilogue of its own, one value per row (output channel).
-      static const fused_expr add_bias = fused_expr::parse("(add x0 x1)");
-      const epilogue_operand<T> b{bias.defined() ? static_cast<const T*>(bias.data()) : nullptr, bias.defined() ? bias.strides()[0] : 0, 0};
-      const fused_epilogue<T> bias_epi = bias.defined() ? fused_epilogue<T>(add_bias, {&b, 1}) : fused_epilogue<T>();
-      std::vector<fused_epilogue<T>> per_image;
-      if (epilogue) {
-        std::vector<epilogue_operand<T>> ops;
-        for (std::size_t k = 0; k < operands.size(); ++k) ops.push_back({static_cast<const T*>(operands[k].data()), strides[k][1], col_stride[k]});
-        for (std::int64_t n = 0; n < g.n; ++n) {
-          per_image.emplace_back(*epilogue, ops);
-          for (std::size_t k = 0; k < operands.size(); ++k) per_image.back().shift(k, n * strides[k][0]);
-        }
-      }
-      const auto apply = [&](std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m,
-                             std::int64_t len) {
-        if (bias_epi) bias_epi(c, rs, cs, o, j, m, len);
-        if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
-      };
-      if (form == conv_weight::winograd2 || form == conv_weight::winograd4) {
-        const auto& xs = x.strides();
-        const auto& ys = dst.strides();
-        const winograd_problem wp{g.n, g.c, g.h, g.w, g.o, g.oh, g.ow, p.padding[0], p.padding[1], {xs[0], xs[1], xs[2], xs[3]}, {ys[0], ys[1], ys[2], ys[3]}};
-        const T* xd = static_cast<const T*>(x.data());
-        const T* u = static_cast<const T*>(wt.data());
-        if (form == conv_weight::winograd2) conv2d_winograd_packed<2, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
-        else conv2d_winograd_packed<4, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
-      } else if (form == conv_weight::direct_packed) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
-      else if (depthwise) conv2d_depthwise<T>(x, wt, p, g, dst, apply);
-      else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
-      else conv2d_gemm<T>(x, wt, p, g, dst, apply);
-    }
-  });
-  if (!direct) copy_unchecked(dst, out);
-}
+KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
+                           const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<std::vector<std::int64_t>>& strides,
+                           const tensor& out, conv_weight form = conv_weight::plain);
 
 }  // namespace detail
 
 /// out = conv2d(x, w) + bias: x is [N, C, H, W], w is [O, C / groups, KH, KW], `bias` is [O] or
 /// an undefined tensor, out is [N, O, OH, OW]. float32 or float64.
-inline void conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const tensor& out) {
-  detail::conv2d_into("conv2d", x, w, bias, p, nullptr, {}, {}, out);
-}
-inline tensor conv2d(const tensor& x, const tensor& w, const tensor& bias = {}, const conv2d_params& p = {}) {
-  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
-  tensor out = new_output({g.n, g.o, g.oh, g.ow}, x.type());
-  conv2d(x, w, bias, p, out);
-  return out;
-}
+KILN_DECL void conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const tensor& out);
+KILN_DECL tensor conv2d(const tensor& x, const tensor& w, const tensor& bias = {}, const conv2d_params& p = {});
 
 /// out = epilogue(conv2d(x, w) + bias, operands...): `epilogue` is a fused expression whose x0
 /// is the convolution (with its bias) and x1... are `operands`, each broadcasting to the output
@@ -708,18 +571,10 @@ inline tensor conv2d(const tensor& x, const tensor& w, const tensor& bias = {}, 
 ///
 /// An operand laid out so that an output row (OH * OW) is not one stride apart, or one that
 /// overlaps the output, is applied after the convolution instead, with the same result.
-inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,
-                         std::span<const tensor> operands, const tensor& out) {
-  constexpr std::string_view op = "conv2d_fused";
-  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
-  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
-  const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
-  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out);
-}
-inline void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,
-                         std::initializer_list<tensor> operands, const tensor& out) {
-  conv2d_fused(x, w, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
-}
+KILN_DECL void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,
+                            std::span<const tensor> operands, const tensor& out);
+KILN_DECL void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p, const fused_expr& epilogue,
+                            std::initializer_list<tensor> operands, const tensor& out);
 
 // ---- weights packed ahead of time ------------------------------------------------------------------
 
@@ -734,142 +589,38 @@ struct packed_conv_layout {
 
 /// A layout from its five numbers [O, C, KH, KW, ob], as the compiler passes it to the kernels;
 /// checked where it is used.
-inline packed_conv_layout packed_conv_layout_of(std::string_view op, std::span<const std::int64_t> v) {
-  if (v.size() != 5) fail(op, kiln::detail::concat("the packed layout must have 5 values (O, C, KH, KW, ob), got ", v.size()));
-  return {v[0], v[1], v[2], v[3], v[4]};
-}
+KILN_DECL packed_conv_layout packed_conv_layout_of(std::string_view op, std::span<const std::int64_t> v);
 
 /// The layout `prepack_conv_weight` writes in this build for an [O, C, KH, KW] weight of dtype
 /// `t` (float32 or float64).
-inline packed_conv_layout native_conv_layout(dtype t, std::int64_t o, std::int64_t c, std::int64_t kh, std::int64_t kw) {
-  return visit_dtype("prepack_conv_weight", t, [&]<class T>(type_tag<T>) -> packed_conv_layout {
-    if constexpr (std::is_floating_point_v<T>)
-      return {o, c, kh, kw, detail::direct_conv_shape<T>::OB};
-    else
-      fail("prepack_conv_weight", kiln::detail::concat("packs float32 and float64 weights, not ", name(t)));
-  });
-}
-
-namespace detail {
-
-/// The number of elements a weight packed in layout `l` holds; fails on a layout no weight has.
-inline std::int64_t packed_conv_size(std::string_view op, const packed_conv_layout& l) {
-  constexpr std::int64_t limit = std::int64_t(1) << 40;
-  std::int64_t k = 0, size = 0;
-  const bool bad = l.o < 1 || l.c < 1 || l.kh < 1 || l.kw < 1 || l.ob < 1 || l.ob > 4096 || l.o > limit || __builtin_mul_overflow(l.c, l.kh, &k) ||
-                   __builtin_mul_overflow(k, l.kw, &k) || __builtin_mul_overflow((l.o + l.ob - 1) / l.ob * l.ob, k, &size) || size > limit;
-  if (bad)
-    fail(op, kiln::detail::concat("bad packed layout: weight [", l.o, ", ", l.c, ", ", l.kh, ", ", l.kw, "] in blocks of ", l.ob, " output channels"));
-  return size;
-}
-
-/// The checks of a conv weight packed ahead of time that follow its layout's: float32 or float64,
-/// a contiguous vector of the `size` elements its layout holds (`layout` describes it: "a [O, C,
-/// KH, KW] weight in ..."). `noun` names it in the messages ("packed", "transformed").
-inline void check_packed_storage(std::string_view op, std::string_view noun, const tensor& packed, std::int64_t size, std::string_view layout) {
-  if (packed.type() != dtype::float32 && packed.type() != dtype::float64)
-    fail(op, kiln::detail::concat("the ", noun, " weight must be float32 or float64, got ", describe_operand(packed)));
-  if (packed.ndim() != 1 || packed.numel() != size || (size > 1 && packed.strides()[0] != 1))
-    fail(op, kiln::detail::concat("the ", noun, " weight must be a contiguous vector of ", size, " elements for ", layout, ", got ",
-                                  describe_operand(packed)));
-}
-
-/// Fails when the output of a convolution with a packed weight overlaps the weight.
-inline void check_output_apart(std::string_view op, const tensor& out, const tensor& packed) {
-  if (out.defined() && overlaps(out, packed))
-    fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
-}
-
-/// Checks a packed conv weight against its layout and returns the [O, C, KH, KW] view over its
-/// storage (valid memory: O C KH KW <= the packed size), which `check_conv2d` checks shapes with.
-inline tensor packed_conv_view(std::string_view op, const tensor& packed, const packed_conv_layout& l) {
-  if (!packed.defined()) fail(op, "the packed weight is undefined");
-  const std::int64_t size = packed_conv_size(op, l);
-  check_packed_storage(op, "packed", packed, size,
-                       kiln::detail::concat("a [", l.o, ", ", l.c, ", ", l.kh, ", ", l.kw, "] weight in blocks of ", l.ob, " output channels"));
-  return tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.o, l.c, l.kh, l.kw});
-}
-
-/// The [O, C, KH, KW] weight a packed one holds, unpacked (for a layout this build does not read
-/// in place).
-inline tensor unpack_conv_weight(const tensor& packed, const packed_conv_layout& l) {
-  tensor w = new_output({l.o, l.c, l.kh, l.kw}, packed.type());
-  visit_dtype("unpack_conv_weight", packed.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>)
-      unpack_direct_weights<T>(static_cast<const T*>(packed.data()), l.o, l.c * l.kh * l.kw, l.ob, static_cast<T*>(w.data()));
-  });
-  return w;
-}
-
-/// Checks a packed conv weight, the parameters and the output; the weight's [O, C, KH, KW] view
-/// when this build reads it in place, else an undefined tensor (it is unpacked first).
-inline tensor prepacked_conv_operand(std::string_view op, const tensor& packed, const packed_conv_layout& l, const conv2d_params& p,
-                                     const tensor& out) {
-  tensor w = packed_conv_view(op, packed, l);
-  if (p.groups != 1) fail(op, kiln::detail::concat("a prepacked weight serves one-group convolutions, got groups = ", p.groups));
-  check_output_apart(op, out, packed);
-  const std::int64_t native = packed.type() == dtype::float32 ? direct_conv_shape<float>::OB : direct_conv_shape<double>::OB;
-  return l.ob == native && reinterpret_cast<std::uintptr_t>(packed.data()) % 64 == 0 ? w : tensor();
-}
-
-}  // namespace detail
+KILN_DECL packed_conv_layout native_conv_layout(dtype t, std::int64_t o, std::int64_t c, std::int64_t kh, std::int64_t kw);
 
 /// `w` ([O, C, KH, KW], float32 or float64) packed for `conv2d_prepacked` in this build's layout
 /// (`native_conv_layout`): a 1-D tensor. Packing a constant weight once, at compile time, lets
 /// the direct kernel serve convolutions of any output size (it would otherwise reorder the
 /// weight on every call, which pays only where each weight serves many output positions).
-inline tensor prepack_conv_weight(const tensor& w) {
-  constexpr std::string_view op = "prepack_conv_weight";
-  if (!w.defined()) fail(op, "the weight is undefined");
-  if (w.ndim() != 4) fail(op, kiln::detail::concat("the weight must be OIHW (rank 4), got ", describe_operand(w)));
-  const packed_conv_layout l = native_conv_layout(w.type(), w.shape(0), w.shape(1), w.shape(2), w.shape(3));
-  tensor out = new_output({detail::packed_conv_size(op, l)}, w.type());
-  const tensor wt = w.contiguous();
-  visit_dtype(op, w.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>)
-      detail::pack_direct_weights<T>(static_cast<const T*>(wt.data()), l.o, l.c * l.kh * l.kw, l.ob, static_cast<T*>(out.data()));
-  });
-  return out;
-}
+KILN_DECL tensor prepack_conv_weight(const tensor& w);
 
 /// out = conv2d(x, W) + bias (as `conv2d`, one group) for the weight W that `packed` holds in
 /// `layout` (`prepack_conv_weight`). In this build's layout the direct kernel reads it in place,
 /// whatever the output's size; in another (an executable compiled for another vector width) W
 /// is unpacked first, with the same result.
-inline void conv2d_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias, const conv2d_params& p,
-                             const tensor& out) {
-  constexpr std::string_view op = "conv2d_prepacked";
-  const tensor w = detail::prepacked_conv_operand(op, packed, layout, p, out);
-  if (!w.defined()) return conv2d(x, detail::unpack_conv_weight(packed, layout), bias, p, out);
-  detail::conv2d_into(op, x, w, bias, p, nullptr, {}, {}, out, detail::conv_weight::direct_packed);
-}
+KILN_DECL void conv2d_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias, const conv2d_params& p,
+                                const tensor& out);
 
 /// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
 /// `packed` holds in `layout` (as `conv2d_prepacked`).
-inline void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
-                                   const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out) {
-  constexpr std::string_view op = "conv2d_fused_prepacked";
-  const tensor w = detail::prepacked_conv_operand(op, packed, layout, p, out);
-  if (!w.defined()) return conv2d_fused(x, detail::unpack_conv_weight(packed, layout), bias, p, epilogue, operands, out);
-  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
-  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
-  const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
-  detail::conv2d_into(op, x, w, bias, p, &epilogue, operands, strides, out, detail::conv_weight::direct_packed);
-}
-inline void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
-                                   const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {
-  conv2d_fused_prepacked(x, packed, layout, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
-}
+KILN_DECL void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
+                                      const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out);
+KILN_DECL void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
+                                      const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out);
 
 // ---- Winograd F(2x2, 3x3), the weight transformed ahead of time -------------------------------------
 
 /// Whether the Winograd kernel (`winograd.hpp`) can serve a convolution: a 3 x 3 window, stride
 /// 1, no dilation, one group (any padding, any image size, float32 or float64).
-inline bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<const std::int64_t> strides, std::span<const std::int64_t> dilation,
-                             std::int64_t groups) {
-  const auto ones = [](std::span<const std::int64_t> v) { return v.size() == 2 && v[0] == 1 && v[1] == 1; };
-  return kh == 3 && kw == 3 && groups == 1 && ones(strides) && ones(dilation);
-}
+KILN_DECL bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<const std::int64_t> strides, std::span<const std::int64_t> dilation,
+                                std::int64_t groups);
 
 /// Whether the Winograd kernel is the faster one for a convolution it applies to, with `c` input
 /// and `o` output channels and an `oh` x `ow` output: enough channels for the GEMMs to outweigh
@@ -879,13 +630,11 @@ inline bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<const s
 /// and 256 on 14² (F(2x2)) take 0.63x, 0.49x and 0.65x its time; 512 channels on 7² (16 tiles)
 /// 1.18x. 32 channels on 28² took 1.15x in F(2x2) and about 0.95x in F(4x4) (against the direct
 /// kernel reordering its weight per call): too close to call, so 64 is the threshold.
-inline bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow) {
-  return c >= 64 && o >= 64 && (oh + 1) / 2 * ((ow + 1) / 2) >= 32;
-}
+KILN_DECL bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow);
 
 /// The output tile size m of F(m x m, 3x3) for an `oh` x `ow` output: 4 where its 4x4 tiles are
 /// enough to fill the GEMM's column panels, else 2.
-inline std::int64_t winograd_tile_size(std::int64_t oh, std::int64_t ow) { return (oh + 3) / 4 * ((ow + 3) / 4) >= 48 ? 4 : 2; }
+KILN_DECL std::int64_t winograd_tile_size(std::int64_t oh, std::int64_t ow);
 
 /// What a weight packed by `prepack_conv_weight_winograd` holds: U = G g G^T of an [O, C, 3, 3]
 /// weight g for F(m x m, 3x3), as (m+2)² O x C matrices, each stored as the GEMM's A panels
@@ -899,42 +648,16 @@ struct winograd_conv_layout {
 
 /// The layout `prepack_conv_weight_winograd` writes in this build for an [O, C, 3, 3] weight of
 /// dtype `t` (float32 or float64) and output tiles of m x m.
-inline winograd_conv_layout native_winograd_layout(dtype t, std::int64_t o, std::int64_t c, std::int64_t m) {
-  return visit_dtype("prepack_conv_weight_winograd", t, [&]<class T>(type_tag<T>) -> winograd_conv_layout {
-    if constexpr (std::is_floating_point_v<T>) {
-      const packed_b_layout a = native_packed_a_layout<T>(c);
-      return {o, c, m, a.nr, a.kc};
-    } else {
-      fail("prepack_conv_weight_winograd", kiln::detail::concat("transforms float32 and float64 weights, not ", name(t)));
-    }
-  });
-}
+KILN_DECL winograd_conv_layout native_winograd_layout(dtype t, std::int64_t o, std::int64_t c, std::int64_t m);
 
 /// A layout from its five numbers [O, C, m, mr, kc], as the compiler passes it to the kernels;
 /// checked where it is used.
-inline winograd_conv_layout winograd_conv_layout_of(std::string_view op, std::span<const std::int64_t> v) {
-  if (v.size() != 5)
-    fail(op, kiln::detail::concat("the Winograd layout must have 5 values (O, C, tile size, panel rows, block columns), got ", v.size()));
-  return {v[0], v[1], v[2], v[3], v[4]};
-}
+KILN_DECL winograd_conv_layout winograd_conv_layout_of(std::string_view op, std::span<const std::int64_t> v);
 
 namespace detail {
 
-/// How a Winograd layout reads in messages.
-inline std::string describe_winograd_layout(const winograd_conv_layout& l) {
-  return kiln::detail::concat("a [", l.o, ", ", l.c, ", 3, 3] weight in tiles of ", l.m, ", panels of ", l.mr, " output channels and blocks of ",
-                              l.kc, " input channels");
-}
-
 /// The number of elements a weight transformed in layout `l` holds; fails on a layout no weight has.
-inline std::int64_t winograd_weight_size(std::string_view op, const winograd_conv_layout& l) {
-  constexpr std::int64_t limit = std::int64_t(1) << 40;
-  std::int64_t size = 0;
-  if (l.o < 1 || l.c < 1 || (l.m != 2 && l.m != 4) || l.mr < 1 || l.mr > 64 || l.kc < 1 || l.o > limit || l.c > limit ||
-      __builtin_mul_overflow((l.o + l.mr - 1) / l.mr * l.mr, l.c, &size) || size > limit / winograd_points(4))
-    fail(op, kiln::detail::concat("bad Winograd layout: ", describe_winograd_layout(l)));
-  return size * winograd_points(l.m);
-}
+KILN_DECL std::int64_t winograd_weight_size(std::string_view op, const winograd_conv_layout& l);
 
 }  // namespace detail
 
@@ -942,89 +665,20 @@ inline std::int64_t winograd_weight_size(std::string_view op, const winograd_con
 /// output tiles of m x m (2 or 4), in this build's layout (`native_winograd_layout`): a 1-D
 /// tensor of (m+2)² C O' elements, O' = O rounded up to whole panels. Done once, at compile
 /// time, by the compiler's `prepack_weights`.
-inline tensor prepack_conv_weight_winograd(const tensor& w, std::int64_t m = 2) {
-  constexpr std::string_view op = "prepack_conv_weight_winograd";
-  if (!w.defined()) fail(op, "the weight is undefined");
-  if (w.ndim() != 4 || w.shape(2) != 3 || w.shape(3) != 3)
-    fail(op, kiln::detail::concat("the weight must be OIHW with a 3 x 3 window, got ", describe_operand(w)));
-  if (w.type() != dtype::float32 && w.type() != dtype::float64)
-    fail(op, kiln::detail::concat("transforms float32 and float64 weights, got ", describe_operand(w)));
-  if (m != 2 && m != 4) fail(op, kiln::detail::concat("the output tile size must be 2 or 4, got ", m));
-  const winograd_conv_layout l = native_winograd_layout(w.type(), w.shape(0), w.shape(1), m);
-  tensor out = new_output({detail::winograd_weight_size(op, l)}, w.type());
-  const tensor wt = w.contiguous();
-  visit_dtype(op, w.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>) {
-      const T* g = static_cast<const T*>(wt.data());
-      T* u = static_cast<T*>(out.data());
-      if (m == 2) detail::winograd_weights<2, T>(g, l.o, l.c, {l.mr, l.kc}, u);
-      else detail::winograd_weights<4, T>(g, l.o, l.c, {l.mr, l.kc}, u);
-    }
-  });
-  return out;
-}
-
-namespace detail {
-
-/// Checks a transformed weight against its layout, the parameters against the kernel and the
-/// output against both; returns the [O, C, 3, 3] view over the weight's storage ((m+2)² O' C >=
-/// 9 O C elements), which `check_conv2d` checks shapes with.
-inline tensor winograd_operand(std::string_view op, const tensor& packed, const winograd_conv_layout& l, const conv2d_params& p, const tensor& out) {
-  if (!packed.defined()) fail(op, "the transformed weight is undefined");
-  check_packed_storage(op, "transformed", packed, winograd_weight_size(op, l), describe_winograd_layout(l));
-  if (!winograd_applies(3, 3, p.strides, p.dilation, p.groups))
-    fail(op, kiln::detail::concat("the Winograd kernel serves 3 x 3 convolutions with stride 1, dilation 1 and one group, got strides [", p.strides[0],
-                                  ", ", p.strides[1], "], dilation [", p.dilation[0], ", ", p.dilation[1], "], groups = ", p.groups));
-  check_output_apart(op, out, packed);
-  return tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.o, l.c, 3, 3});
-}
-
-/// The [O, C, 3, 3] view `w` of a checked transformed weight over storage in this build's
-/// layout: `w` itself, or, for a weight transformed in another build's layout, a copy repacked.
-inline tensor winograd_native(std::string_view op, const tensor& w, const winograd_conv_layout& l) {
-  const winograd_conv_layout native = native_winograd_layout(w.type(), l.o, l.c, l.m);
-  if (same_placement({l.mr, l.kc}, {native.mr, native.kc}, l.c)) return w;
-  const std::int64_t points = winograd_points(l.m);
-  tensor out = new_output({winograd_weight_size(op, native)}, w.type());
-  visit_dtype(op, w.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>) {
-      const std::int64_t from = packed_b_size(l.c, l.o, {l.mr, l.kc}), to = packed_b_size(l.c, l.o, {native.mr, native.kc});
-      for (std::int64_t xi = 0; xi < points; ++xi)
-        repack_b(static_cast<const T*>(w.data()) + xi * from, {l.mr, l.kc}, l.c, l.o, {native.mr, native.kc}, static_cast<T*>(out.data()) + xi * to);
-    }
-  });
-  return tensor::from_storage(out.data_storage(), 0, w.type(), {l.o, l.c, 3, 3});
-}
-
-inline conv_weight winograd_form(const winograd_conv_layout& l) { return l.m == 4 ? conv_weight::winograd4 : conv_weight::winograd2; }
-
-}  // namespace detail
+KILN_DECL tensor prepack_conv_weight_winograd(const tensor& w, std::int64_t m = 2);
 
 /// out = conv2d(x, W) + bias (as `conv2d`: stride 1, no dilation, one group, any padding) for the
 /// 3 x 3 weight W that `packed` holds transformed in `layout` (`prepack_conv_weight_winograd`),
 /// by Winograd's F(m x m, 3x3) (`winograd.hpp`).
-inline void conv2d_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias, const conv2d_params& p,
-                            const tensor& out) {
-  constexpr std::string_view op = "conv2d_winograd";
-  const tensor w = detail::winograd_operand(op, packed, layout, p, out);
-  detail::conv2d_into(op, x, detail::winograd_native(op, w, layout), bias, p, nullptr, {}, {}, out, detail::winograd_form(layout));
-}
+KILN_DECL void conv2d_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias, const conv2d_params& p,
+                               const tensor& out);
 
 /// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
 /// `packed` holds transformed in `layout` (as `conv2d_winograd`).
-inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
-                                  const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out) {
-  constexpr std::string_view op = "conv2d_fused_winograd";
-  const tensor w = detail::winograd_operand(op, packed, layout, p, out);
-  const detail::conv_geometry g = detail::check_conv2d(x, w, bias, p);
-  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
-  const std::vector<std::vector<std::int64_t>> strides = detail::check_epilogue(op, epilogue, operands, out);
-  detail::conv2d_into(op, x, detail::winograd_native(op, w, layout), bias, p, &epilogue, operands, strides, out, detail::winograd_form(layout));
-}
-inline void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
-                                  const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {
-  conv2d_fused_winograd(x, packed, layout, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
-}
+KILN_DECL void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
+                                     const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out);
+KILN_DECL void conv2d_fused_winograd(const tensor& x, const tensor& packed, const winograd_conv_layout& layout, const tensor& bias,
+                                     const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out);
 
 // ---- conv2d_transpose --------------------------------------------------------------------------------------
 
@@ -1043,43 +697,6 @@ struct conv_transpose_geometry {
   std::int64_t n, c, h, w, o, kh, kw, oh, ow, cg, og;
 };
 
-inline conv_transpose_geometry check_conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p) {
-  constexpr std::string_view op = "conv2d_transpose";
-  check_nchw(op, x, "the data");
-  if (!w.defined()) fail(op, "the weight is undefined");
-  if (w.ndim() != 4) fail(op, kiln::detail::concat("the weight must be IOHW (rank 4), got ", describe_operand(w)));
-  if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs float32 or float64 data, got ", describe_operand(x)));
-  if (w.type() != x.type())
-    fail(op, kiln::detail::concat("the weight ", describe_operand(w), " must have the data's dtype ", name(x.type())));
-  if (p.groups <= 0) fail(op, kiln::detail::concat("groups must be positive, got ", p.groups));
-  check_window_params(op, p.strides, p.dilation, p.padding);
-  conv_transpose_geometry g{x.shape(0), x.shape(1), x.shape(2), x.shape(3), w.shape(1) * p.groups, w.shape(2), w.shape(3), 0, 0, 0, w.shape(1)};
-  if (w.shape(0) != g.c)
-    fail(op, kiln::detail::concat("channel mismatch: the data ", describe_operand(x), " has ", g.c, " channels, but the weight ", describe_operand(w),
-                                  " has ", w.shape(0), " input channels"));
-  if (g.c % p.groups != 0) fail(op, kiln::detail::concat("the data's ", g.c, " channels are not a multiple of groups = ", p.groups));
-  g.cg = g.c / p.groups;
-  if (g.kh == 0 || g.kw == 0) fail(op, kiln::detail::concat("the weight ", describe_operand(w), " has an empty window"));
-  for (int i = 0; i < 2; ++i)
-    if (p.output_padding[std::size_t(i)] < 0 ||
-        (p.output_padding[std::size_t(i)] >= p.strides[std::size_t(i)] && p.output_padding[std::size_t(i)] >= p.dilation[std::size_t(i)]))
-      fail(op, kiln::detail::concat("output padding ", p.output_padding[std::size_t(i)], " must be smaller than the stride ", p.strides[std::size_t(i)],
-                                    " or the dilation ", p.dilation[std::size_t(i)]));
-  const auto extent = [&](std::int64_t in, std::int64_t k, std::size_t i, std::int64_t before, std::int64_t after) {
-    std::int64_t a = 0, b = 0, r = 0;
-    if (__builtin_mul_overflow(in - 1, p.strides[i], &a) || __builtin_mul_overflow(k - 1, p.dilation[i], &b) || __builtin_add_overflow(a, b, &r) ||
-        __builtin_add_overflow(r, 1 + p.output_padding[i], &r) || __builtin_sub_overflow(r, before, &r) || __builtin_sub_overflow(r, after, &r))
-      fail(op, kiln::detail::concat("the output extent of ", describe_operand(x), " overflows"));
-    return r;
-  };
-  g.oh = extent(g.h, g.kh, 0, p.padding[0], p.padding[2]);
-  g.ow = extent(g.w, g.kw, 1, p.padding[1], p.padding[3]);
-  if (g.h == 0 || g.w == 0) fail(op, kiln::detail::concat("the data ", describe_operand(x), " has an empty spatial axis"));
-  if (g.oh <= 0 || g.ow <= 0)
-    fail(op, kiln::detail::concat("the padding crops the whole output of ", describe_operand(x), " with the weight ", describe_operand(w)));
-  return g;
-}
-
 }  // namespace detail
 
 /// out = the transposed convolution of x with w: x is [N, C, H, W], w is [C, O / groups, KH, KW]
@@ -1088,55 +705,8 @@ inline conv_transpose_geometry check_conv2d_transpose(const tensor& x, const ten
 /// element scatters its product with the window into the output; as a GEMM per image and group,
 /// columns = w^T x ([O/groups * KH * KW, H * W]), then added into place (col2im), cropped by the
 /// padding. float32 or float64.
-inline void conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p, const tensor& out) {
-  constexpr std::string_view op = "conv2d_transpose";
-  const detail::conv_transpose_geometry g = detail::check_conv2d_transpose(x, w, p);
-  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
-  detail::check_disjoint(op, x, out);
-  detail::check_disjoint(op, w, out);
-  const bool direct = out.is_contiguous();
-  const tensor dst = direct ? out : new_output(out.shape(), x.type());
-  const tensor xc = x.contiguous(), wc = w.contiguous();
-  const std::int64_t taps = g.og * g.kh * g.kw, hw = g.h * g.w;
-  tensor cols = new_output({taps, hw}, x.type());
-  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>) {
-      T* o = static_cast<T*>(dst.data());
-      std::fill(o, o + dst.numel(), T(0));
-      const T* col = static_cast<const T*>(cols.data());
-      for (std::int64_t b = 0; b < g.n; ++b)
-        for (std::int64_t grp = 0; grp < p.groups; ++grp) {
-          const tensor wg = wc.slice(0, grp * g.cg, (grp + 1) * g.cg).view({g.cg, taps});
-          const tensor xg = xc.slice(0, b, b + 1).view({g.c, hw}).slice(0, grp * g.cg, (grp + 1) * g.cg);
-          matmul(wg, xg, cols, true, false);
-          for (std::int64_t co = 0; co < g.og; ++co) {
-            T* plane = o + ((b * g.o) + grp * g.og + co) * g.oh * g.ow;
-            for (std::int64_t i = 0; i < g.kh; ++i)
-              for (std::int64_t j = 0; j < g.kw; ++j) {
-                const T* row = col + ((co * g.kh + i) * g.kw + j) * hw;
-                for (std::int64_t y = 0; y < g.h; ++y) {
-                  const std::int64_t oy = y * p.strides[0] + i * p.dilation[0] - p.padding[0];
-                  if (oy < 0 || oy >= g.oh) continue;
-                  T* line = plane + oy * g.ow;
-                  const T* in = row + y * g.w;
-                  for (std::int64_t xx = 0; xx < g.w; ++xx) {
-                    const std::int64_t ox = xx * p.strides[1] + j * p.dilation[1] - p.padding[1];
-                    if (ox >= 0 && ox < g.ow) line[ox] += in[xx];
-                  }
-                }
-              }
-          }
-        }
-    }
-  });
-  if (!direct) detail::copy_unchecked(dst, out);
-}
-inline tensor conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p = {}) {
-  const detail::conv_transpose_geometry g = detail::check_conv2d_transpose(x, w, p);
-  tensor out = new_output({g.n, g.o, g.oh, g.ow}, x.type());
-  conv2d_transpose(x, w, p, out);
-  return out;
-}
+KILN_DECL void conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p, const tensor& out);
+KILN_DECL tensor conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p = {});
 
 // ---- pooling ----------------------------------------------------------------------------------------------
 
@@ -1146,30 +716,11 @@ struct pool_geometry {
   std::int64_t n, c, h, w, oh, ow;
 };
 
-inline pool_geometry check_pool2d(std::string_view op, const tensor& x, const pool2d_params& p, bool floating_only) {
-  check_nchw(op, x, "the data");
-  if (floating_only ? !ops::is_floating(x.type()) : !ops::is_numeric(x.type()))
-    fail(op, kiln::detail::concat("does not take ", describe_operand(x), floating_only ? " (float32 or float64 only)" : ""));
-  if (p.pool_size[0] <= 0 || p.pool_size[1] <= 0)
-    fail(op, kiln::detail::concat("pool_size must be positive, got (", p.pool_size[0], ", ", p.pool_size[1], ")"));
-  check_window_params(op, p.strides, p.dilation, p.padding);
-  pool_geometry g{x.shape(0), x.shape(1), x.shape(2), x.shape(3), 0, 0};
-  g.oh = window_count(op, "pooling", g.h, p.pool_size[0], p.strides[0], p.dilation[0], p.padding[0], p.padding[2], p.ceil_mode);
-  g.ow = window_count(op, "pooling", g.w, p.pool_size[1], p.strides[1], p.dilation[1], p.padding[1], p.padding[3], p.ceil_mode);
-  return g;
-}
+KILN_DECL pool_geometry check_pool2d(std::string_view op, const tensor& x, const pool2d_params& p, bool floating_only);
 
 /// Per output position along one axis, how many window taps fall in [lo, hi).
-inline std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad,
-                                            std::int64_t lo, std::int64_t hi) {
-  std::vector<std::int64_t> counts(std::size_t(out), 0);
-  for (std::int64_t y = 0; y < out; ++y)
-    for (std::int64_t i = 0; i < k; ++i) {
-      const std::int64_t at = y * stride - pad + i * dilation;
-      counts[std::size_t(y)] += at >= lo && at < hi;
-    }
-  return counts;
-}
+KILN_DECL std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad,
+                                               std::int64_t lo, std::int64_t hi);
 
 template <class T, bool Max>
 void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, const tensor& out) {
@@ -1257,68 +808,23 @@ void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, con
 }  // namespace detail
 
 /// out = the maximum over each pooling window of x ([N, C, H, W]; any numeric dtype).
-inline void max_pool2d(const tensor& x, const pool2d_params& p, const tensor& out) { detail::pool2d_op<true>("max_pool2d", x, p, out); }
-inline tensor max_pool2d(const tensor& x, const pool2d_params& p) { return detail::pool2d_new<true>("max_pool2d", x, p); }
+KILN_DECL void max_pool2d(const tensor& x, const pool2d_params& p, const tensor& out);
+KILN_DECL tensor max_pool2d(const tensor& x, const pool2d_params& p);
 /// out = the mean over each pooling window of x ([N, C, H, W]; float32 or float64).
-inline void avg_pool2d(const tensor& x, const pool2d_params& p, const tensor& out) { detail::pool2d_op<false>("avg_pool2d", x, p, out); }
-inline tensor avg_pool2d(const tensor& x, const pool2d_params& p) { return detail::pool2d_new<false>("avg_pool2d", x, p); }
+KILN_DECL void avg_pool2d(const tensor& x, const pool2d_params& p, const tensor& out);
+KILN_DECL tensor avg_pool2d(const tensor& x, const pool2d_params& p);
 
 /// out[n, c, i, j] = the mean of x[n, c] over rows [floor(i H / OH), ceil((i+1) H / OH)) and the
 /// same columns (PyTorch's adaptive average pooling); out's shape [N, C, OH, OW] sets the bins.
-inline void adaptive_avg_pool2d(const tensor& x, const tensor& out) {
-  constexpr std::string_view op = "adaptive_avg_pool2d";
-  detail::check_nchw(op, x, "the data");
-  detail::check_nchw(op, out, "the output");
-  if (!ops::is_floating(x.type())) fail(op, kiln::detail::concat("needs float32 or float64 data, got ", describe_operand(x)));
-  if (out.type() != x.type() || out.shape(0) != x.shape(0) || out.shape(1) != x.shape(1) || (out.shape(2) * out.shape(3) != 0 && x.shape(2) * x.shape(3) == 0))
-    fail(op, kiln::detail::concat("the output ", describe_operand(out), " must be ", name(x.type()), "[", x.shape(0), ", ", x.shape(1),
-                                  ", OH, OW] with a non-empty input plane ", describe_operand(x)));
-  detail::check_disjoint(op, x, out);
-  const std::int64_t h = x.shape(2), w = x.shape(3), oh = out.shape(2), ow = out.shape(3);
-  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (std::is_floating_point_v<T>) {
-      const T* xb = static_cast<const T*>(x.data());
-      T* ob = static_cast<T*>(out.data());
-      const auto& xs = x.strides();
-      const auto& os = out.strides();
-      parallel_for(x.shape(0) * x.shape(1), [&](std::int64_t t) {
-        const std::int64_t n = t / x.shape(1), c = t % x.shape(1);
-        const T* plane = xb + n * xs[0] + c * xs[1];
-        for (std::int64_t i = 0; i < oh; ++i) {
-          const std::int64_t y0 = i * h / oh, y1 = ((i + 1) * h + oh - 1) / oh;
-          for (std::int64_t j = 0; j < ow; ++j) {
-            const std::int64_t x0 = j * w / ow, x1 = ((j + 1) * w + ow - 1) / ow;
-            T s = 0;
-            for (std::int64_t y = y0; y < y1; ++y)
-              for (std::int64_t q = x0; q < x1; ++q) s += plane[y * xs[2] + q * xs[3]];
-            ob[n * os[0] + c * os[1] + i * os[2] + j * os[3]] = s / T((y1 - y0) * (x1 - x0));
-          }
-        }
-      });
-    }
-  });
-}
-inline tensor adaptive_avg_pool2d(const tensor& x, std::array<std::int64_t, 2> output_size) {
-  detail::check_nchw("adaptive_avg_pool2d", x, "the data");
-  if (output_size[0] < 0 || output_size[1] < 0)
-    fail("adaptive_avg_pool2d", kiln::detail::concat("the output size must not be negative, got (", output_size[0], ", ", output_size[1], ")"));
-  tensor out = new_output({x.shape(0), x.shape(1), output_size[0], output_size[1]}, x.type());
-  adaptive_avg_pool2d(x, out);
-  return out;
-}
+KILN_DECL void adaptive_avg_pool2d(const tensor& x, const tensor& out);
+KILN_DECL tensor adaptive_avg_pool2d(const tensor& x, std::array<std::int64_t, 2> output_size);
 
 /// out[n, c, 0, 0] = the mean of x[n, c] over H and W.
-inline void global_avg_pool2d(const tensor& x, const tensor& out) {
-  detail::check_nchw("global_avg_pool2d", x, "the data");
-  if (!ops::is_floating(x.type())) fail("global_avg_pool2d", kiln::detail::concat("needs float32 or float64 data, got ", describe_operand(x)));
-  check_output("global_avg_pool2d", out, x.type(), std::array{x.shape(0), x.shape(1), std::int64_t(1), std::int64_t(1)});
-  mean(x, std::array<std::int64_t, 2>{2, 3}, true, out);
-}
-inline tensor global_avg_pool2d(const tensor& x) {
-  detail::check_nchw("global_avg_pool2d", x, "the data");
-  tensor out = new_output({x.shape(0), x.shape(1), 1, 1}, x.type());
-  global_avg_pool2d(x, out);
-  return out;
-}
+KILN_DECL void global_avg_pool2d(const tensor& x, const tensor& out);
+KILN_DECL tensor global_avg_pool2d(const tensor& x);
 
 }  // namespace kiln::kernels
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/kernels/impl/nn.ipp>
+#endif

@@ -39,6 +39,8 @@
 /// the actual value.
 #pragma once
 
+#include <kiln/support/config.hpp>
+
 #include <kiln/runtime/allocator.hpp>
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/vm/context.hpp>
@@ -344,22 +346,14 @@ inline constexpr std::string_view builtin_names[] = {KILN_VM_BUILTINS(KILN_VM_BU
 #undef KILN_VM_BUILTIN_NAME
 
 /// Adds every built-in to `r`.
-inline void register_builtins(function_registry& r) {
-#define KILN_VM_REGISTER_BUILTIN(name) r.add("vm.builtin." #name, &builtin::name);
-  KILN_VM_BUILTINS(KILN_VM_REGISTER_BUILTIN)
-#undef KILN_VM_REGISTER_BUILTIN
-  r.add("runtime.Tuple", &builtin::make_tuple);
-}
+KILN_DECL void register_builtins(function_registry& r);
 
 /// The process-wide registry VMs resolve names in by default; it starts with the built-ins, and
 /// users add their own functions to it (or make a registry of their own).
-inline function_registry& global_registry() {
-  static function_registry* r = [] {
-    auto* reg = new function_registry();  // never destroyed: VMs may run during static destruction
-    register_builtins(*reg);
-    return reg;
-  }();
-  return *r;
-}
+KILN_DECL function_registry& global_registry();
 
 }  // namespace kiln::vm
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/vm/impl/builtins.ipp>
+#endif

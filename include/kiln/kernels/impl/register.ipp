@@ -14,6 +14,18 @@
 #include <kiln/kernels/transform.hpp>
 #include <kiln/vm/builtins.hpp>
 
+// The kernels' definitions: each header includes its own when kiln is header-only; with
+// KILN_SEPARATE_COMPILATION they are compiled here, once, with the registration that calls them.
+#include <kiln/kernels/impl/elementwise.ipp>
+#include <kiln/kernels/impl/fused.ipp>
+#include <kiln/kernels/impl/linalg.ipp>
+#include <kiln/kernels/impl/nn.ipp>
+#include <kiln/kernels/impl/reduce.ipp>
+#include <kiln/kernels/impl/resize.ipp>
+#include <kiln/kernels/impl/transform.ipp>
+// And the VM's built-ins, which every registry starts with.
+#include <kiln/vm/impl/builtins.ipp>
+
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -22,53 +34,11 @@ namespace kiln::kernels {
 
 KILN_DECL void register_kernels(vm::function_registry& r) {
   using vm::call_args;
-#define KILN_REGISTER_BINARY(op) r.add("kernels." #op, [](tensor a, tensor b, tensor out) { op(a, b, out); });
-  KILN_REGISTER_BINARY(add)
-  KILN_REGISTER_BINARY(subtract)
-  KILN_REGISTER_BINARY(multiply)
-  KILN_REGISTER_BINARY(divide)
-  KILN_REGISTER_BINARY(floor_divide)
-  KILN_REGISTER_BINARY(fmod)
-  KILN_REGISTER_BINARY(power)
-  KILN_REGISTER_BINARY(maximum)
-  KILN_REGISTER_BINARY(minimum)
-  KILN_REGISTER_BINARY(equal)
-  KILN_REGISTER_BINARY(not_equal)
-  KILN_REGISTER_BINARY(less)
-  KILN_REGISTER_BINARY(less_equal)
-  KILN_REGISTER_BINARY(greater)
-  KILN_REGISTER_BINARY(greater_equal)
-  KILN_REGISTER_BINARY(logical_and)
-  KILN_REGISTER_BINARY(logical_or)
+#define KILN_REGISTER_BINARY(op, driver, result_type) r.add("kernels." #op, [](tensor a, tensor b, tensor out) { op(a, b, out); });
+  KILN_KERNELS_BINARY_OPERATORS(KILN_REGISTER_BINARY)
 #undef KILN_REGISTER_BINARY
 #define KILN_REGISTER_UNARY(op) r.add("kernels." #op, [](tensor x, tensor out) { op(x, out); });
-  KILN_REGISTER_UNARY(negative)
-  KILN_REGISTER_UNARY(abs)
-  KILN_REGISTER_UNARY(relu)
-  KILN_REGISTER_UNARY(exp)
-  KILN_REGISTER_UNARY(log)
-  KILN_REGISTER_UNARY(sqrt)
-  KILN_REGISTER_UNARY(rsqrt)
-  KILN_REGISTER_UNARY(tanh)
-  KILN_REGISTER_UNARY(sigmoid)
-  KILN_REGISTER_UNARY(erf)
-  KILN_REGISTER_UNARY(gelu)
-  KILN_REGISTER_UNARY(gelu_tanh)
-  KILN_REGISTER_UNARY(logical_not)
-  KILN_REGISTER_UNARY(sin)
-  KILN_REGISTER_UNARY(cos)
-  KILN_REGISTER_UNARY(tan)
-  KILN_REGISTER_UNARY(asin)
-  KILN_REGISTER_UNARY(acos)
-  KILN_REGISTER_UNARY(atan)
-  KILN_REGISTER_UNARY(sinh)
-  KILN_REGISTER_UNARY(cosh)
-  KILN_REGISTER_UNARY(asinh)
-  KILN_REGISTER_UNARY(acosh)
-  KILN_REGISTER_UNARY(atanh)
-  KILN_REGISTER_UNARY(floor)
-  KILN_REGISTER_UNARY(ceil)
-  KILN_REGISTER_UNARY(round)
+  KILN_KERNELS_UNARY_OPERATORS(KILN_REGISTER_UNARY)
   KILN_REGISTER_UNARY(cast)
 #undef KILN_REGISTER_UNARY
   r.add("kernels.clip", [](tensor x, double lo, double hi, tensor out) { clip(x, lo, hi, out); });
