@@ -70,10 +70,6 @@ using exprs = std::vector<ir::expr>;
 
 inline exprs one(ir::expr e) { return {std::move(e)}; }
 
-inline ir::expr reshape_to(node_context& c, const ir::expr& x, std::vector<ir::prim_expr> dims) {
-  return c.call("reshape", {x, ir::make_shape_expr(std::move(dims))});
-}
-
 inline ir::prim_expr product(const std::vector<ir::prim_expr>& d, std::size_t from, std::size_t to) {
   ir::prim_expr p = ir::make_int(1);
   for (std::size_t i = from; i < to; ++i) p = ir::as_int(p) == 1 ? d[i] : p * d[i];
@@ -144,16 +140,6 @@ inline exprs reduce(node_context& c, const char* op, bool axes_as_input) {
     attrs.set("axis", norm);
   }
   return one(c.call(op, {c.input(0)}, attrs));
-}
-
-/// The integers [0, n) as an int64 constant of rank `rank`, along axis `axis` (1 elsewhere): what
-/// an index tensor is compared with to make a one-hot mask (NLL loss, Hardmax, OneHot).
-inline ir::expr iota_along(node_context& c, std::int64_t n, std::size_t rank, std::size_t axis) {
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(n), 0);
-  std::iota(ids.begin(), ids.end(), std::int64_t{0});
-  std::vector<ir::prim_expr> dims(rank, ir::make_int(1));
-  dims[axis] = ir::make_int(n);
-  return reshape_to(c, c.ints(ids), dims);
 }
 
 /// The static dimensions of input `i`, or an error saying `what` needs them.
@@ -627,6 +613,19 @@ inline ir::expr channel_vector(node_context& c, const ir::expr& v, int r) {
   return reshape_to(c, v, dims);
 }
 
+/// The statistics a normalization takes of `x` over `axes`, kept so that they broadcast against
+/// it: the mean, the deviation x - mean, and the population variance mean(deviation^2).
+struct moments {
+  ir::expr mean, dev, var;
+};
+inline moments moments_over(node_context& c, const ir::expr& x, const ir::int_array& axes) {
+  moments m;
+  m.mean = c.call("mean", {x}, {{"axis", axes}, {"keepdims", true}});
+  m.dev = c.call("subtract", {x, m.mean});
+  m.var = c.call("mean", {c.call("multiply", {m.dev, m.dev})}, {{"axis", axes}, {"keepdims", true}});
+  return m;
+}
+
 /// ConvTranspose, 1-D (as 2-D with a height of 1) or 2-D. An explicit output_shape (or auto_pad
 /// SAME_*, whose output is input * stride) sets the padding as ONNX Runtime does: the full
 /// output's excess, at least 0, split per auto_pad (the larger half at the start unless
@@ -974,10 +973,8 @@ inline const converter_table& converter_table::builtin() {
       const double eps = c.attr_float("epsilon", 1e-5);
       ir::int_array spatial;
       for (int a = 2; a < r; ++a) spatial.push_back(a);
-      const ir::expr mean = c.call("mean", {c.input(0)}, {{"axis", spatial}, {"keepdims", true}});
-      const ir::expr dev = c.call("subtract", {c.input(0), mean});
-      const ir::expr var = c.call("mean", {c.call("multiply", {dev, dev})}, {{"axis", spatial}, {"keepdims", true}});
-      const ir::expr normed = c.call("multiply", {dev, c.call("rsqrt", {c.call("add", {var, c.scalar(eps, dt)})})});
+      const moments m = moments_over(c, c.input(0), spatial);
+      const ir::expr normed = c.call("multiply", {m.dev, c.call("rsqrt", {c.call("add", {m.var, c.scalar(eps, dt)})})});
       std::vector<ir::prim_expr> per_channel(std::size_t(r - 1), ir::make_int(1));
       per_channel[0] = c.shape(0)[1];
       return one(c.call("add", {c.call("multiply", {normed, reshape_to(c, c.input(1), per_channel)}), reshape_to(c, c.input(2), per_channel)}));
@@ -1095,17 +1092,15 @@ inline const converter_table& converter_table::builtin() {
         const double eps = c.attr_float("epsilon", 1e-5), momentum = c.attr_float("momentum", 0.9);
         ir::int_array axes{0};
         for (int a = 2; a < r; ++a) axes.push_back(a);
-        const ir::expr mean = c.call("mean", {c.input(0)}, {{"axis", axes}, {"keepdims", true}});
-        const ir::expr dev = c.call("subtract", {c.input(0), mean});
-        const ir::expr var = c.call("mean", {c.call("multiply", {dev, dev})}, {{"axis", axes}, {"keepdims", true}});
-        const ir::expr normed = c.call("multiply", {dev, c.call("rsqrt", {c.call("add", {var, c.scalar(eps, dt)})})});
+        const moments m = moments_over(c, c.input(0), axes);
+        const ir::expr normed = c.call("multiply", {m.dev, c.call("rsqrt", {c.call("add", {m.var, c.scalar(eps, dt)})})});
         exprs outs = one(c.call("add", {c.call("multiply", {normed, channel_vector(c, c.input(1), r)}), channel_vector(c, c.input(2), r)}));
         const auto running = [&](std::size_t i, const ir::expr& batch) {
           const ir::expr flat = reshape_to(c, batch, c.shape(i));
           return c.call("add", {c.call("multiply", {c.input(i), c.scalar(momentum, dt)}), c.call("multiply", {flat, c.scalar(1 - momentum, dt)})});
         };
-        outs.push_back(running(3, mean));
-        outs.push_back(running(4, var));
+        outs.push_back(running(3, m.mean));
+        outs.push_back(running(4, m.var));
         return outs;
       }
       if (c.node().output_size() > 1) c.fail("training mode (more than one output) is not supported before opset 14");
@@ -1138,11 +1133,9 @@ inline const converter_table& converter_table::builtin() {
       const bool stats = (c.node().output_size() > 1 && !c.node().output(1).empty()) || (c.node().output_size() > 2 && !c.node().output(2).empty());
       if (stats) {  // Mean and InvStdDev, reduced over the same axes with them kept
         const dtype dt = c.input_dtype(0);
-        ir::expr mean = c.call("mean", {c.input(0)}, {{"axis", axes}, {"keepdims", true}});
-        ir::expr dev = c.call("subtract", {c.input(0), mean});
-        ir::expr var = c.call("mean", {c.call("multiply", {dev, dev})}, {{"axis", axes}, {"keepdims", true}});
-        outs.push_back(mean);
-        outs.push_back(c.call("rsqrt", {c.call("add", {var, c.scalar(eps, dt)})}));
+        const moments m = moments_over(c, c.input(0), axes);
+        outs.push_back(m.mean);
+        outs.push_back(c.call("rsqrt", {c.call("add", {m.var, c.scalar(eps, dt)})}));
       }
       outs.resize(std::size_t(c.node().output_size()));
       return outs;
@@ -1491,10 +1484,8 @@ inline const converter_table& converter_table::builtin() {
       ir::int_array axes;
       for (auto a : c.attr_ints("axes").value_or(std::vector<std::int64_t>{0, 2, 3})) axes.push_back(c.axis(a, r));
       const dtype dt = c.input_dtype(0);
-      const ir::expr mean = c.call("mean", {c.input(0)}, {{"axis", axes}, {"keepdims", true}});
-      const ir::expr dev = c.call("subtract", {c.input(0), mean});
-      const ir::expr var = c.call("mean", {c.call("multiply", {dev, dev})}, {{"axis", axes}, {"keepdims", true}});
-      return one(c.call("divide", {dev, c.call("add", {c.call("sqrt", {var}), c.scalar(1e-9, dt)})}));
+      const moments m = moments_over(c, c.input(0), axes);
+      return one(c.call("divide", {m.dev, c.call("add", {c.call("sqrt", {m.var}), c.scalar(1e-9, dt)})}));
     });
     t.add("Shrink", 9, [](node_context& c) {  // x + bias below -lambd, x - bias above lambd, 0 between
       const dtype dt = c.input_dtype(0);

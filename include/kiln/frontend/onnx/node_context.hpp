@@ -24,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,15 @@ namespace kiln::frontend::onnx {
 
 /// Results larger than this are not computed at import time (they stay calls, for the compiler).
 inline constexpr std::size_t max_folded_bytes = std::size_t(64) << 20;
+
+/// An int64 constant holding `v` exactly: 1-D, or with `scalar` rank 0 (of `v`'s one element).
+inline ir::expr int64_constant(const std::vector<std::int64_t>& v, bool scalar = false) {
+  std::vector<std::byte> bytes(v.size() * sizeof(std::int64_t));
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  std::vector<std::int64_t> shape;
+  if (!scalar) shape.push_back(std::int64_t(v.size()));
+  return ir::make_constant(ir::ndarray(dtype::int64, std::move(shape), std::move(bytes)));
+}
 
 /// Whether `e` is a shape value: dimensions known at import only as expressions.
 inline bool is_shape_value(const ir::expr& e) { return e && (ir::isa<ir::shape_expr_node>(e) || ir::isa<ir::prim_value_node>(e)); }
@@ -199,11 +209,7 @@ public:
   ir::expr constant(const ir::ndarray& a) const { return ir::make_constant(a); }
   ir::expr scalar(double v, dtype dt) const { return ir::make_constant(v, dt); }
   /// A 1-d int64 constant (exact: not through double).
-  ir::expr ints(const std::vector<std::int64_t>& v) const {
-    std::vector<std::byte> bytes(v.size() * 8);
-    if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
-    return ir::make_constant(ir::ndarray(dtype::int64, {std::int64_t(v.size())}, std::move(bytes)));
-  }
+  ir::expr ints(const std::vector<std::int64_t>& v) const { return int64_constant(v); }
 
   /// An `import_error` naming the node.
   [[noreturn]] void fail(const std::string& msg) const {
@@ -272,5 +278,24 @@ struct converter_entry {
   int since;
   converter_fn fn;
 };
+
+namespace detail {
+
+/// `x` reshaped to `dims`.
+inline ir::expr reshape_to(node_context& c, const ir::expr& x, std::vector<ir::prim_expr> dims) {
+  return c.call("reshape", {x, ir::make_shape_expr(std::move(dims))});
+}
+
+/// The integers [0, n) as an int64 constant of rank `rank`, along axis `axis` (1 elsewhere): what
+/// an index tensor is compared with to make a one-hot mask (NLL loss, Hardmax, OneHot).
+inline ir::expr iota_along(node_context& c, std::int64_t n, std::size_t rank, std::size_t axis) {
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n), 0);
+  std::iota(ids.begin(), ids.end(), std::int64_t{0});
+  std::vector<ir::prim_expr> dims(rank, ir::make_int(1));
+  dims[axis] = ir::make_int(n);
+  return reshape_to(c, c.ints(ids), dims);
+}
+
+}  // namespace detail
 
 }  // namespace kiln::frontend::onnx

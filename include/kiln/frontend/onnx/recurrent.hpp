@@ -33,15 +33,10 @@ inline ir::expr reverse_sequences(node_context& c, const ir::expr& x, const ir::
   const auto d = ir::dyn_cast<ir::tensor_type_node>(x->checked_type)->shape.value();
   const auto steps = ir::as_int(d[time_axis]);
   if (!steps) c.fail("the length of the time axis must be static");
-  const auto along = [&](const ir::expr& v, std::size_t axis, ir::prim_expr n) {
-    std::vector<ir::prim_expr> dims(d.size(), ir::make_int(1));
-    dims[axis] = std::move(n);
-    return c.call("reshape", {v, ir::make_shape_expr(std::move(dims))});
-  };
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(*steps));
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int64_t(i);
-  const ir::expr t = along(c.ints(ids), time_axis, d[time_axis]);
-  const ir::expr len = along(lens, batch_axis, d[batch_axis]);
+  const ir::expr t = iota_along(c, *steps, d.size(), time_axis);
+  std::vector<ir::prim_expr> len_dims(d.size(), ir::make_int(1));
+  len_dims[batch_axis] = d[batch_axis];
+  const ir::expr len = reshape_to(c, lens, std::move(len_dims));
   const ir::expr one = c.constant(ir::ndarray::scalar(dtype::int64, 1));
   const ir::expr reversed = c.call("subtract", {c.call("subtract", {len, one}), t});
   const ir::expr idx = c.call("where", {c.call("less", {t, len}), reversed, t});
@@ -125,7 +120,6 @@ inline std::vector<ir::expr> recurrent(node_context& c, recurrent_cell cell) {
   const dtype dt = c.input_dtype(0);
   if (!is_float(dt)) c.fail(std::string("X must be a floating-point tensor, not ") + std::string(name(dt)));
   const auto s = [&](double v) { return c.scalar(v, dt); };
-  const auto reshape = [&](const ir::expr& x, std::vector<ir::prim_expr> dims) { return c.call("reshape", {x, ir::make_shape_expr(std::move(dims))}); };
   const auto slice = [&](const ir::expr& x, std::int64_t axis, std::int64_t begin, std::int64_t end) {
     return c.call("strided_slice", {x}, {{"axes", ir::int_array{axis}}, {"begin", ir::int_array{begin}}, {"end", ir::int_array{end}}, {"strides", ir::int_array{1}}});
   };
@@ -204,7 +198,7 @@ inline std::vector<ir::expr> recurrent(node_context& c, recurrent_cell cell) {
       if (whole) lens = {};
     }
   }
-  const ir::expr lens_column = lens ? reshape(lens, {batch, ir::make_int(1)}) : ir::expr();
+  const ir::expr lens_column = lens ? reshape_to(c, lens, {batch, ir::make_int(1)}) : ir::expr();
 
   const auto& outputs = c.node();
   if (outputs.output_size() > (lstm ? 3 : 2)) c.fail(std::string(cell_name) + " has at most " + (lstm ? "3" : "2") + " outputs");
@@ -218,7 +212,7 @@ inline std::vector<ir::expr> recurrent(node_context& c, recurrent_cell cell) {
     ir::expr v = directions == 1 ? c.input(i) : slice(c.input(i), axis, d, d + 1);
     auto dims = ir::dyn_cast<ir::tensor_type_node>(v->checked_type)->shape.value();
     dims.erase(dims.begin() + axis);
-    return reshape(v, dims);
+    return reshape_to(c, v, dims);
   };
 
   std::vector<ir::expr> ys, hs, cs;
@@ -236,7 +230,7 @@ inline std::vector<ir::expr> recurrent(node_context& c, recurrent_cell cell) {
     }
     // Every step's input projection in one product, [seq, batch, gates * hidden], with the biases
     // that are added outside the recurrence (all but GRU's Rbh under linear_before_reset).
-    ir::expr xw = reshape(c.call("matmul", {reshape(x, {ir::make_int(*seq) * batch, input_size}), wt}), {ir::make_int(*seq), batch, ir::make_int(gh)});
+    ir::expr xw = reshape_to(c, c.call("matmul", {reshape_to(c, x, {ir::make_int(*seq) * batch, input_size}), wt}), {ir::make_int(*seq), batch, ir::make_int(gh)});
     ir::expr hidden_bias;  // GRU with linear_before_reset: Rbh, added to H Rh^T before the reset gate
     if (wb) {
       ir::expr bias = wb;
@@ -267,7 +261,7 @@ inline std::vector<ir::expr> recurrent(node_context& c, recurrent_cell cell) {
     std::vector<ir::expr> y(static_cast<std::size_t>(*seq));
     for (std::int64_t k = 0; k < *seq; ++k) {
       const std::int64_t t = reverse && !lens ? *seq - 1 - k : k;
-      const ir::expr xt = reshape(steps[std::size_t(t)], {batch, ir::make_int(gh)});
+      const ir::expr xt = reshape_to(c, steps[std::size_t(t)], {batch, ir::make_int(gh)});
       ir::expr h_new, c_new;
       if (cell == recurrent_cell::rnn) {
         h_new = act(f[0], c.call("add", {xt, c.call("matmul", {h, rt})}));
@@ -310,18 +304,18 @@ inline std::vector<ir::expr> recurrent(node_context& c, recurrent_cell cell) {
       }
     }
     if (wanted(0)) {
-      for (auto& v : y) v = reshape(v, {ir::make_int(1), batch, ir::make_int(hidden)});
+      for (auto& v : y) v = reshape_to(c, v, {ir::make_int(1), batch, ir::make_int(hidden)});
       ir::expr yd = concat(y, 0);  // [seq, batch, hidden]
       if (reverse && lens) yd = reverse_sequences(c, yd, lens, 0, 1);
-      ys.push_back(reshape(yd, {ir::make_int(*seq), ir::make_int(1), batch, ir::make_int(hidden)}));
+      ys.push_back(reshape_to(c, yd, {ir::make_int(*seq), ir::make_int(1), batch, ir::make_int(hidden)}));
     }
     if (lens) {  // a sequence of length 0 has zero final states (ONNX Runtime's choice; the standard is silent)
       const ir::expr started = c.call("greater", {lens_column, c.constant(ir::ndarray::scalar(dtype::int64, 0))});
       h = c.call("where", {started, h, s(0)});
       if (lstm) cstate = c.call("where", {started, cstate, s(0)});
     }
-    hs.push_back(reshape(h, {ir::make_int(1), batch, ir::make_int(hidden)}));
-    if (lstm) cs.push_back(reshape(cstate, {ir::make_int(1), batch, ir::make_int(hidden)}));
+    hs.push_back(reshape_to(c, h, {ir::make_int(1), batch, ir::make_int(hidden)}));
+    if (lstm) cs.push_back(reshape_to(c, cstate, {ir::make_int(1), batch, ir::make_int(hidden)}));
   }
 
   std::vector<ir::expr> outs(std::size_t(std::max(outputs.output_size(), 1)));

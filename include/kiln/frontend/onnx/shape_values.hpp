@@ -17,7 +17,6 @@
 #include <kiln/frontend/onnx/node_context.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <set>
@@ -31,12 +30,7 @@ inline ir::expr make_int_values(const int_values& v) {
   std::vector<std::int64_t> known;
   for (const auto& d : v.values)
     if (auto k = ir::as_int(d)) known.push_back(*k);
-  if (known.size() == v.values.size()) {
-    std::vector<std::byte> bytes(known.size() * 8);
-    if (!known.empty()) std::memcpy(bytes.data(), known.data(), bytes.size());
-    const std::vector<std::int64_t> shape = v.scalar ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{std::int64_t(known.size())};
-    return ir::make_constant(ir::ndarray(dtype::int64, shape, std::move(bytes)));
-  }
+  if (known.size() == v.values.size()) return int64_constant(known, v.scalar);
   return v.scalar ? ir::make_prim_value(v.values.at(0)) : ir::make_shape_expr(v.values);
 }
 
