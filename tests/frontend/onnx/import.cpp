@@ -221,6 +221,20 @@ TEST_CASE("shape subgraphs over symbolic dimensions stay symbolic: a dynamic bat
   CHECK(message_of<kx::import_error>([&] { kx::import_model(lacking.m, {.check_model = false}); }) ==
         "kiln::frontend::onnx: node 'g' (Gather): input 0 is computed at import from the symbolic dimension(s) batch, which this operator "
         "cannot take; fix them with import_options::shapes (kiln-run --shape)");
+  // A Slice takes shape values as its bounds, not as its data: a shape value cut to a symbolic
+  // bound is not shape arithmetic kiln computes, and the message names the data's dimensions.
+  model_builder cut;
+  cut.input("x", {"batch", "seq"});
+  cut.node("Shape", {"x"}, {"s"});
+  cut.ints_initializer("zero", {0});
+  cut.ints_initializer("one", {1});
+  cut.ints_initializer("two", {2});
+  cut.node("Slice", {"s", "one", "two"}, {"seq_len"});
+  cut.node("Slice", {"s", "zero", "seq_len"}, {"head"}, "cut");
+  cut.output("head", {"1"}, ::onnx::TensorProto::INT64);
+  CHECK(message_of<kx::import_error>([&] { kx::import_model(cut.m); }) ==
+        "kiln::frontend::onnx: node 'cut' (Slice): input 0 is computed at import from the symbolic dimension(s) batch, seq, which this operator "
+        "cannot take; fix them with import_options::shapes (kiln-run --shape)");
   model_builder out;
   out.input("x", {"batch", "3"});
   out.node("Shape", {"x"}, {"s"});

@@ -307,18 +307,17 @@ private:
     std::vector<ir::expr> outs;
     try {
       // Dimensions computed from symbolic ones (shape_values.hpp): shape arithmetic stays
-      // symbolic; Reshape, Expand, ConstantOfShape, Tile, Slice and Range take the result
-      // (takes_shape_values); nothing else can.
+      // symbolic; Reshape, Expand, ConstantOfShape, Tile, Slice and Range take the result as
+      // their targets or bounds (takes_shape_value); nothing else can.
       if (std::any_of(inputs.begin(), inputs.end(), is_shape_value)) {
         if (auto symbolic = convert_shape_arithmetic(ctx)) {
           bind_outputs(n, where, *symbolic);
           return;
         }
-        if (!takes_shape_values(n.op_type()))
-          for (std::size_t i = 0; i < inputs.size(); ++i)
-            if (is_shape_value(inputs[i]))
-              fail(where + ": input " + std::to_string(i) + " is computed at import from the symbolic dimension(s) " + symbolic_names(inputs[i]) +
-                   ", which this operator cannot take; fix them with import_options::shapes (kiln-run --shape)");
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+          if (is_shape_value(inputs[i]) && !takes_shape_value(n.op_type(), i))
+            fail(where + ": input " + std::to_string(i) + " is computed at import from the symbolic dimension(s) " + symbolic_names(inputs[i]) +
+                 ", which this operator cannot take; fix them with import_options::shapes (kiln-run --shape)");
       }
       // float16 is a storage type for kiln's kernels: an operator that computes on float16
       // tensors computes in float32, its float results rounded back to float16 (exact for the

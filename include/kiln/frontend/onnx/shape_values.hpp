@@ -46,10 +46,15 @@ inline std::string symbolic_names(const ir::expr& e) {
   return out;
 }
 
-/// The operators that take a shape value as their target (their converters read it through
-/// `node_context::known_ints`).
-inline bool takes_shape_values(const std::string& op) {
-  return op == "Reshape" || op == "Expand" || op == "ConstantOfShape" || op == "Tile" || op == "Slice" || op == "Range";
+/// Whether operator `op` takes a shape value as its input `i` (its converter reads it through
+/// `node_context::known_ints`): the target of Reshape, Expand, ConstantOfShape and Tile, Slice's
+/// starts and ends, Range's three operands. Their other inputs are tensors (a shape value there
+/// is shape arithmetic, or an error).
+inline bool takes_shape_value(const std::string& op, std::size_t i) {
+  if (op == "Reshape" || op == "Expand" || op == "Tile") return i == 1;
+  if (op == "ConstantOfShape") return i == 0;
+  if (op == "Slice") return i == 1 || i == 2;
+  return op == "Range";
 }
 
 /// Where over shape values with a constant condition (PyTorch's `expand(-1, ...)`: the -1s of
