@@ -290,6 +290,21 @@ TEST_CASE("a slice to a symbolic end and a range to a symbolic limit are made at
         std::string::npos);
 }
 
+TEST_CASE("a range whose start and limit are both symbolic dimensions: arange(a, t)") {
+  model_builder b(17);
+  b.input("x", {"a", "t"});
+  b.node("Shape", {"x"}, {"s"});
+  b.int_scalar_initializer("i0", 0);
+  b.int_scalar_initializer("i1", 1);
+  b.node("Gather", {"s", "i0"}, {"a"});
+  b.node("Gather", {"s", "i1"}, {"t"});
+  b.node("Range", {"a", "t", "i1"}, {"r"});
+  b.output("r", {});
+  const ir::ir_module m = kx::import_model(b.m);
+  CHECK(run(m, {floats({2, 5}, std::vector<float>(10, 0))}).as_tensor().to_vector<std::int64_t>() == std::vector<std::int64_t>{2, 3, 4});
+  CHECK(run(m, {floats({3, 3}, std::vector<float>(9, 0))}).as_tensor().to_vector<std::int64_t>().empty());
+}
+
 TEST_CASE("opset decides semantics: Softmax before 13 flattens at axis 1, from 13 works on the last axis") {
   for (int opset : {11, 13}) {
     model_builder b(opset);

@@ -524,7 +524,7 @@ inline exprs slice(node_context& c, std::vector<std::int64_t> starts, std::vecto
 /// begin, begin + step, ... (`length` of them) as an int64 tensor made at run time: a cumulative
 /// sum of ones, for lengths and starts computed from symbolic dimensions.
 inline ir::expr symbolic_range(node_context& c, const ir::prim_expr& begin, const ir::prim_expr& length, std::int64_t step) {
-  const auto int64 = [&](std::int64_t v) { return c.constant(ir::ndarray::scalar(dtype::int64, double(v))); };
+  const auto int64 = [&](std::int64_t v) { return c.scalar(double(v), dtype::int64); };
   const ir::expr ones = c.call("broadcast_to", {int64(1), ir::make_shape_expr({length})});
   ir::expr idx = c.call("subtract", {c.call("cumsum", {ones}, {{"axis", std::int64_t{0}}}), int64(1)});
   if (step != 1) idx = c.call("multiply", {idx, int64(step)});
@@ -1444,7 +1444,7 @@ inline const converter_table& converter_table::builtin() {
         const ir::prim_expr span = limit[0] - start[0];
         const ir::prim_expr n = delta[0] == 1 ? span : ir::floordiv(span + (delta[0] - 1), ir::make_int(delta[0]));
         ir::expr r = symbolic_range(c, start[0], n, delta[0]);
-        const dtype dt = is_shape_value(c.input(0)) ? c.input_dtype(1) : c.input_dtype(0);
+        const dtype dt = c.input_dtype(2);  // delta is a constant tensor, of the type all three share
         return one(dt == dtype::int64 ? r : c.call("astype", {r}, {{"dtype", dt}}));
       }
       const dtype dt = c.input_dtype(0);
