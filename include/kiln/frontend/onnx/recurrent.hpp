@@ -37,7 +37,7 @@ inline ir::expr reverse_sequences(node_context& c, const ir::expr& x, const ir::
   std::vector<ir::prim_expr> len_dims(d.size(), ir::make_int(1));
   len_dims[batch_axis] = d[batch_axis];
   const ir::expr len = reshape_to(c, lens, std::move(len_dims));
-  const ir::expr one = c.constant(ir::ndarray::scalar(dtype::int64, 1));
+  const ir::expr one = c.scalar(1, dtype::int64);
   const ir::expr reversed = c.call("subtract", {c.call("subtract", {len, one}), t});
   const ir::expr idx = c.call("where", {c.call("less", {t, len}), reversed, t});
   return c.call("gather_elements", {x, c.call("broadcast_to", {idx, ir::make_shape_expr(d)})}, {{"axis", std::int64_t(time_axis)}});
@@ -310,7 +310,7 @@ inline std::vector<ir::expr> recurrent(node_context& c, recurrent_cell cell) {
       ys.push_back(reshape_to(c, yd, {ir::make_int(*seq), ir::make_int(1), batch, ir::make_int(hidden)}));
     }
     if (lens) {  // a sequence of length 0 has zero final states (ONNX Runtime's choice; the standard is silent)
-      const ir::expr started = c.call("greater", {lens_column, c.constant(ir::ndarray::scalar(dtype::int64, 0))});
+      const ir::expr started = c.call("greater", {lens_column, c.scalar(0, dtype::int64)});
       h = c.call("where", {started, h, s(0)});
       if (lstm) cstate = c.call("where", {started, cstate, s(0)});
     }
