@@ -62,6 +62,32 @@ TEST_CASE("a thread pool runs every index once, for jobs back to back and after 
   CHECK(ids.size() >= 2);
 }
 
+TEST_CASE("a thread pool gives each thread the same index on every job: the caller 0, worker w index w + 1") {
+  thread_pool pool(3);
+  // A job of one index per thread whose tasks wait for each other: nobody finishes early and takes
+  // another's index, so the threads are those that came for their own.
+  auto owners = [&] {
+    std::vector<std::thread::id> owner(3);
+    std::atomic<int> started{0};
+    CHECK(pool.try_run(3, [&](std::int64_t i) {
+      owner[static_cast<std::size_t>(i)] = std::this_thread::get_id();
+      ++started;
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (started.load() < 3 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    }));
+    CHECK(started.load() == 3);
+    return owner;
+  };
+  const auto first = owners();
+  CHECK(first[0] == std::this_thread::get_id());
+  CHECK(first[1] != first[2]);
+  CHECK(first[1] != first[0]);
+  for (int job = 0; job < 20; ++job) {
+    if (job % 5 == 0) std::this_thread::sleep_for(thread_pool::spin_time * 5);  // and after the workers slept
+    CHECK(owners() == first);
+  }
+}
+
 TEST_CASE("a thread pool rethrows the first exception once every index is done, and stays usable") {
   thread_pool pool(2);
   std::atomic<int> ran = 0;

@@ -8,7 +8,14 @@
 ///     support::thread_pool pool(2);                 // the caller and one worker
 ///     pool.try_run(tasks, [&](std::int64_t i) { ... });
 ///
-/// Indices are handed out through one atomic counter. Between jobs a worker spins for a short
+/// Each thread first takes its own index, the same on every job — the caller index 0, worker w
+/// index w + 1 — so that a kernel that cuts its work into one part per thread finds, on each
+/// call, the data its last call left in this core's caches (a layer's rows it wrote, which the
+/// next layer reads; a GEMM's share of the weights). ONNX Runtime's pool keeps a preferred
+/// worker per part for the same reason. The indices past the threads' own ones are handed out
+/// through one atomic counter; a thread with nothing left takes the own indices of threads that
+/// have not come for them yet (a worker still waking up), so no job waits for a late thread.
+/// Between jobs a worker spins for a short
 /// while (`spin_time`) before it sleeps on a condition variable, so jobs that follow each other
 /// closely — a GEMM's blocks, one function pass after another — start without a kernel wake-up;
 /// a caller whose job is done but whose workers are still busy spins the same way before it
@@ -21,12 +28,14 @@
 /// (callers that need every failure catch inside `f`).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <system_error>
@@ -80,7 +89,9 @@ public:
     call_ = [](void* p, std::int64_t i) { (*static_cast<fn*>(p))(i); };
     target_ = const_cast<void*>(static_cast<const void*>(&f));
     count_ = n;
-    next_.store(0, std::memory_order_relaxed);
+    owned_ = std::min<std::int64_t>(n, std::int64_t(size()));
+    for (std::int64_t i = 0; i < owned_; ++i) taken_[std::size_t(i)].store(false, std::memory_order_relaxed);
+    next_.store(owned_, std::memory_order_relaxed);
     error_ = nullptr;
     busy_.store(workers_.size(), std::memory_order_relaxed);
     {
@@ -88,7 +99,7 @@ public:
       generation_.fetch_add(1, std::memory_order_release);
       if (sleepers_ > 0) wake_.notify_all();
     }
-    drain();
+    drain(0);
     if (!spin_until([&] { return busy_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [&] { return busy_.load(std::memory_order_acquire) == 0; });
@@ -130,8 +141,10 @@ private:
     stopping_ = false;
     const std::size_t extra = threads > 1 ? threads - 1 : 0;
     workers_.reserve(extra);
+    taken_ = std::make_unique<std::atomic<bool>[]>(extra + 1);
     try {
-      for (std::size_t w = 0; w < extra; ++w) workers_.emplace_back([this, seen = generation_.load()] { work(seen); });
+      for (std::size_t w = 0; w < extra; ++w)
+        workers_.emplace_back([this, own = std::int64_t(w) + 1, seen = generation_.load()] { work(own, seen); });
     } catch (const std::system_error&) {  // no more threads: the ones started and the caller do it all
     }
   }
@@ -147,21 +160,28 @@ private:
     workers_.clear();
   }
 
-  /// Takes indices until none are left.
-  void drain() {
+  /// Runs this thread's own index `own` unless another thread took it, then takes indices until
+  /// none are left: the counter's, then the own indices nobody has taken yet.
+  void drain(std::int64_t own) {
     inside_task_flag() = true;
-    for (std::int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count_;) {
-      try {
-        call_(target_, i);
-      } catch (...) {
-        std::lock_guard lock(mutex_);
-        if (!error_) error_ = std::current_exception();
-      }
-    }
+    if (own < owned_) take(own);
+    for (std::int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < count_;) call(i);
+    for (std::int64_t i = 0; i < owned_; ++i) take(i);
     inside_task_flag() = false;
   }
+  void take(std::int64_t i) {
+    if (!taken_[std::size_t(i)].load(std::memory_order_relaxed) && !taken_[std::size_t(i)].exchange(true, std::memory_order_relaxed)) call(i);
+  }
+  void call(std::int64_t i) {
+    try {
+      call_(target_, i);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
 
-  void work(std::uint64_t seen) {
+  void work(std::int64_t own, std::uint64_t seen) {
     for (;;) {
       if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
         std::unique_lock lock(mutex_);
@@ -174,7 +194,7 @@ private:
         std::lock_guard lock(mutex_);  // stopping_ is written under the mutex
         if (stopping_) return;
       }
-      drain();
+      drain(own);
       if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         // The caller may be between its check of busy_ and its wait: taking the mutex orders this
         // notification after either.
@@ -190,8 +210,9 @@ private:
   std::vector<std::thread> workers_;
   std::atomic<std::uint64_t> generation_{0};  ///< bumped for each job (and to stop)
   std::atomic<std::size_t> busy_{0};          ///< workers not yet done with the current job
-  std::atomic<std::int64_t> next_{0};
-  std::int64_t count_ = 0;
+  std::unique_ptr<std::atomic<bool>[]> taken_;  ///< whether own index i of the current job was taken
+  std::atomic<std::int64_t> next_{0};          ///< the next index past the own ones
+  std::int64_t count_ = 0, owned_ = 0;         ///< the job's indices; how many are some thread's own
   void (*call_)(void*, std::int64_t) = nullptr;
   void* target_ = nullptr;
   std::size_t sleepers_ = 0;
