@@ -267,27 +267,30 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
   // Output channels per block: the block's P GEMM results (P x ob x ntp) in at most 1 MB (all of
   // ResNet-18's channels; blocks of 256 KB measured slower on Zen 5).
   const std::int64_t ob = std::min(p.o, std::max(MR, (std::int64_t(1024) << 10) / std::int64_t(sizeof(T)) / (P * max_ntp) / MR * MR));
+  // The P results are `ps` = mo * ntp + spread apart: mo * ntp alone is a multiple of 4 KB for
+  // most shapes, which put the output transform's P loads of one tile in one set of the L1 cache.
+  constexpr std::int64_t spread = 64 / std::int64_t(sizeof(T));
   for (std::int64_t n = 0; n < p.n; ++n) {
     const T* x = xd + n * p.xs[0];
     T* y = yd + n * p.ys[0];
     parallel_for(schedule.parts, [&](std::int64_t part) {
       winograd_buffers<T>& b = winograd_buffers<T>::of_this_thread();
       grow(b.v, P * p.c * max_ntp);
-      grow(b.m, P * ob * max_ntp);
+      grow(b.m, P * (ob * max_ntp + spread));
       grow(b.y, M * M * max_ntp);
       schedule.for_each_chunk(part, [&](std::int64_t ty0, std::int64_t ty1) {
         const std::int64_t nt = (ty1 - ty0) * tw, ntp = (nt + NR - 1) / NR * NR;
         winograd_input<M, T>(x, p, tw, ty0, ty1, ntp, b, b.v.data());
         const std::int64_t q0 = M * ty0 * p.ow, q1 = std::min(p.oh, M * ty1) * p.ow;  // the chunk's output positions
         for (std::int64_t o0 = 0; o0 < p.o; o0 += ob) {
-          const std::int64_t mo = std::min(ob, p.o - o0);
+          const std::int64_t mo = std::min(ob, p.o - o0), ps = mo * ntp + spread;
           for (std::int64_t xi = 0; xi < P; ++xi) {
             const gemm_detail::prepacked_a<T> a{u + xi * point_size, p.c, padded_o, o0};
-            const matrix_view<T> c{b.m.data() + xi * mo * ntp, mo, nt, ntp, 1};
+            const matrix_view<T> c{b.m.data() + xi * ps, mo, nt, ntp, 1};
             gemm_detail::gemm_rectangle<T>(a, gemm_detail::prepacked<T>{b.v.data() + xi * p.c * ntp, ntp}, c, 0, mo, 0, nt, false, no_epilogue{});
           }
           for (std::int64_t o = 0; o < mo; ++o)
-            winograd_output<M, T>(b.m.data() + o * ntp, mo * ntp, p, tw, ty0, ty1, ntp, b.y.data(), y + (o0 + o) * p.ys[1]);
+            winograd_output<M, T>(b.m.data() + o * ntp, ps, p, tw, ty0, ty1, ntp, b.y.data(), y + (o0 + o) * p.ys[1]);
           apply(n, y + o0 * p.ys[1] + q0, p.ys[1], 1, o0, q0, mo, q1 - q0);
         }
       });
