@@ -108,6 +108,11 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
       {{1, 3, 33, 37}, {40, 3, 7, 7}, conv(2, 3), false},     // a ResNet stem
       {{1, 3, 20, 30}, {5, 3, 4, 2}, asym, true},             // asymmetric everything
       {{1, 70, 17, 16}, {9, 70, 3, 3}, conv(1, 1), true},     // K = 630
+      // Few taps and output rows of at least 32: the direct kernel with positions along the
+      // vectors (use_direct_rows), rows that end inside a tile of 1, 2 or 3 vectors.
+      {{2, 3, 70, 77}, {13, 3, 7, 7}, conv(2, 3), true},      // a ResNet stem: 35 x 39 outputs
+      {{1, 4, 20, 100}, {9, 4, 3, 3}, conv(1, 2, 2), false},  // dilation 2: rows of 100
+      {{1, 2, 9, 70}, {5, 2, 4, 2}, asym, true},              // asymmetric everything: rows of 36
   };
   unsigned seed = 10;
   for (const auto& k : cases) {
@@ -122,6 +127,7 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
   check_conv<double>(cases[12], 95, false);  // and across NC
   check_conv<double>(cases[15], 94, true);   // the direct kernel, double blocks
   check_conv<double>(cases[17], 93, false);
+  check_conv<double>(cases[20], 92, true);   // positions along the vectors, double
 }
 
 TEST_CASE("conv2d: an input whose rows are a window of wider rows (packing reads up to the last element, no further)") {
@@ -181,9 +187,10 @@ TEST_CASE("conv2d_prepacked: a layout of another vector width is unpacked first,
   CHECK(same_tensor(out, conv2d(x, w, bias, conv(1, 1))));
 }
 
-TEST_CASE("conv2d_prepacked: the same results on two threads, split by positions or by blocks of channels") {
+TEST_CASE("conv2d_prepacked: the same results on two threads, split by positions, by blocks of channels or by rows") {
   // 80 output channels over 49 positions (ResNet's last stage, small): more blocks than tiles.
-  for (const auto& shape : {std::array<std::int64_t, 3>{16, 20, 32}, {24, 7, 80}, {3, 30, 5}}) {
+  // 3 channels of 64 x 64: the kernel with positions along the vectors, split by output rows.
+  for (const auto& shape : {std::array<std::int64_t, 3>{16, 20, 32}, {24, 7, 80}, {3, 30, 5}, {3, 64, 40}}) {
     const std::int64_t c = shape[0], hw = shape[1], o = shape[2];  // not a structured binding: Clang 14 cannot capture one
     CAPTURE(o);
     const tensor x = random_tensor<float>({2, c, hw, hw}, -1, 1, 41), w = random_tensor<float>({o, c, 3, 3}, -1, 1, 42);
@@ -349,6 +356,17 @@ TEST_CASE("max_pool2d and avg_pool2d: padding, ceil mode, dilation, count_includ
   nan.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
   nan.data<float>()[25] = std::numeric_limits<float>::quiet_NaN();
   check_pools<float>(nan, pool(3, 1, 1), 4, 20);
+  // Wide rows run four vectors at a time; a NaN in one of them is found there too.
+  tensor wide_nan = random_tensor<float>({1, 1, 6, 150}, -1, 1, 12);
+  wide_nan.data<float>()[150 + 70] = std::numeric_limits<float>::quiet_NaN();
+  wide_nan.data<float>()[4 * 150 + 3] = std::numeric_limits<float>::quiet_NaN();
+  check_pools<float>(wide_nan, pool(3, 1, 1), 6, 150);
+  {
+    const kiln_test::pool_threads scope(2);  // the planes shared out
+    check_pools<float>(x, pool(3, 1, 1, false, true), 13, 22);
+    check_pools<float>(random_tensor<float>({1, 2, 21, 150}, -1, 1, 11), pool(3, 2, 1, true), 11, 76);
+    check_pools<float>(wide_nan, pool(2, 1, 0, false, false, 2), 4, 148);
+  }
   pool2d_params wide = pool(1, 1, 0);
   wide.padding = {0, 2, 0, 0};
   const tensor edge = max_pool2d(random_tensor<float>({1, 1, 1, 3}, -1, 1, 10), wide);

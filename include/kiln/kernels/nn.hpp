@@ -395,6 +395,126 @@ std::vector<T>& direct_image_buffer() {
   return image;
 }
 
+/// The output positions `conv2d_direct_rows` puts along one vector register's lanes, and how
+/// many output channels it broadcasts a weight to per tap (a quarter of the direct kernel's
+/// block, so that it reads the same packed weights).
+template <class T>
+struct direct_rows_shape {
+  using V = batch<T>;
+  static constexpr std::int64_t W = std::int64_t(V::size);
+  static constexpr std::int64_t OC = direct_conv_shape<T>::OB / 4;  ///< output channels per tile
+  static constexpr std::int64_t NV = 3;                             ///< at most this many vectors of positions per tile
+};
+
+/// Whether `conv2d_direct_packed` runs a convolution as `conv2d_direct_rows`: few taps per
+/// output (a network's first layer, on 3 input channels), so that a tile's weights stay in the
+/// L1 cache, and output rows at least two vectors wide.
+inline bool use_direct_rows(const conv_geometry& g) {
+  return g.c * g.kh * g.kw <= 256 && g.ow >= 2 * direct_rows_shape<float>::W && g.kw > 1;
+}
+
+/// One tile of `conv2d_direct_rows`: NV vectors of consecutive output positions in one row
+/// times OC output channels, over all K taps. Tap k reads its NV input vectors at in[k] + x0
+/// (a phase-split padded row, so consecutive outputs are consecutive inputs whatever the
+/// stride) and broadcasts its OC weights from w + k * ws. Stores the first `len` positions of
+/// each channel's row at out + o * os.
+template <class T, int NV>
+void direct_rows_tile(const T* const* in, std::int64_t x0, const T* w, std::int64_t ws, std::int64_t K, std::int64_t oc, T* out,
+                      std::int64_t os, std::int64_t len) {
+  using S = direct_rows_shape<T>;
+  using V = typename S::V;
+  constexpr std::int64_t W = S::W, OC = S::OC;
+  V acc[OC][NV];
+  for (std::int64_t o = 0; o < OC; ++o)
+    for (int v = 0; v < NV; ++v) acc[o][v] = V(T(0));
+  for (std::int64_t k = 0; k < K; ++k) {
+    const T* src = in[k] + x0;
+    V a[NV];
+    for (int v = 0; v < NV; ++v) a[v] = V::load_unaligned(src + v * W);
+    const T* wk = w + k * ws;
+    for (std::int64_t o = 0; o < OC; ++o) {
+      const V b(wk[o]);
+      for (int v = 0; v < NV; ++v) acc[o][v] = xsimd::fma(a[v], b, acc[o][v]);
+    }
+  }
+  for (std::int64_t o = 0; o < oc; ++o) {
+    T* dst = out + o * os;
+    if (len == NV * W) {
+      for (int v = 0; v < NV; ++v) acc[o][v].store_unaligned(dst + v * W);
+    } else {
+      alignas(64) T tmp[NV * W];
+      for (int v = 0; v < NV; ++v) acc[o][v].store_aligned(tmp + v * W);
+      std::copy_n(tmp, len, dst);
+    }
+  }
+}
+
+/// The direct convolution with the roles of `conv2d_direct_packed`'s tiles turned around, for
+/// convolutions with few taps per output and wide output rows (`use_direct_rows`; ResNet's
+/// first layer, 7x7 stride 2 on 3 channels): consecutive output positions of one row go along
+/// the vectors and OC output channels along the registers, each tap's weights broadcast. A
+/// tile's results are whole vectors of each channel's row, stored as they are (the other kernel
+/// transposes its tiles into the channels' rows a value at a time: 64 x 12,544 scalar stores
+/// for that layer, into 32 rows of 50 KB apart). Each thread takes an even share of the output
+/// rows and copies the input rows they read into padded planes of its own, columns split by
+/// phase (`window_plane`); the epilogue runs over each finished output row while it is in cache.
+/// Reads the direct kernel's packed weights: channel group j of block b at tap k is the OC
+/// values at (b * K + k) * OB + (j % 4) * OC.
+template <class T, class Apply>
+void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
+  using S = direct_rows_shape<T>;
+  constexpr std::int64_t W = S::W, OC = S::OC, NV = S::NV, OB = direct_conv_shape<T>::OB;
+  const std::int64_t K = g.c * g.kh * g.kw, groups = (g.o + OC - 1) / OC;
+  const std::int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
+  const std::int64_t wp = std::max(g.w + p.padding[1] + p.padding[3], (g.ow + NV * W) * sw + (g.kw - 1) * dw + 1);
+  const auto& xs = x.strides();
+  const auto& os = out.strides();
+  const std::int64_t parts = std::min<std::int64_t>(std::int64_t(num_threads()), g.oh);
+  for (std::int64_t n = 0; n < g.n; ++n) {
+    const T* xb = static_cast<const T*>(x.data()) + n * xs[0];
+    T* ob = static_cast<T*>(out.data()) + n * os[0];
+    parallel_for(parts, [&](std::int64_t part) {
+      const std::int64_t y0 = part * g.oh / parts, y1 = (part + 1) * g.oh / parts;
+      // The padded rows [r0, r1) the share reads, of which input rows [i0, i1).
+      const std::int64_t r0 = y0 * sh, r1 = (y1 - 1) * sh + (g.kh - 1) * dh + 1;
+      const std::int64_t i0 = std::clamp<std::int64_t>(r0 - p.padding[0], 0, g.h), i1 = std::clamp<std::int64_t>(r1 - p.padding[0], 0, g.h);
+      thread_local std::vector<window_plane<T>> planes;
+      if (std::int64_t(planes.size()) < g.c) planes.resize(std::size_t(g.c));
+      for (std::int64_t c = 0; c < g.c; ++c)
+        planes[std::size_t(c)].build(xb + c * xs[1] + i0 * xs[2], i1 - i0, g.w, xs[2], xs[3], i0 + p.padding[0] - r0, p.padding[1], r1 - r0, wp, sw,
+                                     T(0));
+      thread_local std::vector<std::int64_t> taps;
+      planes[0].taps(g.kw, dw, taps);
+      thread_local std::vector<const T*> in;
+      in.resize(std::size_t(K));
+      for (std::int64_t y = y0; y < y1; ++y) {
+        for (std::int64_t k = 0; k < K; ++k) {
+          const std::int64_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, j = k % g.kw;
+          in[std::size_t(k)] = planes[std::size_t(c)].row((y - y0) * sh + i * dh) + taps[std::size_t(j)];
+        }
+        T* row = ob + y * os[2];
+        for (std::int64_t grp = 0; grp < groups; ++grp) {
+          const std::int64_t o0 = grp * OC, oc = std::min(OC, g.o - o0);
+          const T* w = weights + (o0 / OB * K) * OB + o0 % OB;
+          for (std::int64_t x0 = 0; x0 < g.ow;) {
+            // Tiles of NV = 3 vectors; a rest of 4 vectors as two tiles of 2 (a tile of one vector
+            // is load-bound: one load and OC broadcasts per OC multiply-adds).
+            static_assert(NV == 3);
+            const std::int64_t vectors = (g.ow - x0 + W - 1) / W, nv = vectors == 4 ? 2 : std::min<std::int64_t>(NV, vectors);
+            const std::int64_t len = std::min(g.ow - x0, nv * W);
+            T* dst = row + o0 * os[1] + x0;
+            if (nv == 3) direct_rows_tile<T, 3>(in.data(), x0, w, OB, K, oc, dst, os[1], len);
+            else if (nv == 2) direct_rows_tile<T, 2>(in.data(), x0, w, OB, K, oc, dst, os[1], len);
+            else direct_rows_tile<T, 1>(in.data(), x0, w, OB, K, oc, dst, os[1], len);
+            x0 += len;
+          }
+        }
+        apply(n, row, os[1], 1, std::int64_t(0), y * g.ow, g.o, g.ow);
+      }
+    });
+  }
+}
+
 /// `conv2d_direct` over weights already in the direct order (64-byte aligned, OB per block).
 /// The taps are taken in chunks of KC, so that a chunk of a block's weights stays in the L1
 /// cache while a group of tiles runs over it; each tile's sums wait in a buffer between chunks.
@@ -408,6 +528,7 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
   constexpr std::int64_t OB = direct_conv_shape<T>::OB;
   constexpr std::int64_t KC = 16384 / std::int64_t(sizeof(T)) / OB;  // 16 KB of weights per chunk
   constexpr std::int64_t GT = 8;                                      // tiles per group
+  if (use_direct_rows(g) && out.strides()[3] == 1 && out.strides()[2] == g.ow) return conv2d_direct_rows<T>(x, weights, p, g, out, apply);
   const std::int64_t K = g.c * g.kh * g.kw, N = g.oh * g.ow, blocks = (g.o + OB - 1) / OB;
   const std::int64_t top = p.padding[0], left = p.padding[1];
   const std::int64_t hp = g.h + top + p.padding[2], wp = g.w + left + p.padding[3];
@@ -748,6 +869,9 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
     if constexpr (Max) return ops::maximum{}(a, b);
     else return a + b;
   };
+  // Plane by plane, from a padded copy of it. (Cut into one band of rows per thread instead, so
+  // that each thread reads the rows the first convolution wrote on its core, ResNet-18's max pool
+  // measured no faster on two threads: its 3.2 MB input is in neither core's L2 cache.)
   parallel_for(g.n * g.c, [&](std::int64_t t) {
     const std::int64_t n = t / g.c, c = t % g.c;
     thread_local window_plane<T> plane;
@@ -756,17 +880,46 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
     plane.build(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, sw, fill);
     thread_local std::vector<std::int64_t> taps;
     plane.taps(kw, dw, taps);
+    // U vectors of outputs at xo, as U independent chains (one chain's latency per tap would
+    // bound the loop). A float max takes the plain maximum and notes NaN inputs on the side;
+    // only a vector that met one is done again through the NaN-propagating `maximum`.
+    auto vectors = [&]<int U>(std::int64_t y, std::int64_t xo) {
+      V s[U];
+      for (int u = 0; u < U; ++u) s[u] = V(fill);
+      using B = typename V::batch_bool_type;
+      [[maybe_unused]] B nan[U];
+      for (int u = 0; u < U; ++u) nan[u] = B(false);
+      for (std::int64_t i = 0; i < kh; ++i) {
+        const T* row = plane.row(y * sh + i * dh);
+        for (std::int64_t j = 0; j < kw; ++j) {
+          const T* at = row + taps[std::size_t(j)] + xo;
+          for (int u = 0; u < U; ++u) {
+            const V v = V::load_unaligned(at + u * W);
+            if constexpr (Max && std::is_floating_point_v<T>) {
+              nan[u] = nan[u] | xsimd::isnan(v);
+              s[u] = xsimd::max(s[u], v);
+            } else {
+              s[u] = combine(s[u], v);
+            }
+          }
+        }
+      }
+      for (int u = 0; u < U; ++u) {
+        if constexpr (Max && std::is_floating_point_v<T>)
+          if (xsimd::any(nan[u])) {
+            s[u] = V(fill);
+            for (std::int64_t i = 0; i < kh; ++i)
+              for (std::int64_t j = 0; j < kw; ++j) s[u] = combine(s[u], V::load_unaligned(plane.row(y * sh + i * dh) + taps[std::size_t(j)] + xo + u * W));
+          }
+        s[u].store_aligned(acc.data() + xo + u * W);
+      }
+    };
     for (std::int64_t y = 0; y < g.oh; ++y) {
       std::int64_t xo = 0;
-      if constexpr (vectorized)
-        for (; xo < g.ow; xo += W) {  // the last vector may run past the row
-          V s(fill);
-          for (std::int64_t i = 0; i < kh; ++i) {
-            const T* row = plane.row(y * sh + i * dh);
-            for (std::int64_t j = 0; j < kw; ++j) s = combine(s, V::load_unaligned(row + taps[std::size_t(j)] + xo));
-          }
-          s.store_aligned(acc.data() + xo);
-        }
+      if constexpr (vectorized) {  // the last vector may run past the row
+        for (; xo + 3 * W < g.ow; xo += 4 * W) vectors.template operator()<4>(y, xo);
+        for (; xo < g.ow; xo += W) vectors.template operator()<1>(y, xo);
+      }
       for (; xo < g.ow; ++xo) {
         T s = fill;
         for (std::int64_t i = 0; i < kh; ++i) {
