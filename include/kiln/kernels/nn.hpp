@@ -20,6 +20,9 @@
 ///   with stride 1 and no padding multiplies the image itself.
 /// - Depthwise (one input channel per group, any channel multiplier): a direct kernel per output
 ///   plane over a zero-padded copy of the input plane, vectorised along the output row. The planes are shared out by `parallel_for`.
+/// - With few taps per output (at most 256, a network's first layer) and output rows of at least
+///   two vectors, the direct kernel turned around (`conv2d_direct_rows`): output positions of a
+///   row along the vectors, output channels along the registers, on the same reordered weights.
 /// - With a constant weight packed at compile time (the compiler's `prepack_weights`): the direct
 ///   kernel on the reordered weight (`conv2d_prepacked`, any output size), or for stride-1 3x3
 ///   convolutions with many channels, Winograd's F(2x2, 3x3) or F(4x4, 3x3) on the transformed

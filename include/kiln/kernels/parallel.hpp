@@ -7,9 +7,11 @@
 ///     kernels::parallel_for(tasks, [&](std::int64_t i) { ... });
 ///
 /// The workers are created when the count is set; between jobs they spin briefly, then sleep
-/// (`support::thread_pool`). A job hands out task indices through one atomic counter; the calling
-/// thread takes part and returns when every task is done, rethrowing the first exception a task
-/// threw. A parallel_for inside a task, or one started while the pool is busy with another
+/// (`support::thread_pool`). Each thread first takes its own task index, the same on every job
+/// (the calling thread 0, worker w index w + 1), so that a kernel cut into one part per thread
+/// finds its last call's data in the same core's cache; the other indices are handed out through
+/// one atomic counter. The calling thread takes part and returns when every task is done,
+/// rethrowing the first exception a task threw. A parallel_for inside a task, or one started while the pool is busy with another
 /// thread's job, runs on its caller's thread: it never waits for the pool, so it cannot deadlock.
 #pragma once
 
