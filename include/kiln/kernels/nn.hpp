@@ -412,8 +412,9 @@ struct direct_rows_shape {
 /// Whether `conv2d_direct_packed` runs a convolution as `conv2d_direct_rows`: few taps per
 /// output (a network's first layer, on 3 input channels), so that a tile's weights stay in the
 /// L1 cache, and output rows at least two vectors wide.
-inline bool use_direct_rows(const conv_geometry& g) {
-  return g.c * g.kh * g.kw <= 256 && g.ow >= 2 * direct_rows_shape<float>::W && g.kw > 1;
+template <class T>
+bool use_direct_rows(const conv_geometry& g) {
+  return g.c * g.kh * g.kw <= 256 && g.ow >= 2 * direct_rows_shape<T>::W && g.kw > 1;
 }
 
 /// One tile of `conv2d_direct_rows`: NV vectors of consecutive output positions in one row
@@ -462,7 +463,8 @@ void direct_rows_tile(const T* const* in, std::int64_t x0, const T* w, std::int6
 /// rows and copies the input rows they read into padded planes of its own, columns split by
 /// phase (`window_plane`); the epilogue runs over each finished output row while it is in cache.
 /// Reads the direct kernel's packed weights: channel group j of block b at tap k is the OC
-/// values at (b * K + k) * OB + (j % 4) * OC.
+/// values at (b * K + k) * OB + (j % 4) * OC. Like that kernel, it writes `out` with contiguous
+/// rows (`conv2d_into` passes a separate output otherwise).
 template <class T, class Apply>
 void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
   using S = direct_rows_shape<T>;
@@ -531,7 +533,7 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
   constexpr std::int64_t OB = direct_conv_shape<T>::OB;
   constexpr std::int64_t KC = 16384 / std::int64_t(sizeof(T)) / OB;  // 16 KB of weights per chunk
   constexpr std::int64_t GT = 8;                                      // tiles per group
-  if (use_direct_rows(g) && out.strides()[3] == 1 && out.strides()[2] == g.ow) return conv2d_direct_rows<T>(x, weights, p, g, out, apply);
+  if (use_direct_rows<T>(g)) return conv2d_direct_rows<T>(x, weights, p, g, out, apply);
   const std::int64_t K = g.c * g.kh * g.kw, N = g.oh * g.ow, blocks = (g.o + OB - 1) / OB;
   const std::int64_t top = p.padding[0], left = p.padding[1];
   const std::int64_t hp = g.h + top + p.padding[2], wp = g.w + left + p.padding[3];
