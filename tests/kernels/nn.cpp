@@ -113,6 +113,13 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
       {{2, 3, 70, 77}, {13, 3, 7, 7}, conv(2, 3), true},      // a ResNet stem: 35 x 39 outputs
       {{1, 4, 20, 100}, {9, 4, 3, 3}, conv(1, 2, 2), false},  // dilation 2: rows of 100
       {{1, 2, 9, 70}, {5, 2, 4, 2}, asym, true},              // asymmetric everything: rows of 36
+      // Strided or padded 1x1 windows: the GEMM gathers its B panels (im2col_packer::pointwise),
+      // the prepacked direct kernel an OH x OW plane per channel. Output rows that straddle the
+      // GEMM's column panels, K past KC, padding on every side.
+      {{1, 40, 30, 37}, {20, 40, 1, 1}, conv(2, 1), true},    // 16 x 20 outputs, zero border
+      {{1, 3, 10, 12}, {5, 3, 1, 1}, asym, false},            // asymmetric strides and padding
+      {{1, 400, 9, 9}, {7, 400, 1, 1}, conv(2, 0), false},    // K = 400 crosses KC
+      {{2, 5, 13, 14}, {6, 5, 1, 1}, conv(3, 1), true},       // stride 3, batch 2
   };
   unsigned seed = 10;
   for (const auto& k : cases) {
@@ -128,6 +135,7 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
   check_conv<double>(cases[15], 94, true);   // the direct kernel, double blocks
   check_conv<double>(cases[17], 93, false);
   check_conv<double>(cases[20], 92, true);   // positions along the vectors, double
+  check_conv<double>(cases[23], 91, true);   // a strided 1x1 window, double panels
 }
 
 TEST_CASE("conv2d: an input whose rows are a window of wider rows (packing reads up to the last element, no further)") {
@@ -156,6 +164,22 @@ TEST_CASE("conv2d: the same results on two threads") {
   }();
   CHECK(same_tensor(one, two));
   CHECK(same_tensor(one_dw, two_dw));
+  // A ResNet downsampling, small: the GEMM's gathered panels (cut by columns) and the prepacked
+  // kernel's gathered planes (cut by blocks of channels), each thread gathering its own.
+  const tensor xd = random_tensor<float>({1, 32, 28, 27}, -1, 1, 8), wd = random_tensor<float>({72, 32, 1, 1}, -1, 1, 9);
+  const tensor packed = prepack_conv_weight(wd);
+  const packed_conv_layout l = native_conv_layout(dtype::float32, 72, 32, 1, 1);
+  const tensor one_d = conv2d(xd, wd, {}, conv(2, 0)), one_p = tensor::empty(one_d.shape(), dtype::float32);
+  conv2d_prepacked(xd, packed, l, {}, conv(2, 0), one_p);
+  const tensor two_p = tensor::empty(one_d.shape(), dtype::float32);
+  const tensor two_d = [&] {
+    const kiln_test::pool_threads scope(2);
+    conv2d_prepacked(xd, packed, l, {}, conv(2, 0), two_p);
+    return conv2d(xd, wd, {}, conv(2, 0));
+  }();
+  CHECK(same_tensor(one_d, two_d));
+  CHECK(same_tensor(one_p, two_p));
+  check_all_close(one_d.to_vector<float>(), reference_conv<float>(xd, wd, tensor(), conv(2, 0), 14, 14), 0, 4e-6 * 33);
 }
 
 TEST_CASE("conv2d_prepacked: a layout of another vector width is unpacked first, with conv2d's results") {

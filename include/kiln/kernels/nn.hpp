@@ -17,7 +17,8 @@
 ///   row-major) times the im2col matrix of the input ([C/groups * KH * KW, OH * OW]). The im2col
 ///   matrix is never built: the GEMM's B-packing routine reads its panels straight out of the
 ///   image (`gemm_packed`), with zeros where a window hangs over the padding. A 1x1 convolution
-///   with stride 1 and no padding multiplies the image itself.
+///   with stride 1 and no padding multiplies the image itself; a strided or padded one (ResNet's
+///   downsamplings) gathers its panels' rows from the positions it reads (`im2col_packer::pointwise`).
 /// - Depthwise (one input channel per group, any channel multiplier): a direct kernel per output
 ///   plane over a zero-padded copy of the input plane, vectorised along the output row. The planes are shared out by `parallel_for`.
 /// - With few taps per output (at most 256, a network's first layer) and output rows of at least
@@ -28,9 +29,10 @@
 ///   convolutions with many channels, Winograd's F(2x2, 3x3) or F(4x4, 3x3) on the transformed
 ///   weight (`conv2d_winograd`, `winograd.hpp`).
 ///
-/// Pooling works per plane over a padded copy too (padding -inf for max, 0 for average), with
-/// the same vectorisation. For a horizontal stride s, the padded copy stores each row's columns
-/// split into s phases (`window_plane`), so strided windows vectorise as well. `ceil_mode` adds a last, partial window where the input leaves a
+/// Pooling is separable: per output row, the window's input rows are combined column by column
+/// into one padded row (padding -inf for max, 0 for average), whose columns, split into s phases
+/// for a horizontal stride s, the window then combines into the output row, vectorised along it.
+/// `ceil_mode` adds a last, partial window where the input leaves a
 /// remainder, as long as it starts inside the input or its leading padding (PyTorch's rule).
 /// avg_pool2d divides by the number of input elements in the window, or with
 /// `count_include_pad` by the window's size clipped to the padded input; a window that covers no
@@ -112,7 +114,8 @@ struct im2col_packer {
   /// Writes rows [p0, p0 + kc) x columns [j0, j0 + nc) into NR-column panels, each row straight
   /// into its panels (row k of panel q at out[q * kc * NR + k * NR]).
   void operator()(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) const {
-    if (stride_w == 1 && sw == 1) contiguous(p0, kc, j0, nc, out);
+    if (kh == 1 && kw == 1) pointwise(p0, kc, j0, nc, out);
+    else if (stride_w == 1 && sw == 1) contiguous(p0, kc, j0, nc, out);
     else general(p0, kc, j0, nc, out);
   }
 
@@ -133,6 +136,43 @@ private:
       const std::int64_t c = col + t, n = std::min(NR - c % NR, len - t);
       f(c / NR * kc * NR + c % NR, t, n);
       t += n;
+    }
+  }
+
+  /// A 1x1 window (a strided or padded one: a plain 1x1 convolution multiplies the image in
+  /// place), such as ResNet's downsamplings: row k is channel p0 + k read at the output
+  /// positions. Each row is gathered into a contiguous run, an output row's columns at a time,
+  /// then copied into its panels a whole panel row at a time. (The general path cuts each output
+  /// row where a panel ends and copies the pieces: 2.5-7 cycles per element on those shapes.)
+  void pointwise(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) const {
+    constexpr std::int64_t NR = gemm_detail::shape<T>::NR;
+    const std::int64_t padded = (nc + NR - 1) / NR * NR, step = stride_w * sw;
+    // The output columns whose input column is inside the row: [lo, hi).
+    const std::int64_t lo = std::min(ow, (left + stride_w - 1) / stride_w), hi = std::clamp((w + left + stride_w - 1) / stride_w, lo, ow);
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> row;
+    grow(row, padded);
+    std::fill(row.data() + nc, row.data() + padded, T(0));
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const T* plane = x + (p0 + k) * sc;
+      std::int64_t y = j0 / ow, x0 = j0 % ow;
+      for (std::int64_t q = 0; q < nc; x0 = 0, ++y) {
+        const std::int64_t len = std::min(ow - x0, nc - q), iy = y * stride_h - top;
+        T* const d = row.data() + q - x0;  // output column x0 of row y at d + x0
+        if (iy < 0 || iy >= h) {
+          std::fill(d + x0, d + x0 + len, T(0));
+        } else {
+          const std::int64_t a = std::clamp(lo, x0, x0 + len), b = std::clamp(hi, a, x0 + len);
+          std::fill(d + x0, d + a, T(0));
+          const T* src = plane + iy * sh + (a * stride_w - left) * sw;
+          if (step == 2)  // a constant step, which the compiler vectorises (loads and a permute)
+            for (std::int64_t e = 0; e < b - a; ++e) d[a + e] = src[2 * e];
+          else
+            for (std::int64_t e = 0; e < b - a; ++e) d[a + e] = src[e * step];
+          std::fill(d + b, d + x0 + len, T(0));
+        }
+        q += len;
+      }
+      for (std::int64_t c = 0; c < padded; c += NR) std::copy_n(row.data() + c, NR, out + c * kc + k * NR);
     }
   }
 
@@ -251,6 +291,22 @@ private:
     }
   }
 };
+
+/// Writes `ow` elements to `dst`: element e is src[(e * stride - left) * step], the input row
+/// `src` (w elements `step` apart) read by a 1x1 window at output column e, or 0 in the padding.
+template <class T>
+void gather_row(const T* src, std::int64_t w, std::int64_t step, std::int64_t stride, std::int64_t left, std::int64_t ow, T* dst) {
+  // Output columns [lo, hi) read inside the row.
+  const std::int64_t lo = std::min(ow, (left + stride - 1) / stride), hi = std::clamp((w + left + stride - 1) / stride, lo, ow);
+  const T* from = src + (lo * stride - left) * step;
+  const std::int64_t s = stride * step;
+  std::fill(dst, dst + lo, T(0));
+  if (s == 2)  // a constant step, which the compiler vectorises (loads and a permute)
+    for (std::int64_t e = 0; e < hi - lo; ++e) dst[lo + e] = from[2 * e];
+  else
+    for (std::int64_t e = 0; e < hi - lo; ++e) dst[lo + e] = from[e * s];
+  std::fill(dst + hi, dst + ow, T(0));
+}
 
 /// conv2d through the GEMM, into `out`, whose (H, W) axes are one contiguous row per channel.
 /// `apply(n, c, rs, cs, o, j, m, len)` is the epilogue (`gemm_packed`) of image n, given the
@@ -490,13 +546,17 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
                                      T(0));
       thread_local std::vector<std::int64_t> taps;
       planes[0].taps(g.kw, dw, taps);
+      // Where tap k of output row y0 starts; row y's is `rows` rows of the planes further on
+      // (the planes are alike, so one distance serves all).
       thread_local std::vector<const T*> in;
       in.resize(std::size_t(K));
+      for (std::int64_t k = 0; k < K; ++k) {
+        const std::int64_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, j = k % g.kw;
+        in[std::size_t(k)] = planes[std::size_t(c)].row(i * dh) + taps[std::size_t(j)];
+      }
+      const std::int64_t plane_row = planes[0].row(1) - planes[0].row(0);
       for (std::int64_t y = y0; y < y1; ++y) {
-        for (std::int64_t k = 0; k < K; ++k) {
-          const std::int64_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, j = k % g.kw;
-          in[std::size_t(k)] = planes[std::size_t(c)].row((y - y0) * sh + i * dh) + taps[std::size_t(j)];
-        }
+        const std::int64_t at = (y - y0) * sh * plane_row;
         T* row = ob + y * os[2];
         for (std::int64_t grp = 0; grp < groups; ++grp) {
           const std::int64_t o0 = grp * OC, oc = std::min(OC, g.o - o0);
@@ -508,9 +568,9 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
             const std::int64_t vectors = (g.ow - x0 + W - 1) / W, nv = vectors == 4 ? 2 : std::min<std::int64_t>(NV, vectors);
             const std::int64_t len = std::min(g.ow - x0, nv * W);
             T* dst = row + o0 * os[1] + x0;
-            if (nv == 3) direct_rows_tile<T, 3>(in.data(), x0, w, OB, K, oc, dst, os[1], len);
-            else if (nv == 2) direct_rows_tile<T, 2>(in.data(), x0, w, OB, K, oc, dst, os[1], len);
-            else direct_rows_tile<T, 1>(in.data(), x0, w, OB, K, oc, dst, os[1], len);
+            if (nv == 3) direct_rows_tile<T, 3>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len);
+            else if (nv == 2) direct_rows_tile<T, 2>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len);
+            else direct_rows_tile<T, 1>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len);
             x0 += len;
           }
         }
@@ -537,10 +597,16 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
   const std::int64_t K = g.c * g.kh * g.kw, N = g.oh * g.ow, blocks = (g.o + OB - 1) / OB;
   const std::int64_t top = p.padding[0], left = p.padding[1];
   const std::int64_t hp = g.h + top + p.padding[2], wp = g.w + left + p.padding[3];
-  // Where tap k starts in the padded image.
+  // A 1x1 window reads one input element per output position and channel: the image copy then
+  // holds just those, an OH x OW plane per channel (a strided 1x1 convolution, such as a ResNet
+  // downsampling, reads a quarter of its input). Otherwise it is the zero-padded image.
+  const bool gathered = g.kh == 1 && g.kw == 1;
+  const std::int64_t plane = gathered ? g.oh * g.ow : hp * wp;
+  const std::int64_t row_step = gathered ? g.ow : p.strides[0] * wp, col_step = gathered ? 1 : p.strides[1];  // of an output position
+  // Where tap k starts in the image copy.
   std::vector<std::int64_t> tap(static_cast<std::size_t>(K));
   for (std::int64_t k = 0; k < K; ++k)
-    tap[std::size_t(k)] = k / (g.kh * g.kw) * hp * wp + k / g.kw % g.kh * p.dilation[0] * wp + k % g.kw * p.dilation[1];
+    tap[std::size_t(k)] = k / (g.kh * g.kw) * plane + k / g.kw % g.kh * p.dilation[0] * wp + k % g.kw * p.dilation[1];
   const auto& xs = x.strides();
   const auto& os = out.strides();
   const std::int64_t tp = direct_tile_width<T>(N);
@@ -560,13 +626,24 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
         // the other core's cache at every tap (measured on Zen 5: 1.2x on two threads instead of 1.6x).
         const bool one_block = begin / tiles == (end - 1) / tiles;
         const std::int64_t q_first = one_block ? begin % tiles * TP : 0, q_last = one_block ? std::min(N, ((end - 1) % tiles + 1) * TP) - 1 : N - 1;
-        const std::int64_t r0 = q_first / g.ow * p.strides[0], r1 = q_last / g.ow * p.strides[0] + (g.kh - 1) * p.dilation[0] + 1;
         std::vector<T>& image = direct_image_buffer<T>();
-        grow(image, g.c * hp * wp);  // the rows r0..r1 are written below, the only ones read
+        grow(image, g.c * plane);  // the rows of the part's positions are written below, the only ones read
         T* const img = image.data();
+        if (gathered) {
+          for (std::int64_t c = 0; c < g.c; ++c)
+            for (std::int64_t y = q_first / g.ow; y <= q_last / g.ow; ++y) {
+              T* dst = img + c * plane + y * g.ow;
+              const std::int64_t iy = y * p.strides[0] - top;
+              if (iy < 0 || iy >= g.h) {
+                std::fill(dst, dst + g.ow, T(0));
+                continue;
+              }              gather_row(xb + c * xs[1] + iy * xs[2], g.w, xs[3], p.strides[1], left, g.ow, dst);
+            }
+        }
+        const std::int64_t r0 = q_first / g.ow * p.strides[0], r1 = gathered ? r0 : q_last / g.ow * p.strides[0] + (g.kh - 1) * p.dilation[0] + 1;
         for (std::int64_t c = 0; c < g.c; ++c)
           for (std::int64_t r = r0; r < r1; ++r) {
-            T* dst = img + (c * hp + r) * wp;
+            T* dst = img + c * plane + r * wp;
             const std::int64_t y = r - top;
             if (y < 0 || y >= g.h) {
               std::fill(dst, dst + wp, T(0));
@@ -589,7 +666,7 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
             for (std::int64_t i = g0; i < g1; ++i)
               for (std::int64_t t = 0; t < TP; ++t) {
                 const std::int64_t q = std::min(i * TP + t, N - 1);
-                corner[i - g0][t] = q / g.ow * p.strides[0] * wp + q % g.ow * p.strides[1];
+                corner[i - g0][t] = q / g.ow * row_step + q % g.ow * col_step;
               }
             for (std::int64_t k0 = 0; k0 < K; k0 += KC) {
               // The next chunk: the rest of this block's taps, else the next block's first (the
@@ -848,16 +925,30 @@ KILN_DECL pool_geometry check_pool2d(std::string_view op, const tensor& x, const
 KILN_DECL std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad,
                                                std::int64_t lo, std::int64_t hi);
 
+/// max_pool2d (Max) or avg_pool2d, separably: for each output row, the window's input rows are
+/// first combined column by column into one padded row (`line`: contiguous vector loads, no
+/// copy of the plane), which the window's columns then combine into the output row. Pooling
+/// reads each input row about kh / sh times and does kh + kw combinations per output instead of
+/// kh * kw. For a horizontal stride s the combined row is split into s phases first, so that
+/// the columns' step vectorises as well (padded column q at (q % s) * phase + q / s).
+///
+/// Float max takes the plain maximum, which may drop a NaN, while it sums the inputs it reads on
+/// the side; a plane whose sum comes out NaN (a NaN input, or rarely infinities of both signs)
+/// is done again with the NaN-propagating `maximum`.
 template <class T, bool Max>
 void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, const tensor& out) {
   using V = batch<T>;
   constexpr bool vectorized = ops::is_simd_type<T> && (Max || std::is_floating_point_v<T>);
+  constexpr bool float_max = Max && std::is_floating_point_v<T>;
   constexpr std::int64_t W = vectorized ? std::int64_t(V::size) : 1;
   const T fill = Max ? (std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest()) : T(0);
   const std::int64_t kh = p.pool_size[0], kw = p.pool_size[1], sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
-  // The padded plane covers every window, ceil-mode ones included.
-  const std::int64_t hp = std::max(g.h + p.padding[0] + p.padding[2], (g.oh - 1) * sh + (kh - 1) * dh + 1);
-  const std::int64_t wp = std::max(g.w + p.padding[1] + p.padding[3], (g.ow - 1) * sw + (kw - 1) * dw + 1);
+  const std::int64_t top = p.padding[0], left = p.padding[1];
+  // The padded row covers every window, ceil-mode ones included; `span` elements per phase copy
+  // leave room for the output loop's last vectors, which run past the row.
+  const std::int64_t wp = std::max(g.w + left + p.padding[3], (g.ow - 1) * sw + (kw - 1) * dw + 1);
+  // (Whole vectors, so that the split by phase runs in whole vectors too.)
+  const std::int64_t phase = ((wp + sw - 1) / sw + W - 1) / W * W, span = sw * phase + 4 * W;
   std::vector<T> inv_h, inv_w;  // avg: 1 / divisor, factored per axis
   if constexpr (!Max) {
     const bool inc = p.count_include_pad;
@@ -866,76 +957,130 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
     for (auto c : ch) inv_h.push_back(T(1) / T(c));
     for (auto c : cw) inv_w.push_back(T(1) / T(c));
   }
+  std::vector<std::int64_t> taps(static_cast<std::size_t>(kw));  // where output column 0 finds tap j in the phases
+  for (std::int64_t j = 0; j < kw; ++j) taps[std::size_t(j)] = j * dw % sw * phase + j * dw / sw;
   const T* xb = static_cast<const T*>(x.data());
   T* ob = static_cast<T*>(out.data());
   const auto& xs = x.strides();
   const auto& os = out.strides();
-  auto combine = [](auto a, auto b) {
+  // The exact combination, for scalars and for the second try at a plane with a NaN.
+  const auto exact = [](auto a, auto b) {
     if constexpr (Max) return ops::maximum{}(a, b);
     else return a + b;
   };
-  // Plane by plane, from a padded copy of it. (Cut into one band of rows per thread instead, so
-  // that each thread reads the rows the first convolution wrote on its core, ResNet-18's max pool
-  // measured no faster on two threads: its 3.2 MB input is in neither core's L2 cache.)
+  // Plane by plane. (Cut into one band of rows per thread instead, so that each thread reads the
+  // rows the first convolution wrote on its core, ResNet-18's max pool measured no faster on two
+  // threads: its 3.2 MB input is in neither core's L2 cache.)
   parallel_for(g.n * g.c, [&](std::int64_t t) {
     const std::int64_t n = t / g.c, c = t % g.c;
-    thread_local window_plane<T> plane;
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> acc;
-    acc.resize(std::size_t((g.ow + W - 1) / W * W));
-    plane.build(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, sw, fill);
-    thread_local std::vector<std::int64_t> taps;
-    plane.taps(kw, dw, taps);
-    // U vectors of outputs at xo, as U independent chains (one chain's latency per tap would
-    // bound the loop). A float max takes the plain maximum and notes NaN inputs on the side;
-    // only a vector that met one is done again through the NaN-propagating `maximum`.
-    auto vectors = [&]<int U>(std::int64_t y, std::int64_t xo) {
-      V s[U];
-      for (int u = 0; u < U; ++u) s[u] = V(fill);
-      using B = typename V::batch_bool_type;
-      [[maybe_unused]] B nan[U];
-      for (int u = 0; u < U; ++u) nan[u] = B(false);
-      for (std::int64_t i = 0; i < kh; ++i) {
-        const T* row = plane.row(y * sh + i * dh);
-        for (std::int64_t j = 0; j < kw; ++j) {
-          const T* at = row + taps[std::size_t(j)] + xo;
-          for (int u = 0; u < U; ++u) {
-            const V v = V::load_unaligned(at + u * W);
-            if constexpr (Max && std::is_floating_point_v<T>) {
-              nan[u] = nan[u] | xsimd::isnan(v);
-              s[u] = xsimd::max(s[u], v);
-            } else {
-              s[u] = combine(s[u], v);
+    const T* plane = xb + n * xs[0] + c * xs[1];
+    T* oplane = ob + n * os[0] + c * os[1];
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
+    thread_local std::vector<const T*> rows;
+    const std::int64_t acc_size = (g.ow + 4 * W - 1) / (4 * W) * 4 * W;
+    buffer.resize(std::size_t(2 * span + acc_size));
+    T* const line = buffer.data();                          // the combined padded row
+    T* const phases = sw == 1 ? line : line + span;         // the same split by phase
+    T* const acc = buffer.data() + 2 * span;                // one output row
+    std::fill(line, line + 2 * span, fill);                 // the padding columns, never written below
+    rows.resize(std::size_t(kh));
+    // One pass over the plane; `Fast`: the plain vector maximum, and whether a NaN may have been
+    // lost (always false otherwise).
+    const auto pass = [&]<bool Fast>() {
+      using sum_type = std::conditional_t<vectorized, V, T>;
+      [[maybe_unused]] sum_type sum0(T(0)), sum1(T(0));
+      [[maybe_unused]] bool scalar_nan = false;
+      const auto combine = [&](auto a, auto b) {
+        if constexpr (Fast) return xsimd::max(a, b);
+        else return exact(a, b);
+      };
+      for (std::int64_t y = 0; y < g.oh; ++y) {
+        std::int64_t count = 0;  // the window's rows inside the input
+        for (std::int64_t i = 0; i < kh; ++i)
+          if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < g.h) rows[std::size_t(count++)] = plane + r * xs[2];
+        // The rows combined, column by column, into line[left, left + w).
+        T* const dst = line + left;
+        std::int64_t col = 0;
+        if constexpr (vectorized) {
+          if (xs[3] == 1) {
+            const auto column = [&](std::int64_t at, sum_type& sum) {
+              V s(fill);
+              [[maybe_unused]] V total(T(0));
+              for (std::int64_t r = 0; r < count; ++r) {
+                const V v = V::load_unaligned(rows[std::size_t(r)] + at);
+                s = combine(s, v);
+                if constexpr (Fast && float_max) total += v;
+              }
+              if constexpr (Fast && float_max) sum += total;
+              s.store_unaligned(dst + at);
+            };
+            for (; col + 2 * W <= g.w; col += 2 * W) {
+              column(col, sum0);
+              column(col + W, sum1);
             }
+            for (; col + W <= g.w; col += W) column(col, sum0);
           }
         }
-      }
-      for (int u = 0; u < U; ++u) {
-        if constexpr (Max && std::is_floating_point_v<T>)
-          if (xsimd::any(nan[u])) {
-            s[u] = V(fill);
-            for (std::int64_t i = 0; i < kh; ++i)
-              for (std::int64_t j = 0; j < kw; ++j) s[u] = combine(s[u], V::load_unaligned(plane.row(y * sh + i * dh) + taps[std::size_t(j)] + xo + u * W));
+        for (; col < g.w; ++col) {
+          T s = fill;
+          for (std::int64_t r = 0; r < count; ++r) {
+            const T v = rows[std::size_t(r)][col * xs[3]];
+            s = exact(s, v);
+            if constexpr (Fast && float_max) scalar_nan |= std::isnan(v);
           }
-        s[u].store_aligned(acc.data() + xo + u * W);
+          dst[col] = s;
+        }
+        // Split by phase (the common stride 2 in one loop over pairs, which compilers vectorise
+        // as a deinterleave).
+        if (sw == 2) {
+          T* __restrict even = phases;
+          T* __restrict odd = phases + phase;
+          for (std::int64_t m = 0; m < phase; ++m) {
+            even[m] = line[2 * m];
+            odd[m] = line[2 * m + 1];
+          }
+        } else if (sw > 2) {
+          for (std::int64_t q = 0; q < sw * phase; ++q) phases[q % sw * phase + q / sw] = line[q];
+        }
+        // The window's columns combined into the output row.
+        std::int64_t xo = 0;
+        if constexpr (vectorized) {
+          const auto vectors = [&]<int U>() {
+            V s[U];
+            for (int u = 0; u < U; ++u) s[u] = V(fill);
+            for (std::int64_t j = 0; j < kw; ++j) {
+              const T* at = phases + taps[std::size_t(j)] + xo;
+              for (int u = 0; u < U; ++u) s[u] = combine(s[u], V::load_unaligned(at + u * W));
+            }
+            for (int u = 0; u < U; ++u) s[u].store_aligned(acc + xo + u * W);
+          };
+          for (; xo + 3 * W < g.ow; xo += 4 * W) vectors.template operator()<4>();  // the last vectors may run past the row
+          for (; xo < g.ow; xo += W) vectors.template operator()<1>();
+        }
+        for (; xo < g.ow; ++xo) {
+          T s = fill;
+          for (std::int64_t j = 0; j < kw; ++j) s = exact(s, phases[taps[std::size_t(j)] + xo]);
+          acc[xo] = s;
+        }
+        if constexpr (!Max)
+          for (std::int64_t j = 0; j < g.ow; ++j) acc[j] *= inv_h[std::size_t(y)] * inv_w[std::size_t(j)];
+        T* const orow = oplane + y * os[2];
+        if (os[3] == 1)  // (a loop the compiler vectorises: std::copy calls memmove for each short row)
+          for (std::int64_t j = 0; j < g.ow; ++j) orow[j] = acc[j];
+        else
+          store_row(acc, g.ow, orow, os[3]);
+      }
+      if constexpr (float_max) {  // (nested: Clang checks the call in a branch that depends on Fast alone)
+        if constexpr (Fast) return scalar_nan || xsimd::any(xsimd::isnan(sum0 + sum1));
+        else return false;
+      } else {
+        return false;
       }
     };
-    for (std::int64_t y = 0; y < g.oh; ++y) {
-      std::int64_t xo = 0;
-      if constexpr (vectorized) {  // the last vector may run past the row
-        for (; xo + 3 * W < g.ow; xo += 4 * W) vectors.template operator()<4>(y, xo);
-        for (; xo < g.ow; xo += W) vectors.template operator()<1>(y, xo);
-      }
-      for (; xo < g.ow; ++xo) {
-        T s = fill;
-        for (std::int64_t i = 0; i < kh; ++i) {
-          const T* row = plane.row(y * sh + i * dh);
-          for (std::int64_t j = 0; j < kw; ++j) s = combine(s, row[taps[std::size_t(j)] + xo]);
-        }
-        acc[std::size_t(xo)] = s;
-      }
-      if constexpr (!Max)
-        for (std::int64_t j = 0; j < g.ow; ++j) acc[std::size_t(j)] *= inv_h[std::size_t(y)] * inv_w[std::size_t(j)];
-      store_row(acc.data(), g.ow, ob + n * os[0] + c * os[1] + y * os[2], os[3]);
+    if constexpr (vectorized && Max) {
+      if (pass.template operator()<true>()) pass.template operator()<false>();
+    } else {
+      pass.template operator()<false>();
     }
   });
 }
