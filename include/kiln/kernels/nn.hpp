@@ -546,8 +546,8 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
                                      T(0));
       thread_local std::vector<std::int64_t> taps;
       planes[0].taps(g.kw, dw, taps);
-      // Where tap k of output row y0 starts; row y's is `rows` rows of the planes further on
-      // (the planes are alike, so one distance serves all).
+      // Where tap k of output row y0 starts; row y's is (y - y0) * sh rows of the planes further
+      // on (the planes are alike, so one distance serves all).
       thread_local std::vector<const T*> in;
       in.resize(std::size_t(K));
       for (std::int64_t k = 0; k < K; ++k) {
@@ -637,7 +637,8 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
               if (iy < 0 || iy >= g.h) {
                 std::fill(dst, dst + g.ow, T(0));
                 continue;
-              }              gather_row(xb + c * xs[1] + iy * xs[2], g.w, xs[3], p.strides[1], left, g.ow, dst);
+              }
+              gather_row(xb + c * xs[1] + iy * xs[2], g.w, xs[3], p.strides[1], left, g.ow, dst);
             }
         }
         const std::int64_t r0 = q_first / g.ow * p.strides[0], r1 = gathered ? r0 : q_last / g.ow * p.strides[0] + (g.kh - 1) * p.dilation[0] + 1;
