@@ -69,7 +69,10 @@ struct origin {
 /// Hands out the memory of one numpy array, once, and holds the array until kiln lets go of it.
 class borrowed_array_allocator final : public runtime::allocator {
 public:
-  borrowed_array_allocator(py::array a) : allocator(runtime::cpu()), data_(a.mutable_data()), array_(std::move(a)) {}
+  // The data pointer of a read-only array too (np.frombuffer, a read-only memmap): kiln never
+  // writes to its inputs, and a tensor it hands back over such memory is a numpy array marked
+  // read-only again (tensor_to_numpy of a borrowed tensor is not made: outputs are kiln's own).
+  borrowed_array_allocator(py::array a) : allocator(runtime::cpu()), data_(const_cast<void*>(a.data())), array_(std::move(a)) {}
   std::string_view type_name() const noexcept override { return "python.BorrowedArray"; }
   runtime::allocator_kind kind() const noexcept override { return runtime::allocator_kind::naive; }
   void* allocate(std::size_t) override { return data_; }
@@ -198,6 +201,31 @@ struct py_timing {
   vm::timing_result r;
 };
 
+/// What a Python instrument returned: None or VMInstrumentReturnKind.NO_OP (0) runs the call,
+/// SKIP_RUN (1) skips it; anything else is a TypeError or ValueError that says so.
+vm::instrument_action instrument_result(const py::object& r, std::string_view symbol) {
+  if (r.is_none()) return vm::instrument_action::no_op;
+  const auto bad = [&](const std::string& got) {
+    return "kiln.runtime.VirtualMachine instrument (called for '" + kiln::detail::printable(symbol) +
+           "'): expected None, VMInstrumentReturnKind.NO_OP (0) or VMInstrumentReturnKind.SKIP_RUN (1), got " + got;
+  };
+  // Raised as Python exceptions, so that they reach the caller as an instrument's own would.
+  const auto raise = [](PyObject* type, const std::string& message) {
+    PyErr_SetString(type, message.c_str());
+    throw py::error_already_set();
+  };
+  if (!PyLong_Check(r.ptr()) && !PyIndex_Check(r.ptr()))
+    raise(PyExc_TypeError, bad("a " + std::string(py::str(r.get_type().attr("__name__")))));
+  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(r.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow == 0 && v == int(vm::instrument_action::no_op)) return vm::instrument_action::no_op;
+  if (overflow == 0 && v == int(vm::instrument_action::skip_run)) return vm::instrument_action::skip_run;
+  raise(PyExc_ValueError, bad(std::string(py::repr(r))));
+  return vm::instrument_action::no_op;  // not reached
+}
+
 }  // namespace
 
 void init_runtime(py::module_& m) {
@@ -244,7 +272,10 @@ void init_runtime(py::module_& m) {
         py::gil_scoped_release release;
         return std::make_shared<vm::executable>(vm::load_module(path));
       },
-      py::arg("path"), "Loads a shared library export_library built: its executable, with the compiled functions attached");
+      py::arg("path"),
+      "Loads a shared library export_library built: its executable, with the compiled functions attached. Loading a library runs "
+      "its code (its constructors): load only libraries you built or trust. A file that is not a kiln library is refused before "
+      "it is loaded.");
   rt.def(
       "executable_from_bytes",
       [](const py::bytes& data) {
@@ -273,7 +304,10 @@ void init_runtime(py::module_& m) {
       .def("__call__", &py_vm_function::operator())
       .def_readonly("name", &py_vm_function::name);
 
-  py::class_<py_vm, std::shared_ptr<py_vm>>(rt, "VirtualMachine", "kiln's virtual machine running an executable")
+  py::class_<py_vm, std::shared_ptr<py_vm>>(rt, "VirtualMachine",
+                                            "kiln's virtual machine running an executable.\n\n"
+                                            "A machine serves one caller at a time: a call made while another thread is inside it raises "
+                                            "kiln.UsageError. Use one VirtualMachine per thread; machines may share one Executable.")
       .def(py::init([](std::shared_ptr<vm::executable> e) { return std::make_shared<py_vm>(std::move(e)); }), py::arg("exec"))
       .def("__getitem__",
            [](const std::shared_ptr<py_vm>& self, const std::string& name) {
@@ -335,9 +369,7 @@ void init_runtime(py::module_& m) {
                for (std::size_t i = 0; i < args.size(); ++i) py_args.append(value_to_python(args[i]));
                py::object r = handle->get()(py::str(std::string(symbol)), py::str(std::string(symbol)), before_run,
                                             before_run ? py::object(py::none()) : value_to_python(ret), *py_args);
-               if (!r.is_none() && py::int_(r).cast<int>() == int(vm::instrument_action::skip_run))
-                 return vm::instrument_action::skip_run;
-               return vm::instrument_action::no_op;
+               return instrument_result(r, symbol);
              });
            },
            py::arg("instrument"),

@@ -269,3 +269,69 @@ def test_compiled_mode_instrumented_reports_the_calls_the_bytecode_reports(tmp_p
     vm.set_instrument(raises)
     with pytest.raises(ValueError, match="instrument says no"):
         vm["main"](*mlp_args())
+
+
+def test_read_only_arrays_are_accepted_without_a_copy():
+    vm = VM(kiln.compile(kiln.ir.IRModule.from_text(ADD_MODULE)))
+    a = np.frombuffer(np.arange(12, dtype="float32").tobytes(), dtype="float32").reshape(3, 4)
+    assert not a.flags["WRITEABLE"]
+    b = np.ones((3, 4), "float32")
+    b.flags["WRITEABLE"] = False
+    np.testing.assert_array_equal(vm["main"](a, b), a + 1)
+    assert np.shares_memory(kiln._kiln.runtime._roundtrip(a), a)
+
+
+def test_one_vm_shared_by_threads_refuses_the_second_caller_and_never_crashes():
+    import threading
+
+    vm = VM(kiln.compile(kiln.ir.IRModule.from_text(MLP)))
+    x = mlp_args(64)
+    want = mlp_reference(*x)
+    outcomes = {"served": 0, "refused": 0, "other": []}
+    lock = threading.Lock()
+
+    def hammer():
+        for _ in range(100):
+            try:
+                y = vm["main"](*x)
+                with lock:
+                    if np.allclose(y, want, rtol=1e-5, atol=1e-6):
+                        outcomes["served"] += 1
+                    else:
+                        outcomes["other"].append("wrong result")
+            except kiln.KilnError as e:
+                with lock:
+                    if "already running 'main' on another thread" in str(e):
+                        outcomes["refused"] += 1
+                    else:
+                        outcomes["other"].append(str(e))
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes["other"] == []
+    assert outcomes["served"] + outcomes["refused"] == 300 and outcomes["served"] > 0
+
+
+def test_instrument_results_are_checked_and_an_instrument_may_remove_itself():
+    vm = VM(kiln.compile(kiln.ir.IRModule.from_text(MLP)))
+    x = mlp_args()
+    vm.set_instrument(lambda *a: 10**30)
+    with pytest.raises(ValueError, match=r"expected None, VMInstrumentReturnKind.NO_OP \(0\) or .*SKIP_RUN \(1\), got 1000000000000000000000000000000"):
+        vm["main"](*x)
+    vm.set_instrument(lambda *a: "yes")
+    with pytest.raises(TypeError, match="got a str"):
+        vm["main"](*x)
+    seen = []
+
+    def once(func, func_symbol, before_run, ret_value, *args):
+        seen.append(func_symbol)
+        vm.set_instrument(None)  # drops this very callback while it runs
+
+    vm.set_instrument(once)
+    np.testing.assert_allclose(vm["main"](*x), mlp_reference(*x), rtol=1e-5, atol=1e-6)
+    assert len(seen) == 2  # the first call's before and its after (reported to the instrument that saw it start)
+    np.testing.assert_allclose(vm["main"](*x), mlp_reference(*x), rtol=1e-5, atol=1e-6)
+    assert len(seen) == 2

@@ -237,6 +237,37 @@ TEST_CASE("the instrument sees every Call before and after, in order, and can sk
   CHECK(sum.invoke("main", 3).as_int() == 3);
 }
 
+TEST_CASE("an instrument may remove or replace itself while it runs: later calls go to the new one, each call's end to its own") {
+  virtual_machine vm(kiln_test::factorial(), {}, test_registry());
+  std::vector<std::string> log;
+  // A big capture, so that the function object lives outside std::function's small buffer too.
+  std::string first_name(200, 'x');
+  auto second = [&](const value&, std::string_view symbol, bool before, const value&, call_args) {
+    log.push_back(std::string("second ") + (before ? "before " : "after ") + std::string(symbol));
+    return instrument_action::no_op;
+  };
+  vm.set_instrument([&, first_name](const value&, std::string_view symbol, bool before, const value&, call_args) {
+    log.push_back(std::string("first ") + (before ? "before " : "after ") + std::string(symbol) + (first_name.empty() ? "!" : ""));
+    if (before && symbol == "test.less") vm.set_instrument(second);  // replaces the running callback
+    return instrument_action::no_op;
+  });
+  CHECK(vm.invoke("main", 1).as_int() == 1);
+  CHECK(log == std::vector<std::string>{"first before fact", "first before test.less", "first after test.less",
+                                        "second before vm.builtin.copy", "second after vm.builtin.copy", "first after fact"});
+  // Removing itself from inside: the run goes on unreported.
+  log.clear();
+  vm.set_instrument([&](const value&, std::string_view symbol, bool before, const value&, call_args) {
+    log.push_back(std::string(before ? "before " : "after ") + std::string(symbol));
+    if (before && symbol == "test.less") vm.set_instrument(nullptr);
+    return instrument_action::no_op;
+  });
+  CHECK(vm.invoke("main", 3).as_int() == 6);
+  CHECK(log == std::vector<std::string>{"before fact", "before test.less", "after test.less", "after fact"});
+  log.clear();
+  CHECK(vm.invoke("main", 3).as_int() == 6);
+  CHECK(log.empty());
+}
+
 TEST_CASE("the stateful interface, saved functions and the time evaluator") {
   virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
   vm.set_input("main", 4);
@@ -287,8 +318,17 @@ TEST_CASE("saved functions work wherever a function name does, as in TVM") {
   // include_return = false: the call runs and returns null (for timing without outputs).
   vm.save_function("main", "quiet", kiln::vm::save_options{.include_return = false}, 10);
   CHECK(vm.invoke("quiet").is_null());
-  CHECK(message_of<usage_error>([&] { vm.save_function("main", "main", 1); }) ==
-        "kiln::vm::save_function: 'main' is a function of the executable; save under another name");
+}
+
+TEST_CASE("a saved name shadows a function of the same name, as TVM looks saved closures up first") {
+  virtual_machine vm(kiln_test::sum_loop(), {}, test_registry());
+  function_handle original = vm.get_function("main");
+  vm.save_function("main", "main", 10);
+  CHECK(vm.invoke("main").as_int() == 45);
+  CHECK(vm.get_function("main").is_saved());
+  CHECK(vm.time_evaluator("main", 1, 1)(std::span<const value>()).results.size() == 1);
+  CHECK(message_of<usage_error>([&] { vm.invoke("main", 3); }) == "kiln::vm: saved function 'main' has its arguments bound; call it with none");
+  CHECK(original(4).as_int() == 6);  // a handle taken before still calls the function
 }
 
 TEST_CASE("invoke_stateful: an unknown function is named as unknown, it can be timed after set_input") {

@@ -4,6 +4,9 @@
 ///
 /// Modules are immutable like every node: `with_function` and friends return a new module that
 /// shares all untouched functions, so a pass that changes nothing returns the same module object.
+///
+/// Threads: being immutable, a module (and every node in it) may be read, printed, compiled and
+/// transformed from any number of threads at once; node reference counts are atomic.
 #pragma once
 
 #include <kiln/ir/function.hpp>

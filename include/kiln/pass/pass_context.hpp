@@ -20,6 +20,10 @@
 /// run on several threads (`set_num_threads`; see `run.hpp`). What a pass can touch from there is
 /// safe to use concurrently: `statistic` (atomic counters), the diagnostics (each function's
 /// reports are kept apart and added in function order), config reads, `analysis` and `current()`.
+/// Changing a context (its options, config or instruments) while a run uses it is not: give each
+/// thread that compiles its own context (or its own `pass_context_scope` of one), as TVM's
+/// PassContext is per thread. Scopes are per thread: a scope entered on one thread is not seen by
+/// another.
 #pragma once
 
 #include <kiln/pass/analysis.hpp>

@@ -14,6 +14,10 @@
 ///   a call to a bytecode or compiled function passes exactly its number of arguments;
 /// - control stays inside the function: jump targets, and the instruction after a Call or a
 ///   non-taken If, lie inside its range. So the interpreter needs no bounds checks.
+///
+/// Threads: an executable is not changed by running it. Once built or loaded, any number of
+/// virtual machines on any number of threads may share one (`std::shared_ptr<const executable>`,
+/// as `virtual_machine` takes it); only building or editing it must not overlap with its use.
 #pragma once
 
 #include <kiln/support/error.hpp>

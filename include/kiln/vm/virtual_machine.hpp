@@ -33,6 +33,16 @@
 /// leave the VM as it was before the invocation: frames are popped, their registers released.
 /// They reach the caller as `vm_error`, whose message names the function, the instruction and the
 /// callee, and the bytecode call stack.
+///
+/// Threads. A `virtual_machine` serves one caller at a time, as TVM's VirtualMachine and an ONNX
+/// Runtime session's run state do: its registers, frames, allocators and stateful inputs are its
+/// own. Use one machine per thread; any number of machines may share one `executable` (immutable
+/// once loaded, so safe to share). A public call made while another thread is inside the machine
+/// is refused with a `usage_error` ("this virtual_machine is already running 'main' on another
+/// thread ..."), never a crash: each call claims the machine with one compare-and-swap and
+/// releases it on return. Natives and instruments calling back into the machine on the thread
+/// that runs it pass. The kernels' own threads (`kernels::set_num_threads`) are inside one call
+/// and are not callers.
 #pragma once
 
 #include <kiln/runtime/allocator.hpp>
@@ -44,6 +54,7 @@
 #include <kiln/vm/native.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -51,6 +62,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -181,11 +193,13 @@ public:
   /// A handle that calls `name` — a function of the executable or a name given to
   /// `save_function` — without looking it up again (the design's `vm["name"]`).
   function_handle get_function(std::string_view name) {
+    const exclusive_use use(*this, nullptr);
     if (auto it = saved_.find(name); it != saved_.end()) return function_handle(*this, it->second);
     return function_handle(*this, function_index(name));
   }
   /// True for a function of the executable or a saved name.
-  bool has_function(std::string_view name) const noexcept {
+  bool has_function(std::string_view name) const {
+    const exclusive_use use(const_cast<virtual_machine&>(*this), nullptr);
     return index_.find(name) != index_.end() || saved_.find(name) != saved_.end();
   }
 
@@ -199,6 +213,7 @@ public:
 
   /// Calls the function at `index` of the function table.
   value call_function(std::size_t index, std::span<const value> args) {
+    const exclusive_use use(*this, index);
     if (index >= num_functions_) [[unlikely]]
       throw usage_error("kiln::vm: no function " + std::to_string(index));
     const callee& c = callees_[index];
@@ -217,6 +232,7 @@ public:
   }
   /// `set_input` with the arguments in a span (for bindings that gather them at run time).
   void set_input_span(std::string_view name, std::span<const value> args) {
+    const exclusive_use use(*this, nullptr);
     const std::size_t index = function_index(name);
     if (callees_[index].kind != function_kind::native) check_arity(callees_[index], "kiln::vm::set_input: function", args.size());
     inputs_[std::string(name)] = std::vector<value>(args.begin(), args.end());
@@ -224,13 +240,16 @@ public:
   /// Runs `name` on the arguments `set_input` stored, keeping the result for `get_outputs`.
   void invoke_stateful(std::string_view name) {
     const std::size_t index = function_index(name);  // an unknown function is named as such first
+    const exclusive_use use(*this, index);
     auto it = inputs_.find(name);
     if (it == inputs_.end())
       throw usage_error("kiln::vm::invoke_stateful: no inputs were set for '" + std::string(name) + "' (call set_input first)");
     outputs_[std::string(name)] = call_function(index, it->second);
   }
   /// The result of the last `invoke_stateful(name)`.
+  /// The reference stays valid until the next `invoke_stateful(name)`.
   const value& get_outputs(std::string_view name) const {
+    const exclusive_use use(const_cast<virtual_machine&>(*this), nullptr);
     auto it = outputs_.find(name);
     if (it == outputs_.end())
       throw usage_error("kiln::vm::get_outputs: '" + std::string(name) + "' has not been run with invoke_stateful");
@@ -239,6 +258,9 @@ public:
 
   /// Binds `args` to `name` so that `invoke(saved_name)`, `get_function(saved_name)` and
   /// `time_evaluator(saved_name)` call it without arguments or lookups (TVM's `save_function`).
+  /// As in TVM, saved names are looked up before the executable's functions: a `saved_name` that
+  /// is also a function's name shadows that function for later lookups by name (handles taken
+  /// before keep calling the function).
   template <class... Args>
   void save_function(std::string_view name, std::string saved_name, Args&&... args) {
     save_function(name, std::move(saved_name), save_options{}, std::forward<Args>(args)...);
@@ -251,10 +273,9 @@ public:
   }
   /// `save_function` with the arguments in a span.
   void save_function_span(std::string_view name, std::string saved_name, save_options options, std::span<const value> args) {
+    const exclusive_use use(*this, nullptr);
     const std::size_t index = function_index(name);
     if (saved_name.empty()) throw usage_error("kiln::vm::save_function: the saved name is empty");
-    if (index_.find(saved_name) != index_.end())
-      throw usage_error("kiln::vm::save_function: '" + saved_name + "' is a function of the executable; save under another name");
     auto& slot = saved_[saved_name];
     slot.name = std::move(saved_name);
     slot.index = index;  // in place: handles to this name stay valid
@@ -307,7 +328,17 @@ public:
   }
 
   /// Calls `f` before and after every Call instruction; an empty function removes it.
-  void set_instrument(instrument_fn f) { instrument_ = std::move(f); }
+  ///
+  /// Replacing or removing the instrument while the machine runs (from inside the instrument, or
+  /// from a native it calls) is safe: the old instrument stays alive until the outermost call
+  /// returns, a call in progress reports its end to the instrument that saw it start, and calls
+  /// that start later go to the new one.
+  void set_instrument(instrument_fn f) {
+    const exclusive_use use(*this, nullptr);
+    auto next = f ? std::make_unique<instrument_fn>(std::move(f)) : nullptr;
+    if (depth_ > 0 && instrument_) retired_instruments_.push_back(std::move(instrument_));
+    instrument_ = std::move(next);
+  }
 
   // ---- vm_context -----------------------------------------------------------------------------
 
@@ -321,6 +352,7 @@ public:
   }
   std::int64_t num_devices() const noexcept override { return std::int64_t(allocators_.size()); }
   value call(const value& func, call_args args) override {
+    const exclusive_use use(*this, nullptr);
     const closure_obj& c = func.as_closure();
     if (!c.is_native() && c.owner != exec_.get())
       throw usage_error("kiln::vm: closure '" + c.name + "' belongs to another executable");
@@ -342,7 +374,7 @@ public:
     if (index >= exec_->functions.size()) throw_bad_literal("function", index, exec_->functions.size());
     return literals_[exec_->constants.size() + index];
   }
-  const instrument_fn* instrument() const noexcept override { return instrument_ ? &instrument_ : nullptr; }
+  const instrument_fn* instrument() const noexcept override { return instrument_.get(); }
 
   /// The function pool entry (a closure) of function `index`.
   const value& function_value(std::size_t index) const { return literals_.at(exec_->constants.size() + index); }
@@ -350,11 +382,55 @@ public:
     throw usage_error(std::string("kiln::vm: ") + what + " " + std::to_string(index) + " requested; the executable has " + std::to_string(size));
   }
   /// Statistics of device `index`'s allocator.
-  runtime::allocator_stats allocator_stats(std::int64_t device_index = 0) { return allocator_for(device_index).stats(); }
+  runtime::allocator_stats allocator_stats(std::int64_t device_index = 0) {
+    const exclusive_use use(*this, nullptr);
+    return allocator_for(device_index).stats();
+  }
   /// Current bytecode frames (0 when idle).
   std::size_t call_depth() const noexcept { return std::size_t(top_ - frames_.get()); }
 
 private:
+  // ---- one caller at a time ------------------------------------------------------------------
+
+  static constexpr std::uint32_t no_function = std::uint32_t(-1);
+
+  /// Claims the machine for the calling thread for the length of one public call, or throws when
+  /// another thread has it. Nested uses on the thread that has it (a native or an instrument
+  /// calling back into the machine) pass. Leaving the outermost use drops the instruments retired
+  /// while it ran.
+  class exclusive_use {
+  public:
+    exclusive_use(virtual_machine& vm, std::size_t function) : vm_(vm) {
+      const std::thread::id me = std::this_thread::get_id();
+      if (vm.owner_.load(std::memory_order_relaxed) == me) return;  // only this thread stores its own id
+      std::thread::id idle{};
+      if (!vm.owner_.compare_exchange_strong(idle, me, std::memory_order_acquire, std::memory_order_relaxed)) [[unlikely]]
+        vm.throw_busy();
+      vm.running_.store(function < vm.num_functions_ ? std::uint32_t(function) : no_function, std::memory_order_relaxed);
+      claimed_ = true;
+    }
+    exclusive_use(virtual_machine& vm, std::nullptr_t) : exclusive_use(vm, std::size_t(no_function)) {}
+    exclusive_use(const exclusive_use&) = delete;
+    exclusive_use& operator=(const exclusive_use&) = delete;
+    ~exclusive_use() {
+      if (!claimed_) return;
+      if (!vm_.retired_instruments_.empty()) [[unlikely]]
+        vm_.retired_instruments_.clear();
+      vm_.running_.store(no_function, std::memory_order_relaxed);
+      vm_.owner_.store(std::thread::id{}, std::memory_order_release);
+    }
+
+  private:
+    virtual_machine& vm_;
+    bool claimed_ = false;
+  };
+  [[noreturn]] __attribute__((noinline, cold)) void throw_busy() const {
+    const std::uint32_t f = running_.load(std::memory_order_relaxed);
+    const std::string what = f == no_function ? "in use" : "running '" + exec_->functions[f].name + "'";
+    throw usage_error("kiln::vm: this virtual_machine is already " + what +
+                      " on another thread; use one virtual_machine per thread (a machine serves one caller at a time)");
+  }
+
   // ---- pre-decoded program --------------------------------------------------------------------
 
   /// The run loop's instructions. Calls come first (`trace` relies on it). A native with a direct
@@ -757,12 +833,11 @@ private:
 
   /// The instrument's after-call report for a bytecode call that has just returned `rv`.
   void report_return(const frame& done, const value& rv) {
-    std::vector<value> args = std::move(instrument_args_.back());
+    const reported_call call = std::move(instrument_args_.back());
     instrument_args_.pop_back();
     std::vector<const value*> ptrs;
-    for (auto& a : args) ptrs.push_back(&a);
-    instrument_(function_value(done.callee), exec_->functions[done.callee].name, false, rv,
-                call_args(ptrs.data(), ptrs.size()));
+    for (auto& a : call.args) ptrs.push_back(&a);
+    (*call.to)(function_value(done.callee), exec_->functions[done.callee].name, false, rv, call_args(ptrs.data(), ptrs.size()));
   }
 
   /// Calls a native callee with `args` into `out`; instrumented, reports before and after (a
@@ -774,14 +849,19 @@ private:
     } else {
       const value& func = function_value(o.a);
       const std::string& symbol = exec_->functions[o.a].name;
-      if (instrument_(func, symbol, true, value(), args) == instrument_action::skip_run) {
+      const native_function& n = callees_[o.a].native;  // the op may hold the direct entry
+      instrument_fn* const to = instrument_.get();
+      if (!to) [[unlikely]] {  // removed while running
+        out.assign_raw(n.fn(n.state, args));
+        return;
+      }
+      if ((*to)(func, symbol, true, value(), args) == instrument_action::skip_run) {
         out.reset();
         return;
       }
       // `out` may be an argument register: the after-report gets the arguments as they were.
-      const native_function& n = callees_[o.a].native;  // the op may hold the direct entry
       value rv = value::from_raw(n.fn(n.state, args));
-      instrument_(func, symbol, false, rv, args);
+      (*to)(func, symbol, false, rv, args);
       out = std::move(rv);
     }
   }
@@ -866,12 +946,11 @@ private:
                 throw_depth();
               bool instrumented = false;
               if constexpr (Instrumented) {
-                if (!instrument_bytecode_call(o, regs)) {
+                if (!instrument_bytecode_call(o, regs, instrumented)) {
                   slot(regs, o.dst).reset();
                   ++ip;
                   KILN_VM_NEXT();
                 }
-                instrumented = true;
               }
               value* callee_regs = stack_.push(o.to.code.registers);
               // Registers above the stack's top are null, so the arguments are constructed in place.
@@ -889,14 +968,22 @@ private:
               value rv = with_pointers(
                   o.nargs, [&](std::size_t i) -> const value& { return resolve_operand(o.args[i], regs); },
                   [&](call_args args) {
-                    if constexpr (Instrumented)
-                      if (instrument_(function_value(o.a), c.info->name, true, value(), args) == instrument_action::skip_run)
-                        return value();
-                    value r = enter(c, [&](value* dst) {
-                      for (std::size_t i = 0; i < args.size(); ++i) dst[i] = args[i];
-                    });
-                    if constexpr (Instrumented) instrument_(function_value(o.a), c.info->name, false, r, args);
-                    return r;
+                    const auto enter_callee = [&] {
+                      return enter(c, [&](value* dst) {
+                        for (std::size_t i = 0; i < args.size(); ++i) dst[i] = args[i];
+                      });
+                    };
+                    if constexpr (Instrumented) {
+                      instrument_fn* const to = instrument_.get();
+                      if (!to) [[unlikely]]  // removed while running
+                        return enter_callee();
+                      if ((*to)(function_value(o.a), c.info->name, true, value(), args) == instrument_action::skip_run) return value();
+                      value r = enter_callee();
+                      (*to)(function_value(o.a), c.info->name, false, r, args);
+                      return r;
+                    } else {
+                      return enter_callee();
+                    }
                   });
               slot(regs, o.dst) = std::move(rv);
               ++ip;
@@ -964,14 +1051,19 @@ private:
 
   /// Instrumented bytecode call: reports it and, unless skipped, saves its arguments for the
   /// after-report. False when the instrument skips the call.
-  bool instrument_bytecode_call(const op& o, const value* regs) {
+  bool instrument_bytecode_call(const op& o, const value* regs, bool& instrumented) {
+    instrument_fn* const to = instrument_.get();
+    if (!to) [[unlikely]]  // removed while running: the call runs unreported
+      return true;
     std::vector<const value*> argv(o.nargs);
     for (std::uint32_t i = 0; i < o.nargs; ++i) argv[i] = &resolve_operand(o.args[i], regs);
     const call_args args(argv.data(), o.nargs);
-    if (instrument_(function_value(o.a), exec_->functions[o.a].name, true, value(), args) == instrument_action::skip_run)
+    if ((*to)(function_value(o.a), exec_->functions[o.a].name, true, value(), args) == instrument_action::skip_run)
       return false;
     auto& saved = instrument_args_.emplace_back();
-    for (std::uint32_t i = 0; i < o.nargs; ++i) saved.push_back(args[i]);
+    saved.to = to;
+    for (std::uint32_t i = 0; i < o.nargs; ++i) saved.args.push_back(args[i]);
+    instrumented = true;
     return true;
   }
 
@@ -990,8 +1082,16 @@ private:
   frame* frames_end_ = nullptr;
   register_stack stack_;
   std::size_t depth_ = 0;
-  instrument_fn instrument_;
-  std::vector<std::vector<value>> instrument_args_;
+  std::unique_ptr<instrument_fn> instrument_;  ///< on the heap: it must not move while it runs
+  std::vector<std::unique_ptr<instrument_fn>> retired_instruments_;  ///< replaced while running; dropped when the outermost call returns
+  /// A bytecode call reported to an instrument: the instrument, and the arguments it is shown again after the call.
+  struct reported_call {
+    instrument_fn* to = nullptr;
+    std::vector<value> args;
+  };
+  std::vector<reported_call> instrument_args_;
+  std::atomic<std::thread::id> owner_{};           ///< the thread using the machine; none when idle
+  std::atomic<std::uint32_t> running_{no_function};  ///< the outermost function being run, for the busy message
   detail::string_map<std::vector<value>> inputs_;
   detail::string_map<value> outputs_;
   detail::string_map<saved_call> saved_;
