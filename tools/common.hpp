@@ -8,6 +8,7 @@
 #include <kiln/ir/pass_traits.hpp>
 #include <kiln/pass/pass.hpp>
 #include <kiln/support/file.hpp>
+#include <kiln/support/strings.hpp>
 #include <kiln/vm/library.hpp>
 #include <kiln/vm/serialize.hpp>
 #if KILN_TOOLS_ONNX
@@ -16,13 +17,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstring>
+#include <new>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln_tools {
@@ -36,16 +40,33 @@ struct tool_error : std::runtime_error {
 
 enum class model_kind { onnx, ir_text, executable, library };
 
+/// Whether `path` names a shared library: `*.so`, or a versioned `*.so.N`.
+inline bool named_as_library(const fs::path& path) {
+  const std::string name = path.filename().string();
+  return path.extension() == ".so" || name.find(".so.") != std::string::npos;
+}
+
+/// The kind of model in `bytes`, by content first, then by name. A shared library is loaded only
+/// from a file named as one: loading a library runs its code, which a model's name must ask for.
 inline model_kind kind_of(const fs::path& path, const std::vector<std::byte>& bytes) {
+  const auto starts_with = [&](std::string_view magic) {
+    return bytes.size() >= magic.size() && std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
+  };
   if (bytes.size() >= 8) {
     std::uint64_t magic = 0;
     for (int i = 0; i < 8; ++i) magic |= std::uint64_t(std::to_integer<std::uint8_t>(bytes[std::size_t(i)])) << (8 * i);
     if (magic == kiln::vm::executable_magic) return model_kind::executable;
   }
-  if (bytes.size() >= 4 && std::to_integer<char>(bytes[0]) == 0x7f && std::to_integer<char>(bytes[1]) == 'E' &&
-      std::to_integer<char>(bytes[2]) == 'L' && std::to_integer<char>(bytes[3]) == 'F')
-    return model_kind::library;
+  if (starts_with("\x7f" "ELF")) {
+    if (named_as_library(path)) return model_kind::library;
+    throw tool_error("'" + path.string() +
+                     "' is an ELF file; a shared library is loaded only from a file named *.so (loading a library runs its code: "
+                     "load only libraries you trust)");
+  }
+  if (starts_with("\x93NUMPY"))
+    throw tool_error("'" + path.string() + "' is a .npy array, not a model (give arrays with --input NAME=FILE.npy)");
   if (path.extension() == ".onnx") return model_kind::onnx;
+  if (named_as_library(path)) throw tool_error("'" + path.string() + "' is named as a shared library but is not one (no ELF header)");
   return model_kind::ir_text;
 }
 
@@ -78,6 +99,7 @@ inline kiln::ir::ir_module read_ir(const fs::path& path, const std::vector<std::
 #if KILN_TOOLS_ONNX
     kiln::frontend::onnx::import_options o;
     o.shapes = shapes;
+    o.external_data_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();  // tensors stored beside the model
     return kiln::frontend::onnx::import_bytes(bytes, "'" + path.string() + "'", o);
 #else
     (void)shapes;
@@ -122,15 +144,32 @@ struct pass_options {
   }
 };
 
-/// Runs `body`, turning every error into `<tool>: <message>` on stderr and exit status 1.
+/// Writes `text` to standard output, or replaces the file `path` with it ('-': standard output).
+inline void write_output(const std::string& path, std::string_view text) {
+  if (path == "-") {
+    std::cout << text;
+    return;
+  }
+  kiln::detail::write_file(path, text, "");
+}
+
+/// Runs `body`, turning every error into `<tool>: <message>` on stderr and exit status 1. Standard
+/// output is flushed and checked before a success is reported (`kiln-opt > /dev/full` fails). A
+/// file-size limit (`ulimit -f`) fails the write that exceeds it instead of killing the tool.
 template <class Body>
 int guarded(const char* tool, Body&& body) {
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
-    return body();
+    const int status = body();
+    if (!std::cout.flush()) throw tool_error("cannot write to standard output");
+    return status;
+  } catch (const std::bad_alloc&) {
+    std::cerr << tool << ": out of memory (a tensor or a buffer larger than this machine can give)\n";
   } catch (const std::exception& e) {
-    std::cerr << tool << ": " << e.what() << "\n";
-    return 1;
+    std::cerr << tool << ": " << kiln::detail::escape_controls(e.what()) << "\n";
   }
+  std::cout.clear();
+  return 1;
 }
 
 }  // namespace kiln_tools

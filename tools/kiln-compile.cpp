@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   return guarded("kiln-compile", [&] {
     std::map<std::string, std::vector<std::int64_t>> shapes;
     for (auto& s : shape_options) shapes.insert(parse_shape_option(s));
-    const auto bytes = kiln::detail::read_file(input, "kiln-compile");
+    const auto bytes = kiln::detail::read_file(input, "");
     const model_kind kind = kind_of(input, bytes);
     if (kind == model_kind::executable) throw tool_error("'" + input + "' is already a compiled executable");
     const kiln::ir::ir_module m = read_ir(input, bytes, kind, shapes);
@@ -51,11 +51,11 @@ int main(int argc, char** argv) {
                              .cpp = {.name_space = name_space, .instrumented = instrumented}});
     }
     passes.report(ctx);
-    if (!emit_cpp.empty()) {
-      kiln::vm::save_executable(ex, output);
-      std::ofstream header(emit_cpp, std::ios::binary);
-      header << ex.generated_source;
-      if (!header.flush()) throw tool_error("cannot write '" + emit_cpp + "'");
+    if (!emit_cpp.empty()) {  // both files or neither
+      kiln::detail::staged_files files("");
+      files.add(output).write(kiln::vm::serialize(ex));
+      files.add(emit_cpp).write(ex.generated_source);
+      files.commit();
       std::cerr << "kiln-compile: wrote '" << emit_cpp << "' (C++, namespace " << name_space << ") and '" << output
                 << "' (the executable its " << name_space << "::load reads): " << ex.constants.size() << " constants\n";
     } else if (compiled) {

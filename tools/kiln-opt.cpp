@@ -10,7 +10,6 @@
 #include <kiln/pass/instruments/crash_reproducer.hpp>
 #include <kiln/transform/default_pipeline.hpp>
 
-#include <fstream>
 #include <iterator>
 
 int main(int argc, char** argv) {
@@ -44,7 +43,7 @@ int main(int argc, char** argv) {
     if (replay.empty() && pipeline.empty()) throw tool_error("--pipeline is required (try --list-passes)");
     auto read_text = [](const std::string& path) {
       if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-      const auto bytes = kiln::detail::read_file(path, "kiln-opt");
+      const auto bytes = kiln::detail::read_file(path, "");
       return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     };
     kiln::ir::ir_module out;
@@ -77,12 +76,7 @@ int main(int argc, char** argv) {
     }
     std::string result = kiln::ir::print(out);
     if (!result.empty() && result.back() != '\n') result += '\n';
-    if (output == "-") {
-      std::cout << result;
-    } else {
-      std::ofstream f(output, std::ios::binary);
-      if (!(f << result)) throw tool_error("cannot write '" + output + "'");
-    }
+    write_output(output, result);
     return 0;
   });
 }

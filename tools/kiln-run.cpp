@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -37,7 +38,21 @@ tensor random_input(const kiln::vm::type_signature& s, const std::string& name, 
       throw tool_error("parameter '" + name + "' (" + s.text() + ") has symbolic dimension " + d.expr + "; give it with --input " + name + "=FILE.npy");
     shape.push_back(d.size);
   }
-  tensor t = tensor::empty(shape, kiln::dtype::float64);
+  std::int64_t count = 1;
+  for (std::int64_t d : shape)
+    if (__builtin_mul_overflow(count, d, &count)) count = std::numeric_limits<std::int64_t>::max();
+  const std::uint64_t bytes = std::uint64_t(count) * std::max<std::size_t>(kiln::size_of(s.dt), 8);  // drawn as float64, then cast
+  const auto too_large = [&] {
+    return tool_error("parameter '" + name + "' (" + s.text() + ") is too large for random data: " + std::to_string(count) +
+                      " elements, " + std::to_string(bytes) + " bytes or more; give a smaller shape (--shape) or an input file");
+  };
+  if (count > (std::int64_t(1) << 56)) throw too_large();
+  tensor t;
+  try {
+    t = tensor::empty(shape, kiln::dtype::float64);
+  } catch (const kiln::runtime::out_of_memory&) {
+    throw too_large();
+  }
   std::uniform_real_distribution<double> uni(-1, 1);
   std::uniform_int_distribution<int> small(0, 9);
   const bool integer = !kiln::is_float(s.dt);
@@ -88,7 +103,11 @@ int main(int argc, char** argv) {
   int repeat = 1;
   bool profile = false, profile_calls = false;
   unsigned seed = 0;
-  app.add_option("MODEL", input, "An .onnx file, IR text, or a compiled executable")->required()->check(CLI::ExistingFile);
+  app.add_option("MODEL", input,
+                 "An .onnx file, IR text, a compiled executable, or a shared library from kiln-compile --exec-mode compiled "
+                 "(named *.so; loading a library runs its code: load only libraries you trust)")
+      ->required()
+      ->check(CLI::ExistingFile);
   app.add_option("-i,--input", input_options, "NAME=FILE.npy for a parameter (repeatable); others get random data")->allow_extra_args(false);
   app.add_option("-o,--output", output, "Write the output to this .npy file (several outputs: NAME.0.npy, NAME.1.npy, ...)");
   app.add_option("-f,--function", function, "The function to run");
@@ -106,7 +125,7 @@ int main(int argc, char** argv) {
     kiln::kernels::set_num_threads(threads);
     std::map<std::string, std::vector<std::int64_t>> shapes;
     for (auto& s : shape_options) shapes.insert(parse_shape_option(s));
-    const auto bytes = kiln::detail::read_file(input, "kiln-run");
+    const auto bytes = kiln::detail::read_file(input, "");
     const model_kind kind = kind_of(input, bytes);
     vm::executable ex;
     if (kind == model_kind::executable) {
@@ -157,13 +176,17 @@ int main(int argc, char** argv) {
     std::vector<tensor> outs;
     flatten(result, outs);
     for (std::size_t i = 0; i < outs.size(); ++i) std::cout << "output " << i << ": " << summary(outs[i]) << "\n";
-    if (!output.empty()) {
+    if (!output.empty()) {  // all of them or none
+      kiln::detail::staged_files files("");
+      std::vector<fs::path> written;
       for (std::size_t i = 0; i < outs.size(); ++i) {
         fs::path p = output;
         if (outs.size() > 1) p.replace_extension(std::to_string(i) + ".npy");
-        kiln::runtime::save_npy(p, outs[i].contiguous());
-        std::cerr << "kiln-run: wrote '" << p.string() << "'\n";
+        files.add(p).write(kiln::runtime::to_npy(outs[i].contiguous()));
+        written.push_back(p);
       }
+      files.commit();
+      for (auto& p : written) std::cerr << "kiln-run: wrote '" << p.string() << "'\n";
     }
 
     if (repeat > 1) {

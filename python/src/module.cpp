@@ -62,6 +62,7 @@ void init_errors(py::module_& m) {
   types.vm_error = make("VMError", py::make_tuple(types.kiln_error), "The virtual machine failed while running a function");
   error_classes = &types;
 
+  // Messages are shown with their control characters escaped: they may quote names from a file.
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {
@@ -69,19 +70,19 @@ void init_errors(py::module_& m) {
     } catch (const pass_error& e) {
       // A Python pass or instrument raised: the original exception reaches the caller unchanged.
       if (restore_nested_python_error(e)) return;
-      PyErr_SetString(errors().pass_error.ptr(), e.what());
+      PyErr_SetString(errors().pass_error.ptr(), kiln::detail::escape_controls(e.what()).c_str());
     } catch (const ir::parse_error& e) {
-      PyErr_SetString(errors().parse_error.ptr(), e.what());
+      PyErr_SetString(errors().parse_error.ptr(), kiln::detail::escape_controls(e.what()).c_str());
     } catch (const pipeline_parse_error& e) {
-      PyErr_SetString(errors().parse_error.ptr(), e.what());
+      PyErr_SetString(errors().parse_error.ptr(), kiln::detail::escape_controls(e.what()).c_str());
     } catch (const vm::vm_error& e) {
       if (restore_nested_python_error(e)) return;
-      PyErr_SetString(errors().vm_error.ptr(), e.what());
+      PyErr_SetString(errors().vm_error.ptr(), kiln::detail::escape_controls(e.what()).c_str());
     } catch (const usage_error& e) {
-      PyErr_SetString(errors().usage_error.ptr(), e.what());
+      PyErr_SetString(errors().usage_error.ptr(), kiln::detail::escape_controls(e.what()).c_str());
     } catch (const kiln::error& e) {
       if (restore_nested_python_error(e)) return;
-      PyErr_SetString(errors().kiln_error.ptr(), e.what());
+      PyErr_SetString(errors().kiln_error.ptr(), kiln::detail::escape_controls(e.what()).c_str());
     }
   });
 }

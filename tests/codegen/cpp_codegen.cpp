@@ -323,7 +323,7 @@ TEST_CASE("export_library: errors name the compiler, its command line and its me
 TEST_CASE("load_module: files that are not kiln libraries, or not for this kiln or CPU, are refused cleanly") {
   const auto none = temp_file("none", ".so");
   CHECK(message_of<vm::library_error>([&] { (void)vm::load_module(none); }) ==
-        "kiln::vm::load_module: cannot open '" + none.string() + "'");
+        "kiln::vm::load_module: cannot open '" + none.string() + "': No such file or directory");
   const auto text = temp_file("text", ".so");
   std::ofstream(text) << "not a library";
   CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(text); }), "': not a shared library (no ELF header)"));
@@ -340,8 +340,13 @@ TEST_CASE("load_module: files that are not kiln libraries, or not for this kiln 
   std::filesystem::remove(cut);
   std::filesystem::remove(lib);
 
-  const auto other = build_library("extern \"C\" int f() { return 1; }\n");
-  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(other); }), "': not a kiln library (it has no kiln_library_info_v1)"));
+  // A library that is not kiln's is refused before it is loaded: its constructor never runs.
+  const auto marker = temp_file("constructor_ran", ".txt");
+  const auto other = build_library("#include <cstdio>\nextern \"C\" int f() { return 1; }\n"
+                                   "__attribute__((constructor)) static void ran() { std::fclose(std::fopen(\"" + marker.string() + "\", \"w\")); }\n");
+  CHECK(contains(message_of<vm::library_error>([&] { (void)vm::load_module(other); }),
+                 "': not a kiln library (it exports no kiln_library_info_v1; it was not loaded, and none of its code ran)"));
+  CHECK(!std::filesystem::exists(marker));
   std::filesystem::remove(other);
 
   const std::string common = "kiln::vm::compiled::abi_tag, sizeof(kiln::vm::value), ";

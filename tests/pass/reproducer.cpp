@@ -169,7 +169,7 @@ TEST_CASE("a run that does not fail writes nothing, one whose file cannot be wri
   CHECK(failure == "kiln: pass 'reject_long' (in 'sequential') failed: f0 is longer than 3");
   const auto* r = bad.instruments()[0].target<kiln::crash_reproducer>();
   CHECK(r->written().empty());
-  CHECK(r->write_error() == "cannot write '/nonexistent-dir/repro.txt'");
+  CHECK(r->write_error() == "kiln::crash_reproducer: cannot write '/nonexistent-dir/repro.txt': No such file or directory");
 }
 
 TEST_CASE("reading a reproducer: what is wrong, and on which line") {

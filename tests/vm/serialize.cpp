@@ -81,7 +81,7 @@ TEST_CASE("the header: magic number first, then the version string") {
   other[16 + 9] = std::byte{'9'};  // "kiln-vm-0.2" -> "kiln-vm-092"
   CHECK(load_error(other) ==
         "kiln::vm: test bytes: the executable was written in format 'kiln-vm-092'; this kiln reads 'kiln-vm-0.2' (section 'header', byte 27)");
-  CHECK(message_of([] { load_executable("/nonexistent/x.kvm"); }) == "kiln::vm::load_executable: cannot open '/nonexistent/x.kvm'");
+  CHECK(message_of([] { load_executable("/nonexistent/x.kvm"); }) == "kiln::vm::load_executable: cannot open '/nonexistent/x.kvm': No such file or directory");
 }
 
 TEST_CASE("every truncation of a valid executable is a clean error") {

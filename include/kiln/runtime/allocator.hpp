@@ -16,6 +16,8 @@
 
 #include <bit>
 #include <cstddef>
+#include <cstdio>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -23,6 +25,12 @@
 #include <vector>
 
 namespace kiln::runtime {
+
+/// An allocation the system cannot serve; the message names the size.
+class out_of_memory : public error {
+public:
+  using error::error;
+};
 
 /// Alignment of every block kiln allocates.
 inline constexpr std::size_t storage_alignment = 64;
@@ -51,8 +59,32 @@ public:
 
 protected:
   explicit allocator(device d) : dev_(d) {}
+  /// A block from the system; a request it cannot serve is an `out_of_memory` naming the size.
   static void* system_allocate(std::size_t nbytes) {
-    return ::operator new(nbytes, std::align_val_t{storage_alignment});
+    try {
+      return ::operator new(nbytes, std::align_val_t{storage_alignment});
+    } catch (const std::bad_alloc&) {
+      throw_out_of_memory(nbytes);
+    }
+  }
+  /// Requests above this are refused before any rounding (which would overflow near 2^64).
+  static constexpr std::size_t max_request = std::size_t(1) << 60;
+  static void check_request(std::size_t nbytes) {
+    if (nbytes > max_request) [[unlikely]]
+      throw_out_of_memory(nbytes);
+  }
+  [[noreturn]] __attribute__((noinline, cold)) static void throw_out_of_memory(std::size_t nbytes) {
+    throw out_of_memory("kiln::runtime: cannot allocate " + std::to_string(nbytes) + " bytes (" + human_bytes(nbytes) +
+                        "): more than this machine can give");
+  }
+  static std::string human_bytes(std::size_t n) {
+    const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = double(n);
+    std::size_t u = 0;
+    while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+    return buf;
   }
   static void system_free(void* p) noexcept { ::operator delete(p, std::align_val_t{storage_alignment}); }
 
@@ -67,6 +99,7 @@ public:
   std::string_view type_name() const noexcept override { return "runtime.NaiveAllocator"; }
   allocator_kind kind() const noexcept override { return allocator_kind::naive; }
   void* allocate(std::size_t nbytes) override {
+    check_request(nbytes);
     void* p = system_allocate(rounded(nbytes));
     std::lock_guard lock(mutex_);
     stats_.live_bytes += rounded(nbytes);
@@ -109,6 +142,7 @@ public:
   }
 
   void* allocate(std::size_t nbytes) override {
+    check_request(nbytes);
     const std::size_t size = size_class(nbytes);
     {
       std::lock_guard lock(mutex_);

@@ -94,6 +94,29 @@ inline std::string printable(std::string_view text, std::size_t limit = 80) {
   return s;
 }
 
+/// `message` with every control character but the newline and the tab shown as `\xNN` (C0
+/// controls, DEL, and C1 controls in their UTF-8 form), other bytes as they are: a message that
+/// quotes names from a file cannot clear or retitle the terminal it is printed on.
+inline std::string escape_controls(std::string_view message) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string s;
+  s.reserve(message.size());
+  const auto escape = [&](unsigned char c) { s.append("\\x").append(1, hex[c >> 4]).append(1, hex[c & 15]); };
+  for (std::size_t i = 0; i < message.size(); ++i) {
+    const auto c = static_cast<unsigned char>(message[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      escape(c);
+    } else if (c == 0xc2 && i + 1 < message.size() && static_cast<unsigned char>(message[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(message[i + 1]) < 0xa0) {
+      escape(c);
+      escape(static_cast<unsigned char>(message[++i]));
+    } else {
+      s.push_back(char(c));
+    }
+  }
+  return s;
+}
+
 inline std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
   std::string s;
   for (std::size_t i = 0; i < items.size(); ++i) {

@@ -18,11 +18,15 @@
 /// `export_options::flags` (`-O3 -march=native` by default). A compiler that cannot be run, or
 /// that fails, is a `library_error` with its command line and its own messages.
 ///
-/// `load_module` reads the library's description (`kiln_library_info_v1`, constant data: no code
-/// of the library runs for this) and refuses, with a `library_error` saying why, a file that is
-/// not a shared library, a library that is not kiln's, one built by another kiln version or C++
-/// library, or one built for CPU features this machine lacks; the embedded executable is checked
-/// as `load_executable` checks a file. Each call loads the file as it is now (a private copy: the
+/// **Loading a library is trusting it**: the dynamic loader runs the library's constructors, and
+/// those of the libraries it depends on, as it loads it. Load only libraries you built or trust,
+/// as with any plugin. What `load_module` checks before the loader sees the file, reading its
+/// bytes only: that it is a whole ELF shared library for this machine, and that it exports kiln's
+/// description (`kiln_library_info_v1`) -- so a file that is not a kiln library is refused before
+/// any of its code runs. After loading it reads the description (constant data) and refuses, with
+/// a `library_error` saying why, a library built by another kiln version or C++ library, or one
+/// built for CPU features this machine lacks; the embedded executable is checked as
+/// `load_executable` checks a file. Each call loads the file as it is now (a private copy: the
 /// dynamic loader would hand back an earlier load of the same path). Libraries stay loaded until
 /// the process ends (`RTLD_NODELETE`): tensors made by their code may outlive every executable.
 #pragma once
@@ -183,6 +187,30 @@ inline void check_elf(std::string_view bytes, const std::string& where) {
   }
   if (eh.e_shnum != 0 && (eh.e_shentsize != sizeof(Elf64_Shdr) || !inside(eh.e_shoff, std::uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr))))
     fail("the ELF section headers lie outside the file (cut short?)");
+  // A kiln library exports its description: a library that does not is refused here, before the
+  // dynamic loader would run its constructors (and its dependencies').
+  const auto section = [&](std::size_t i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, bytes.data() + eh.e_shoff + i * sizeof sh, sizeof sh);
+    return sh;
+  };
+  for (std::size_t i = 0; i < eh.e_shnum; ++i) {
+    const Elf64_Shdr symtab = section(i);
+    if (symtab.sh_type != SHT_DYNSYM) continue;
+    if (symtab.sh_link >= eh.e_shnum || !inside(symtab.sh_offset, symtab.sh_size)) fail("its dynamic symbol table lies outside the file");
+    const Elf64_Shdr strtab = section(symtab.sh_link);
+    if (!inside(strtab.sh_offset, strtab.sh_size)) fail("its dynamic symbol names lie outside the file");
+    const std::string_view names = bytes.substr(strtab.sh_offset, strtab.sh_size);
+    constexpr std::string_view wanted = "kiln_library_info_v1";
+    for (std::uint64_t at = 0; at + sizeof(Elf64_Sym) <= symtab.sh_size; at += sizeof(Elf64_Sym)) {
+      Elf64_Sym sym;
+      std::memcpy(&sym, bytes.data() + symtab.sh_offset + at, sizeof sym);
+      if (sym.st_shndx == SHN_UNDEF || sym.st_name >= names.size()) continue;
+      const std::string_view name = names.substr(sym.st_name);
+      if (name.substr(0, name.find('\0')) == wanted) return;
+    }
+  }
+  fail("not a kiln library (it exports no kiln_library_info_v1; it was not loaded, and none of its code ran)");
 }
 
 }  // namespace detail
@@ -227,15 +255,22 @@ inline void export_library(const executable& ex, const std::filesystem::path& pa
                               log = dir.path / "compiler.log";
   save_executable(ex, data);
   const std::string text = library_source(ex, data);
-  {
-    std::ofstream f(source, std::ios::binary);
-    f << text;
-    if (!f) throw library_error("kiln::vm::export_library: cannot write '" + source.string() + "'");
+  // The library and the source copy are staged before the compiler runs, so that a target that
+  // cannot be written fails before the compile, and neither is replaced unless both are written.
+  kiln::detail::staged_files outputs("kiln::vm::export_library");
+  try {
+    kiln::detail::write_file(source, text, "kiln::vm::export_library");
+    if (!options.source_copy.empty()) outputs.add(options.source_copy).write(text);
+  } catch (const library_error&) {
+    throw;
+  } catch (const error& e) {
+    throw library_error(e.what());
   }
-  if (!options.source_copy.empty()) {
-    std::ofstream f(options.source_copy, std::ios::binary);
-    f << text;
-    if (!f) throw library_error("kiln::vm::export_library: cannot write '" + options.source_copy.string() + "'");
+  kiln::detail::staged_file* library = nullptr;
+  try {
+    library = &outputs.add(path);
+  } catch (const error& e) {
+    throw library_error(e.what());
   }
   std::vector<std::string> argv = {options.compiler.empty() ? detail::default_compiler() : options.compiler, "-std=c++20", "-shared", "-fPIC",
                                    "-fvisibility-inlines-hidden"};
@@ -249,9 +284,12 @@ inline void export_library(const executable& ex, const std::filesystem::path& pa
   if (status != 0)
     throw library_error("kiln::vm::export_library: the C++ compiler failed (exit status " + std::to_string(status) + ")\n  command: " + command +
                         "\n" + detail::read_text(log));
-  std::error_code ec;
-  std::filesystem::copy_file(out, path, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) throw library_error("kiln::vm::export_library: cannot write '" + path.string() + "': " + ec.message());
+  try {
+    library->write(kiln::detail::read_file(out, "kiln::vm::export_library"));
+    outputs.commit();
+  } catch (const error& e) {
+    throw library_error(e.what());
+  }
 }
 
 /// Opens the library `path` built by `export_library` and returns its executable with the

@@ -407,7 +407,7 @@ TEST_CASE("malformed models: not protobuf, truncated, invalid, inconsistent init
   const std::vector<std::byte> junk(64, std::byte{0xff});
   CHECK(message_of<kx::import_error>([&] { kx::import_bytes(junk, "junk"); }) ==
         "kiln::frontend::onnx: junk is not an ONNX model (the protobuf does not parse: truncated or not ONNX)");
-  CHECK(message_of<kiln::error>([] { kx::import_file("/nonexistent/m.onnx"); }) == "kiln::frontend::onnx::import_file: cannot open '/nonexistent/m.onnx'");
+  CHECK(message_of<kiln::error>([] { kx::import_file("/nonexistent/m.onnx"); }) == "kiln::frontend::onnx::import_file: cannot open '/nonexistent/m.onnx': No such file or directory");
 
   model_builder bad = b;
   bad.g().mutable_initializer(0)->add_float_data(3);
@@ -1096,7 +1096,28 @@ TEST_CASE("external data: tensors read from files beside the model, bad location
   };
   const std::string at = "kiln::frontend::onnx: '" + (dir / "model.onnx").string() + "': tensor 'w': ";
   CHECK(fails("weights/w.bin", "8", "16") == at + "external data '" + (dir / "weights" / "w.bin").string() + "' has 20 bytes, fewer than offset 8 + length 16");
-  CHECK(fails("weights/none.bin", "", "") == at + "cannot open its external data file '" + (dir / "weights" / "none.bin").string() + "'");
+  CHECK(fails("weights/none.bin", "", "") ==
+        at + "cannot open its external data file '" + (dir / "weights" / "none.bin").string() + "': No such file or directory");
+  // A link is followed only as far as the model's folder: one that leads out is refused, whatever it points to.
+  const std::filesystem::path outside = dir.string() + "_outside.bin";
+  write(outside, blob);
+  std::filesystem::create_symlink(outside, dir / "weights" / "link.bin");
+  CHECK(fails("weights/link.bin", "4", "16") == at + "external data location 'weights/link.bin' is a link to '" +
+                                                     std::filesystem::canonical(outside).string() + "', outside the model's folder '" +
+                                                     std::filesystem::canonical(dir).string() +
+                                                     "'; external data is read only from inside the model's folder");
+  std::filesystem::create_symlink("/etc/passwd", dir / "passwd");
+  CHECK(fails("passwd", "", "").find("external data location 'passwd' is a link to '/etc/passwd', outside the model's folder") !=
+        std::string::npos);
+  std::filesystem::create_symlink("w.bin", dir / "weights" / "inside.bin");  // a link within the folder is read
+  model("weights/inside.bin", "4", "16");
+  CHECK(run(kx::import_file(dir / "model.onnx"), {vm::value(floats({2, 2}, {0, 0, 0, 0}))}).as_tensor().to_vector<float>() == w);
+  CHECK(fails(".", "", "") == at + "external data location '.' names a directory ('" + (dir / ".").string() + "')");
+  CHECK(fails("weights", "", "") == at + "external data location 'weights' names a directory ('" + (dir / "weights").string() + "')");
+  const std::string escaped = fails("weights/\x1b[2J", "", "");  // a terminal escape in the location is shown escaped
+  CHECK(escaped.find("weights/\\x1b[2J': No such file or directory") != std::string::npos);
+  CHECK(escaped.find('\x1b') == std::string::npos);
+  std::filesystem::remove(outside);
   CHECK(fails("../w.bin", "", "") == at + "external data location '../w.bin' leaves the model's folder");
   CHECK(fails("/etc/passwd", "", "") == at + "external data location '/etc/passwd' must be a path relative to the model's folder");
   CHECK(fails("weights/w.bin", "x", "") == at + "external data offset 'x' is not a number");

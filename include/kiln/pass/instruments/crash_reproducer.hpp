@@ -45,9 +45,9 @@
 #include <kiln/pass/pipeline.hpp>
 #include <kiln/pass/registry.hpp>
 #include <kiln/support/error.hpp>
+#include <kiln/support/file.hpp>
 
 #include <charconv>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -273,8 +273,7 @@ private:
     for (const auto& key : unreproducible_) r.failure.append("\n(config option '" + key + "' has no text form: not reproduced)");
     try {
       r.module = m.to_string();
-      std::ofstream f(options_.path, std::ios::binary | std::ios::trunc);
-      if (!(f << r.to_text()) || !f.flush()) throw error("cannot write '" + options_.path + "'");
+      detail::write_file(options_.path, r.to_text(), "kiln::crash_reproducer");
       written_ = options_.path;
       write_error_.clear();
     } catch (const std::exception& x) {  // the pass's failure is what the caller must see

@@ -8,20 +8,38 @@
 
 #include <charconv>
 #include <fstream>
+#include <limits>
+#include <system_error>
 
 namespace kiln::frontend::onnx {
 
 namespace detail {
 
+/// Whether `path` is `root` or inside it (both canonical: absolute, no links, no dot parts).
+inline bool is_within(const std::filesystem::path& path, const std::filesystem::path& root) {
+  auto p = path.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
+    if (r->empty()) continue;  // a trailing separator
+    if (p == path.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+/// Reads tensor `t`'s external data from its file under `dir` into its raw_data. The file must
+/// be a regular file whose real path (links resolved) lies inside `dir`'s real path: a location
+/// is a path relative to the model's folder, and a link out of that folder is refused as `..`
+/// is (ONNX's checker refuses links for the same reason).
 inline void load_external_tensor(::onnx::TensorProto& t, const std::filesystem::path& dir) {
-  const std::string what = "kiln::frontend::onnx: tensor '" + t.name() + "'";
+  namespace fs = std::filesystem;
+  const std::string what = "kiln::frontend::onnx: tensor '" + kiln::detail::printable(t.name()) + "'";
   std::string location;
   std::uint64_t offset = 0, length = 0;
   bool has_length = false;
   const auto number = [&](const std::string& key, const std::string& v) {
     std::uint64_t n = 0;
     const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (r.ec != std::errc() || r.ptr != v.data() + v.size()) throw import_error(what + ": external data " + key + " '" + v + "' is not a number");
+    if (r.ec != std::errc() || r.ptr != v.data() + v.size())
+      throw import_error(what + ": external data " + key + " '" + kiln::detail::printable(v) + "' is not a number");
     return n;
   };
   for (const auto& e : t.external_data()) {
@@ -30,24 +48,41 @@ inline void load_external_tensor(::onnx::TensorProto& t, const std::filesystem::
     else if (e.key() == "length") length = number("length", e.value()), has_length = true;
   }
   if (location.empty()) throw import_error(what + ": its external data has no location");
-  const std::filesystem::path rel(location);
+  const std::string shown = "external data location '" + kiln::detail::printable(location) + "'";
+  if (location.find('\0') != std::string::npos) throw import_error(what + ": " + shown + " holds a NUL byte");
+  const fs::path rel(location);
   if (rel.is_absolute() || rel.has_root_name())
-    throw import_error(what + ": external data location '" + location + "' must be a path relative to the model's folder");
+    throw import_error(what + ": " + shown + " must be a path relative to the model's folder");
   for (const auto& part : rel)
-    if (part == "..") throw import_error(what + ": external data location '" + location + "' leaves the model's folder");
-  const std::filesystem::path file = dir / rel;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw import_error(what + ": cannot open its external data file '" + file.string() + "'");
+    if (part == "..") throw import_error(what + ": " + shown + " leaves the model's folder");
+  std::error_code ec;
+  const fs::path root = fs::canonical(dir, ec);
+  if (ec) throw import_error(what + ": the model's folder '" + dir.string() + "' cannot be resolved: " + ec.message());
+  const fs::path file = dir / rel;
+  const std::string file_shown = "'" + kiln::detail::printable(file.string(), 1024) + "'";
+  const fs::path real = fs::canonical(file, ec);
+  if (ec) throw import_error(what + ": cannot open its external data file " + file_shown + ": " + ec.message());
+  if (!is_within(real, root))
+    throw import_error(what + ": " + shown + " is a link to '" + kiln::detail::printable(real.string(), 1024) + "', outside the model's folder '" + kiln::detail::printable(root.string(), 1024) +
+                       "'; external data is read only from inside the model's folder");
+  const fs::file_status status = fs::status(real, ec);
+  if (ec || !fs::is_regular_file(status))
+    throw import_error(what + ": " + shown + " names " + (fs::is_directory(status) ? "a directory" : "something other than a regular file") +
+                       " (" + file_shown + ")");
+  std::ifstream in(real, std::ios::binary);
+  if (!in) throw import_error(what + ": cannot open its external data file " + file_shown);
   in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::uint64_t>(in.tellg());
+  const auto end = in.tellg();
+  if (end < 0) throw import_error(what + ": cannot find the size of its external data file " + file_shown);
+  const auto size = static_cast<std::uint64_t>(end);
   if (offset > size || (has_length && length > size - offset))
-    throw import_error(what + ": external data '" + file.string() + "' has " + std::to_string(size) + " bytes, fewer than offset " +
+    throw import_error(what + ": external data " + file_shown + " has " + std::to_string(size) + " bytes, fewer than offset " +
                        std::to_string(offset) + (has_length ? " + length " + std::to_string(length) : std::string()));
   if (!has_length) length = size - offset;
   std::string bytes(static_cast<std::size_t>(length), '\0');
   in.seekg(static_cast<std::streamoff>(offset));
   in.read(bytes.data(), static_cast<std::streamsize>(length));
-  if (!in) throw import_error(what + ": cannot read " + std::to_string(length) + " bytes of '" + file.string() + "'");
+  if (!in) throw import_error(what + ": cannot read " + std::to_string(length) + " bytes of " + file_shown);
   t.set_raw_data(std::move(bytes));
   t.clear_external_data();
   t.set_data_location(::onnx::TensorProto::DEFAULT);
@@ -89,7 +124,19 @@ KILN_DECL void load_external_data(::onnx::ModelProto& model, const std::filesyst
   detail::load_external_graph(*model.mutable_graph(), dir);
 }
 
+namespace detail {
+inline ir::ir_module import_checked_model(const ::onnx::ModelProto& model, const import_options& options);
+}  // namespace detail
+
 KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const import_options& options) {
+  try {
+    return detail::import_checked_model(model, options);
+  } catch (const import_error& e) {  // names from the file, shown without their control characters
+    throw import_error(kiln::detail::escape_controls(e.what()));
+  }
+}
+
+inline ir::ir_module detail::import_checked_model(const ::onnx::ModelProto& model, const import_options& options) {
   // before ONNX's checker, which would look for the files relative to the working directory
   if (const auto* t = detail::find_external(model.graph()))
     throw import_error("kiln::frontend::onnx: tensor '" + t->name() +
