@@ -95,7 +95,7 @@ TEST_CASE("malformed npy data is an error naming the source and the problem") {
   CHECK(message_of([&] { load_npy(dir); }) == "kiln::runtime::load_npy: '" + dir.string() + "' is a directory, not a file");
 }
 
-TEST_CASE("files are read whole, however large; a FIFO or a device is refused at once, not read forever") {
+TEST_CASE("files are read whole, however large, and a FIFO or a device is refused at once, not read forever") {
   const tensor big = tensor::from_values<float>({1 << 20}, std::vector<float>(std::size_t(1) << 20, 2.5f));
   const std::filesystem::path path = std::filesystem::temp_directory_path() / "kiln_npy_big.npy";
   save_npy(path, big);

@@ -98,7 +98,7 @@ inline std::vector<std::byte> read_file(const std::filesystem::path& path, std::
 /// place. Destroyed without a commit, it removes the temporary and leaves the target as it was.
 /// `who` (the API writing; empty for none) begins the message of a failure.
 class staged_file {
-public:
+ public:
   staged_file(std::filesystem::path target, std::string_view who) : who_(who) {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -136,8 +136,13 @@ public:
   staged_file(const staged_file&) = delete;
   staged_file& operator=(const staged_file&) = delete;
   staged_file(staged_file&& o) noexcept
-      : who_(std::move(o.who_)), target_(std::move(o.target_)), temp_(std::exchange(o.temp_, {})), fd_(std::exchange(o.fd_, -1)),
-        mode_(o.mode_), keep_mode_(o.keep_mode_), in_place_(o.in_place_) {}
+      : who_(std::move(o.who_)),
+        target_(std::move(o.target_)),
+        temp_(std::exchange(o.temp_, {})),
+        fd_(std::exchange(o.fd_, -1)),
+        mode_(o.mode_),
+        keep_mode_(o.keep_mode_),
+        in_place_(o.in_place_) {}
   staged_file& operator=(staged_file&&) = delete;
   ~staged_file() { abandon(); }
 
@@ -200,7 +205,7 @@ public:
     }
   }
 
-private:
+ private:
   [[noreturn]] void fail(const std::string& why) const {
     throw error((who_.empty() ? std::string() : who_ + ": ") + "cannot write '" + target_.string() + "': " + why);
   }
@@ -222,7 +227,7 @@ private:
 /// Several files written together: each is staged as `staged_file` does, and `commit` replaces the
 /// targets only once every one was written (a failure before leaves all of them as they were).
 class staged_files {
-public:
+ public:
   explicit staged_files(std::string_view who) : who_(who) {}
   /// A new file to write; the reference stays valid until `commit`.
   staged_file& add(const std::filesystem::path& target) { return files_.emplace_back(target, who_); }
@@ -233,7 +238,7 @@ public:
     files_.clear();
   }
 
-private:
+ private:
   std::string who_;
   std::deque<staged_file> files_;
 };

@@ -25,7 +25,7 @@
 ///
 /// Dispatch is computed goto with direct threading (each op holds its handler's address) where
 /// the compiler supports it, else a `switch`; `KILN_VM_COMPUTED_GOTO=0` forces the switch. The
-/// handlers are the same in both modes; the README has the measurements that chose the default.
+/// handlers are the same in both modes; docs/performance.md has the measurements that chose the default.
 /// Instrumentation (`set_instrument`) runs a second instantiation of the loop, so the plain
 /// loop has no instrument check at all.
 ///
@@ -211,8 +211,9 @@ public:
     return s.include_return ? r : value();
   }
 
-  /// Calls the function at `index` of the function table.
-  value call_function(std::size_t index, std::span<const value> args) {
+  /// Calls the function at `index` of the function table. (Always inlined: a call from C++ is then
+  /// one function deep, as its figures in docs/performance.md assume.)
+  __attribute__((always_inline)) value call_function(std::size_t index, std::span<const value> args) {
     const exclusive_use use(*this, index);
     if (index >= num_functions_) [[unlikely]]
       throw usage_error("kiln::vm: no function " + std::to_string(index));
@@ -406,7 +407,7 @@ private:
       std::thread::id idle{};
       if (!vm.owner_.compare_exchange_strong(idle, me, std::memory_order_acquire, std::memory_order_relaxed)) [[unlikely]]
         vm.throw_busy();
-      vm.running_.store(function < vm.num_functions_ ? std::uint32_t(function) : no_function, std::memory_order_relaxed);
+      vm.running_.store(std::uint32_t(function), std::memory_order_relaxed);  // throw_busy checks it
       claimed_ = true;
     }
     exclusive_use(virtual_machine& vm, std::nullptr_t) : exclusive_use(vm, std::size_t(no_function)) {}
@@ -426,7 +427,7 @@ private:
   };
   [[noreturn]] __attribute__((noinline, cold)) void throw_busy() const {
     const std::uint32_t f = running_.load(std::memory_order_relaxed);
-    const std::string what = f == no_function ? "in use" : "running '" + exec_->functions[f].name + "'";
+    const std::string what = f >= num_functions_ ? "in use" : "running '" + exec_->functions[f].name + "'";
     throw usage_error("kiln::vm: this virtual_machine is already " + what +
                       " on another thread; use one virtual_machine per thread (a machine serves one caller at a time)");
   }
@@ -1102,7 +1103,7 @@ value function_handle::operator()(Args&&... args) const {
   const value vals[] = {value(), value(std::forward<Args>(args))...};
   return call(std::span<const value>(vals + 1, sizeof...(Args)));
 }
-inline value function_handle::call(std::span<const value> args) const {
+__attribute__((always_inline)) inline value function_handle::call(std::span<const value> args) const {
   if (saved_) [[unlikely]]
     return vm_->call_saved(saved_->name, *saved_, args);
   return vm_->call_function(index_, args);
