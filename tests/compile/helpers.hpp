@@ -117,7 +117,7 @@ inline const vm::executable& compiled_mode(const ir::ir_module& m, int opt_level
 /// How far the compiled mode may be from the bytecode where it runs fused elementwise groups as
 /// `fx::` expressions: those are built for the library's -march (FMA contraction, other SIMD
 /// math), the bytecode's interpreter for the test program's. Scaled as `max_difference(a, b, true)`.
-/// The README states it.
+/// docs/compiler.md states it.
 inline constexpr double fused_tolerance = 1e-5;
 
 /// Whether `compiled`, a result of `ex` (from `compiled_mode`), agrees with the bytecode's result

@@ -44,9 +44,9 @@
 // so that the loops around them are compiled with them, except under AddressSanitizer or
 // ThreadSanitizer, where they are called. There each of the dozen loop nests that use them (GEMM
 // with and without an epilogue, prepacked operands, the convolutions' im2col, for float and double)
-// would compile its own instrumented copy of the unrolled kernels: with them called, kiln's
-// kernels' registration (src/kiln_kernels.cpp) compiled in 238-285 s instead of 379 under Clang
-// 14's ASan at -O1 (2026-11-28, Zen 5). What is computed is the same either way.
+// would compile its own instrumented copy of the unrolled kernels, which makes the kernels'
+// registration (src/kiln_kernels.cpp) about a third slower to compile under ASan. What is
+// computed is the same either way.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define KILN_GEMM_KERNEL_INLINE __attribute__((noinline))
 #elif defined(__has_feature)
