@@ -6,6 +6,7 @@
 #include <kiln/compile.hpp>
 #include <kiln/ir/parser.hpp>
 #include <kiln/ir/pass_traits.hpp>
+#include <kiln/kernels/common.hpp>
 #include <kiln/pass/pass.hpp>
 #include <kiln/support/file.hpp>
 #include <kiln/support/strings.hpp>
@@ -143,6 +144,35 @@ struct pass_options {
     if (stats) std::cerr << ctx.statistics_report();
   }
 };
+
+/// "kiln-run 0.1.0 (kiln 0.1.0; GCC 12.2.0; kernels for avx512bw)": what `--version` prints.
+inline std::string version_text(const char* tool) {
+#if defined(__clang__)
+  const std::string compiler = std::string("Clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  const std::string compiler = std::string("GCC ") + __VERSION__;
+#else
+  const std::string compiler = "an unknown compiler";
+#endif
+  return std::string(tool) + " " + kiln::version + " (kiln " + kiln::version + "; built by " + compiler + "; kernels for " +
+         kiln::kernels::simd_arch::name() + ")";
+}
+
+/// Adds `--version` to `app`.
+inline void add_version(CLI::App& app, const char* tool) { app.set_version_flag("--version", version_text(tool), "Print the version, the compiler and the kernels' instruction set, and exit"); }
+
+/// Parses the command line as CLI11_PARSE does, but with the exit status kiln's tools document:
+/// 0 after --help or --version, 1 for every error in the arguments (CLI11 gives each kind of
+/// error its own status: a missing argument is 106).
+#define KILN_TOOL_PARSE(app, argc, argv) \
+  try {                                  \
+    (app).parse((argc), (argv));         \
+  } catch (const CLI::Success& e) {      \
+    return (app).exit(e);                \
+  } catch (const CLI::ParseError& e) {   \
+    (void)(app).exit(e);                 \
+    return 1;                            \
+  }
 
 /// Writes `text` to standard output, or replaces the file `path` with it ('-': standard output).
 inline void write_output(const std::string& path, std::string_view text) {

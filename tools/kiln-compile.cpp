@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--shape", shape_options, "Fix an ONNX input's shape: NAME=D0,D1,... (repeatable)");
   app.add_flag("--print-bytecode", print_bytecode, "Print the bytecode listing (to stdout)");
   passes.add_to(app, false);
-  CLI11_PARSE(app, argc, argv);
+  add_version(app, "kiln-compile");
+  KILN_TOOL_PARSE(app, argc, argv);
 
   return guarded("kiln-compile", [&] {
     std::map<std::string, std::vector<std::int64_t>> shapes;

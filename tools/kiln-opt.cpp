@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   app.add_option("--replay", replay, "Run a crash reproducer: its module, pipeline, opt level, names and config")
       ->excludes("--pipeline", "FILE", "--crash-reproducer");
   passes.add_to(app);
-  CLI11_PARSE(app, argc, argv);
+  add_version(app, "kiln-opt");
+  KILN_TOOL_PARSE(app, argc, argv);
 
   return guarded("kiln-opt", [&] {
     kiln::transform::register_passes();

@@ -14,6 +14,8 @@
 #include <kiln/runtime/npy.hpp>
 #include <kiln/vm/vm.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 
 namespace {
 
@@ -42,11 +45,16 @@ tensor random_input(const kiln::vm::type_signature& s, const std::string& name, 
   for (std::int64_t d : shape)
     if (__builtin_mul_overflow(count, d, &count)) count = std::numeric_limits<std::int64_t>::max();
   const std::uint64_t bytes = std::uint64_t(count) * std::max<std::size_t>(kiln::size_of(s.dt), 8);  // drawn as float64, then cast
+  // Random data is written to every element: more than the machine's memory would be killed by
+  // the OS part-way (or refused by a sanitizer's allocator), so it is refused here, by name.
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const std::uint64_t memory = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : std::uint64_t(-1);
   const auto too_large = [&] {
     return tool_error("parameter '" + name + "' (" + s.text() + ") is too large for random data: " + std::to_string(count) +
-                      " elements, " + std::to_string(bytes) + " bytes or more; give a smaller shape (--shape) or an input file");
+                      " elements, " + std::to_string(bytes) + " bytes or more, against this machine's " + std::to_string(memory) +
+                      " bytes of memory; give a smaller shape (--shape) or an input file");
   };
-  if (count > (std::int64_t(1) << 56)) throw too_large();
+  if (count > (std::int64_t(1) << 56) || bytes > memory) throw too_large();
   tensor t;
   try {
     t = tensor::empty(shape, kiln::dtype::float64);
@@ -99,8 +107,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Runs a model on kiln's VM: an .onnx file, a module in kiln's IR text format, or an executable from kiln-compile.", "kiln-run"};
   std::string input, output, function = "main";
   std::vector<std::string> input_options, shape_options;
-  std::size_t threads = 1;
-  int repeat = 1;
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  std::size_t threads = cores;
+  int repeat = 1, warmup = 1;
   bool profile = false, profile_calls = false;
   unsigned seed = 0;
   app.add_option("MODEL", input,
@@ -112,13 +121,16 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output, "Write the output to this .npy file (several outputs: NAME.0.npy, NAME.1.npy, ...)");
   app.add_option("-f,--function", function, "The function to run");
   app.add_option("--shape", shape_options, "Fix an ONNX input's shape: NAME=D0,D1,... (repeatable)");
-  app.add_option("-t,--threads", threads, "Threads for the kernels")->check(CLI::Range(1, 1024));
+  app.add_option("-t,--threads", threads, "Threads for the kernels (default: this machine's cores, " + std::to_string(cores) + ", as ONNX Runtime)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("-r,--repeat", repeat, "Time this many runs (median, min, spread)")->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", warmup, "Untimed runs before --repeat's and the profile's, after the first (default 1)")->check(CLI::Range(0, 1000000));
   app.add_option("--seed", seed, "Seed for random inputs");
   auto* by_kernel = app.add_flag("--profile", profile, "Print the time spent in each kernel (native function)");
   app.add_flag("--profile-calls", profile_calls, "Print the time spent in each kernel call, in the order of a run, with the shapes of its tensors")
       ->excludes(by_kernel);
-  CLI11_PARSE(app, argc, argv);
+  add_version(app, "kiln-run");
+  KILN_TOOL_PARSE(app, argc, argv);
 
   return guarded("kiln-run", [&] {
     namespace vm = kiln::vm;
@@ -189,6 +201,8 @@ int main(int argc, char** argv) {
       for (auto& p : written) std::cerr << "kiln-run: wrote '" << p.string() << "'\n";
     }
 
+    if (repeat > 1 || profile || profile_calls)  // caches, the allocator's pool and the kernels' threads warm
+      for (int w = 0; w < warmup; ++w) machine.invoke_span(function, args);
     if (repeat > 1) {
       using clock = std::chrono::steady_clock;
       std::vector<double> ms;
@@ -208,8 +222,8 @@ int main(int argc, char** argv) {
       if (noted) std::cerr << '\n';  // end the progress line, so that the summary starts a line of its own
       std::sort(ms.begin(), ms.end());
       const double median = ms[ms.size() / 2];
-      std::printf("%d runs, %zu thread%s: median %.3f ms, min %.3f ms, spread (max - min) / median %.1f%%\n", repeat, threads,
-                  threads == 1 ? "" : "s", median, ms.front(), 100.0 * (ms.back() - ms.front()) / median);
+      std::printf("%d runs (after %d warm-up), %zu thread%s: median %.3f ms, min %.3f ms, spread (max - min) / median %.1f%%\n", repeat,
+                  warmup, threads, threads == 1 ? "" : "s", median, ms.front(), 100.0 * (ms.back() - ms.front()) / median);
     }
 
     if (profile || profile_calls) {

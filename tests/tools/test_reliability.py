@@ -106,7 +106,7 @@ def test_a_shape_too_large_for_memory_names_the_parameter_and_its_size(tmp_path)
     huge = tmp_path / "huge.kir"
     huge.write_text(SMALL.read_text().replace("(2, 4)", "(1099511627776, 4)").replace("(2, 3)", "(1099511627776, 3)"))
     err = failed(tool(RUN, huge), "kiln-run: parameter 'x' (")
-    assert "is too large for random data: 4398046511104 elements, 35184372088832 bytes or more" in err
+    assert "is too large for random data: 4398046511104 elements, 35184372088832 bytes or more, against this machine" in err
     assert "bad_alloc" not in err
 
 
@@ -173,3 +173,26 @@ def test_control_characters_from_a_model_are_shown_escaped(tmp_path):
     r = tool(RUN, model)
     err = failed(r, "\\x1b[2JEvil\\x07")
     assert "\x1b" not in err and "\x07" not in err
+
+
+# ---- conventions: exit statuses, --version, warm-up --------------------------------------------------
+
+@pytest.mark.parametrize("exe", ["RUN", "OPT", "COMPILE"])
+def test_every_argument_error_exits_1_and_help_and_version_exit_0(exe):
+    path = {"RUN": RUN, "OPT": OPT, "COMPILE": COMPILE}[exe]
+    name = Path(path).name
+    assert tool(path, "--frobnicate").returncode == 1
+    if exe != "OPT":  # kiln-opt reads standard input without a file
+        r = tool(path)
+        assert r.returncode == 1 and b"required" in r.stderr, r.stderr
+    assert tool(path, "--help").returncode == 0
+    r = tool(path, "--version")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    assert out.startswith(f"{name} ") and "(kiln " in out and "kernels for " in out, out
+
+
+def test_repeat_warms_up_first():
+    r = tool(RUN, SMALL, "--repeat", "3", "--warmup", "2", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert b"3 runs (after 2 warm-up), 1 thread: median" in r.stdout, r.stdout
