@@ -301,7 +301,7 @@ def test_one_vm_shared_by_threads_refuses_the_second_caller_and_never_crashes():
                         outcomes["other"].append("wrong result")
             except kiln.KilnError as e:
                 with lock:
-                    if "already running 'main' on another thread" in str(e):
+                    if "on another thread; use one virtual_machine per thread" in str(e):
                         outcomes["refused"] += 1
                     else:
                         outcomes["other"].append(str(e))

@@ -119,7 +119,9 @@ TEST_CASE("two threads hammering one virtual machine: every call returns the rig
           if (values_of(machine.invoke_span("encoder_layer", args)) != want) ++wrong;
           ++served;
         } catch (const usage_error& e) {
-          if (std::string(e.what()).find("already running 'encoder_layer' on another thread") == std::string::npos) ++wrong;
+          // "already running 'encoder_layer'", or "already in use" when the other thread is between
+          // its claim and naming the function (or releasing both): the name is for the message only.
+          if (std::string(e.what()).find(" on another thread; use one virtual_machine per thread") == std::string::npos) ++wrong;
           ++refused;
         }
       }

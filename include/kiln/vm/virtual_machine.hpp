@@ -425,6 +425,8 @@ private:
     virtual_machine& vm_;
     bool claimed_ = false;
   };
+  /// The refusal. It names the function the other thread runs when it can: the name is stored just
+  /// after the claim and cleared just before the release, so a refusal in between says "in use".
   [[noreturn]] __attribute__((noinline, cold)) void throw_busy() const {
     const std::uint32_t f = running_.load(std::memory_order_relaxed);
     const std::string what = f >= num_functions_ ? "in use" : "running '" + exec_->functions[f].name + "'";
