@@ -34,12 +34,12 @@
 /// They reach the caller as `vm_error`, whose message names the function, the instruction and the
 /// callee, and the bytecode call stack.
 ///
-/// Threads. A `virtual_machine` serves one caller at a time, as TVM's VirtualMachine and an ONNX
-/// Runtime session's run state do: its registers, frames, allocators and stateful inputs are its
-/// own. Use one machine per thread; any number of machines may share one `executable` (immutable
-/// once loaded, so safe to share). A public call made while another thread is inside the machine
-/// is refused with a `usage_error` ("this virtual_machine is already running 'main' on another
-/// thread ..."), never a crash: each call claims the machine with one compare-and-swap and
+/// Threads. A `virtual_machine` serves one caller at a time, as TVM's VirtualMachine does: its
+/// registers, frames, allocators and stateful inputs belong to one run. Use one machine per
+/// thread; any number of machines may share one `executable` (immutable once loaded, so safe to
+/// share). A public call made while another thread is inside the machine is refused with a
+/// `usage_error` ("this virtual_machine is already running 'main' on another thread ..."), never
+/// a crash: each call claims the machine with one compare-and-swap and
 /// releases it on return. Natives and instruments calling back into the machine on the thread
 /// that runs it pass. The kernels' own threads (`kernels::set_num_threads`) are inside one call
 /// and are not callers.
