@@ -113,13 +113,18 @@ inline kiln::ir::ir_module read_ir(const fs::path& path, const std::vector<std::
 
 /// Pass-context options shared by the tools that run pipelines.
 struct pass_options {
-  bool print_after_all = false, print_after_change = false, time_passes = false, verify_each = false, stats = false;
+  bool print_after_all = false, print_after_change = false, print_full_constants = false, time_passes = false, verify_each = false,
+       stats = false;
   int opt_level = 2;
   std::size_t threads = 1;
 
   void add_to(CLI::App& app, bool with_change = true) {
     app.add_flag("--print-after-all", print_after_all, "Print the IR after every pass (to stderr)");
     if (with_change) app.add_flag("--print-after-change", print_after_change, "Print the IR after each pass that changed it (to stderr)");
+    app.add_flag("--print-full-constants", print_full_constants,
+                 "Print every element of every constant (by default the IR printed for reading shows constants of more than " +
+                     std::to_string(kiln::ir::print_options::readable_constant_elements) +
+                     " elements as R.const(meta[i], dtype, shape=...))");
     app.add_flag("--time-passes", time_passes, "Print a table of the time each pass took (to stderr)");
     app.add_flag("--verify-each", verify_each, "Verify the IR, and the properties each pass needs and establishes, around every pass");
     app.add_option("-O,--opt-level", opt_level, "The pass context's opt level")->check(CLI::Range(0, 3));
@@ -133,7 +138,8 @@ struct pass_options {
     std::vector<kiln::instrument> list;
     if (time_passes) list.emplace_back(kiln::pass_timing{});
     if (print_after_all || print_after_change)
-      list.emplace_back(kiln::print_ir(std::cerr, print_after_all ? kiln::print_ir::after : kiln::print_ir::after_change));
+      list.emplace_back(kiln::print_ir(std::cerr, (print_after_all ? kiln::print_ir::after : kiln::print_ir::after_change) |
+                                                      (print_full_constants ? kiln::print_ir::full_text : 0u)));
     if (verify_each && !verify_by_other) list.emplace_back(kiln::verify_ir{});
     ctx.set_instruments(std::move(list));
     return ctx;

@@ -101,6 +101,55 @@ std::string call_shapes(kiln::vm::call_args a, const kiln::vm::value& ret) {
   return s;
 }
 
+/// Events in the Chrome trace-event format (`ph: "X"`, times in microseconds), as ONNX Runtime's
+/// profiler writes them: what Perfetto and chrome://tracing open.
+struct trace_events {
+  struct event {
+    std::string name, shapes;
+    double ts, dur;
+    long call;  // -1: a whole run
+  };
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+  std::vector<event> events;
+
+  void add(std::string name, std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to, std::string shapes,
+           long call) {
+    auto us = [&](auto t) { return std::chrono::duration<double, std::micro>(t - origin).count(); };
+    events.push_back({std::move(name), std::move(shapes), us(from), us(to) - us(from), call});
+  }
+  static std::string quoted(std::string_view s) {
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') out += '\\', out += c;
+      else if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else {
+        out += c;
+      }
+    }
+    return out + "\"";
+  }
+  std::string json(const std::string& model, std::size_t threads) const {
+    std::string s = "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"model\": " + quoted(model) +
+                    ", \"kiln\": " + quoted(kiln::version) + ", \"threads\": " + std::to_string(threads) + "},\n\"traceEvents\": [\n";
+    s += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"kiln-run\"}},\n";
+    s += "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"VM (kernels use " + std::to_string(threads) +
+         " thread" + (threads == 1 ? "" : "s") + ")\"}}";
+    char num[64];
+    for (const event& e : events) {
+      const char* cat = e.call < 0 ? "run" : e.name.starts_with("vm.") ? "vm builtin" : "kernel";
+      s += ",\n{\"name\": " + quoted(e.name) + ", \"cat\": \"" + cat + "\", \"ph\": \"X\", \"pid\": 1, \"tid\": 1";
+      std::snprintf(num, sizeof num, ", \"ts\": %.3f, \"dur\": %.3f", e.ts, e.dur);
+      s += num;
+      if (e.call >= 0) s += ", \"args\": {\"call\": " + std::to_string(e.call) + ", \"shapes\": " + quoted(e.shapes) + "}";
+      s += "}";
+    }
+    return s + "\n]}\n";
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +160,7 @@ int main(int argc, char** argv) {
   std::size_t threads = cores;
   int repeat = 1, warmup = 1;
   bool profile = false, profile_calls = false;
+  std::string trace_path;
   unsigned seed = 0;
   app.add_option("MODEL", input,
                  "An .onnx file, IR text, a compiled executable, or a shared library from kiln-compile --exec-mode compiled "
@@ -129,6 +179,9 @@ int main(int argc, char** argv) {
   auto* by_kernel = app.add_flag("--profile", profile, "Print the time spent in each kernel (native function)");
   app.add_flag("--profile-calls", profile_calls, "Print the time spent in each kernel call, in the order of a run, with the shapes of its tensors")
       ->excludes(by_kernel);
+  app.add_option("--profile-json", trace_path,
+                 "Write the profiled runs as a Chrome trace (trace-event JSON; open in Perfetto or chrome://tracing): one event "
+                 "per run and per kernel call, with its shapes and thread");
   add_version(app, "kiln-run");
   KILN_TOOL_PARSE(app, argc, argv);
 
@@ -201,7 +254,8 @@ int main(int argc, char** argv) {
       for (auto& p : written) std::cerr << "kiln-run: wrote '" << p.string() << "'\n";
     }
 
-    if (repeat > 1 || profile || profile_calls)  // caches, the allocator's pool and the kernels' threads warm
+    const bool tracing = !trace_path.empty();
+    if (repeat > 1 || profile || profile_calls || tracing)  // caches, the allocator's pool and the kernels' threads warm
       for (int w = 0; w < warmup; ++w) machine.invoke_span(function, args);
     if (repeat > 1) {
       using clock = std::chrono::steady_clock;
@@ -226,7 +280,7 @@ int main(int argc, char** argv) {
                   warmup, threads, threads == 1 ? "" : "s", median, ms.front(), 100.0 * (ms.back() - ms.front()) / median);
     }
 
-    if (profile || profile_calls) {
+    if (profile || profile_calls || tracing) {
       // One row per native function (--profile) or per call site, in the order of a run
       // (--profile-calls: the calls of a run are numbered; the same number is the same call).
       struct entry {
@@ -238,6 +292,7 @@ int main(int argc, char** argv) {
       std::vector<entry> by_call;
       std::size_t call = 0;  // of this run
       std::vector<std::chrono::steady_clock::time_point> started;
+      trace_events trace;
       std::set<std::string, std::less<>> module_functions;  // calls between them are not rows: their kernels are
       for (auto& fn : ex.functions)
         if (fn.kind != vm::function_kind::native) module_functions.insert(fn.name);
@@ -247,7 +302,9 @@ int main(int argc, char** argv) {
           started.push_back(std::chrono::steady_clock::now());
           return vm::instrument_action::no_op;
         }
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started.back()).count();
+        const auto now = std::chrono::steady_clock::now();
+        const double ms = std::chrono::duration<double, std::milli>(now - started.back()).count();
+        if (tracing) trace.add(std::string(symbol), started.back(), now, call_shapes(a, ret), static_cast<long>(call));
         started.pop_back();
         entry* e;
         if (profile_calls) {
@@ -255,6 +312,7 @@ int main(int argc, char** argv) {
           e = &by_call[call++];
           if (e->symbol != symbol) e->symbol = "(differs between runs)";  // control flow took another way
         } else {
+          ++call;
           auto at = by_function.find(symbol);
           if (at == by_function.end()) at = by_function.emplace(std::string(symbol), entry{std::string(symbol), {}}).first;
           e = &at->second;
@@ -264,9 +322,20 @@ int main(int argc, char** argv) {
         return vm::instrument_action::no_op;
       });
       const auto t0 = std::chrono::steady_clock::now();
-      for (int r = 0; r < repeat; ++r, call = 0) machine.invoke_span(function, args);
+      trace.origin = t0;
+      for (int r = 0; r < repeat; ++r, call = 0) {
+        const auto r0 = std::chrono::steady_clock::now();
+        machine.invoke_span(function, args);
+        if (tracing) trace.add(function + " (run " + std::to_string(r) + ")", r0, std::chrono::steady_clock::now(), {}, -1);
+      }
       const double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       machine.set_instrument(nullptr);
+      if (tracing) {
+        write_output(trace_path, trace.json(input, threads));
+        std::cerr << "kiln-run: wrote a trace of " << repeat << " run" << (repeat == 1 ? "" : "s") << " to '" << trace_path
+                  << "' (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+        if (!profile && !profile_calls) return 0;
+      }
       std::vector<entry> rows = by_call;
       if (!profile_calls) {
         for (auto& [name, e] : by_function) rows.push_back(e);

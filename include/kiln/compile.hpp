@@ -42,9 +42,10 @@ namespace kiln {
 enum class exec_mode : std::uint8_t { bytecode, compiled };
 
 struct compile_options {
-  /// The opt level of the context `compile` makes when no context is current (a context made by a
-  /// `pass_context_scope` wins, as in TVM, where the opt level is the PassContext's).
-  int opt_level = 2;
+  /// The opt level of the context `compile` makes when no context is current (unset: 2). Inside a
+  /// `pass_context_scope` the context's opt level applies, as in TVM: asking here for another one
+  /// is a `usage_error`. What each level runs: docs/compiler.md ("Opt levels").
+  std::optional<int> opt_level = std::nullopt;
   /// A textual pipeline (`"legalize_ops,kiln.lower_to_vm"`) to run instead of the default one.
   std::optional<std::string> pipeline = std::nullopt;
   exec_mode mode = exec_mode::bytecode;
@@ -70,6 +71,13 @@ vm::executable compile(const ir::ir_module& m, Pipeline&& pipeline, pass_context
 /// Compiles `m` with a run-time pipeline (`parse_pipeline`, `make_pipeline`, `get_pass`) under `ctx`.
 KILN_DECL vm::executable compile(const ir::ir_module& m, const pass<ir::ir_module>& pipeline, pass_context& ctx,
                                  codegen::vm_codegen_options codegen = {}, ir::ir_module* lowered = nullptr);
+
+namespace detail {
+/// The context `compile` runs in: the current one when a scope is open (TVM's rule: the
+/// PassContext decides the opt level), else `own`, made with `opt_level` (default 2). An opt level
+/// asked for that differs from the open context's is a `usage_error` (from `who`), not ignored.
+KILN_DECL pass_context& compile_context(std::optional<pass_context>& own, std::optional<int> opt_level, const char* who);
+}  // namespace detail
 
 /// Compiles `m` with the default pipeline, or the pipeline text of `options`, under the current
 /// pass context or, when there is none, one of `options.opt_level`.

@@ -22,8 +22,11 @@ from . import transform
 from . import instrument
 from . import runtime
 from .driver import compile
+from .transform import get_pipeline
 
-__all__ = ["ir", "dpl", "transform", "instrument", "runtime", "compile", "KilnError", "UsageError", "ParseError",
+del driver  # the module behind kiln.compile, not part of the API
+
+__all__ = ["ir", "dpl", "transform", "instrument", "runtime", "compile", "get_pipeline", "KilnError", "UsageError", "ParseError",
            "PassError", "VMError", "__version__", "has_onnx"]
 if has_onnx:
     from . import onnx  # noqa: F401

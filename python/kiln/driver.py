@@ -17,7 +17,7 @@ def compile(mod, pipeline=None, opt_level=None, exec_mode="bytecode", instrument
                instrument sees only the calls of compiled functions themselves (as in TVM).
     """
     if isinstance(pipeline, Pass):
-        return _kiln._compile_with_pass(mod, pipeline._handle, exec_mode, instrumented)
+        return _kiln._compile_with_pass(mod, pipeline._handle, opt_level, exec_mode, instrumented)
     if pipeline is not None and not isinstance(pipeline, str):
         raise TypeError("kiln.compile: pipeline must be None, pipeline text or a kiln.transform.Pass, not "
                         + type(pipeline).__name__)

@@ -2,7 +2,8 @@
 """kiln's tensor IR: modules in the text format, their functions, structural equality and hashing.
 
     mod = kiln.ir.IRModule.from_text(text)     # or kiln.ir.parse(text)
-    print(mod)                                 # the text format, which from_text reads back
+    print(mod)                                 # the text format, large constants elided (mod.show())
+    text = mod.script(show_meta=True)          # every constant: from_text reads it back
     f = mod["main"]; f.params, f.ret_type, f.attrs
     kiln.ir.structural_equal(a, b); kiln.ir.structural_hash(a)
 """
@@ -39,12 +40,15 @@ class ExprMutator:
     """
 
     def visit_expr(self, expr):
+        """`expr` rewritten bottom-up by this mutator's rewrite_* methods (itself when nothing changed)."""
         return _mutate_expr(self, expr)
 
     def visit_function(self, func):
+        """The graph-level function `func` with its body rewritten (a TypeError for a prim_func)."""
         return _mutate_function(self, func)
 
     def visit_module(self, mod):
+        """`mod` with every graph-level function rewritten."""
         return _mutate_module(self, mod)
 
 
@@ -143,6 +147,12 @@ def load(path):
         return IRModule.from_text(f.read())
 
 
+def save(mod, path):
+    """Writes `mod` to `path` in the text format with every constant (load reads it back)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(mod.script(show_meta=True))
+
+
 def _module_eq(self, other):
     # Modules compare by identity, as TVM's objects do; structural_equal compares structure.
     return isinstance(other, IRModule) and self.same_as(other)
@@ -151,6 +161,6 @@ def _module_eq(self, other):
 IRModule.__eq__ = _module_eq
 IRModule.__hash__ = lambda self: structural_hash(self)
 
-__all__ = ["IRModule", "BaseFunc", "Function", "Expr", "Var", "PrimExpr", "size_var", "var", "BlockBuilder", "Binding", "BindingBlock", "ExprMutator", "parse", "load",
+__all__ = ["IRModule", "BaseFunc", "Function", "Expr", "Var", "PrimExpr", "size_var", "var", "BlockBuilder", "Binding", "BindingBlock", "ExprMutator", "parse", "load", "save",
            "structural_equal", "structural_hash", "assert_structural_equal", "call_op", "const", "tuple_",
            "tuple_get_item", "prim_value", "string_imm", "post_order_visit"]

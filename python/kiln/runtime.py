@@ -14,13 +14,20 @@ Arrays: a C-contiguous numpy array of dtype bool, int8, int32, int64, uint8, flo
 float64 is passed to kiln without a copy (kiln never writes to its inputs); other arrays are
 converted first. Results are numpy arrays over kiln's memory, which they keep alive.
 """
-import enum
+import enum as _enum
+import os as _os
 
+from ._kiln import runtime as _rt
 from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult,  # noqa: F401
                             load_executable, load_module, executable_from_bytes, set_num_threads, num_threads)
 
+# A wheel carries kiln's headers (kiln/include) for export_library's C++ compiler.
+_headers = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
+if _os.path.isfile(_os.path.join(_headers, "kiln", "vm", "compiled.hpp")):
+    _rt._set_packaged_headers(_headers)
 
-class VMInstrumentReturnKind(enum.IntEnum):
+
+class VMInstrumentReturnKind(_enum.IntEnum):
     """What a VM instrument returns before a call: run it (NO_OP, or None) or skip it."""
     NO_OP = 0
     SKIP_RUN = 1

@@ -19,12 +19,12 @@ and disabled passes, instruments, failure handling), their requirements are reso
 from the registry, and an exception they raise reaches the caller unchanged. C++ passes are
 available by name (get_pass, list_passes) and by their CamelCase names (FoldConstant()).
 """
-import inspect
-import re
-import threading
+import inspect as _inspect
+import re as _re
+import threading as _threading
 
 from ._kiln import transform as _t
-from ._kiln.transform import PassInfo, list_passes, config_options  # noqa: F401
+from ._kiln.transform import PassInfo, list_passes, list_aliases, describe_passes, config_options  # noqa: F401
 
 
 # ---- passes -------------------------------------------------------------------------------------
@@ -42,6 +42,7 @@ class Pass:
 
     @property
     def name(self):
+        """The pass's name (kiln's: fold_constant, also when made by TVM's name FoldConstant)."""
         return self._handle.name
 
     @property
@@ -123,7 +124,7 @@ def _pass_decorator(kind, method, base, pass_func, opt_level, name, required):
     label = "Module" if kind == "module" else "Function"
 
     def create(pass_arg):
-        if inspect.isclass(pass_arg):
+        if _inspect.isclass(pass_arg):
             return _wrap_class_pass(pass_arg, name or pass_arg.__name__, opt_level, required, kind, method, base)
         if not callable(pass_arg):
             raise TypeError("pass_func must be a callable for %s pass" % label)
@@ -181,6 +182,13 @@ def get_pass(name):
     return _wrap(_t.get_pass(name))
 
 
+def get_pipeline(name="default"):
+    """TVM's relax.get_pipeline: "default" is the pipeline kiln.compile runs (simplification,
+    fusion, legalization, weight packing, lowering to the VM); "zero" legalizes, fuses and lowers
+    without graph simplification; "default_build" only legalizes and lowers."""
+    return _wrap(_t.get_pipeline(name))
+
+
 def parse_pipeline(text, name="sequential"):
     """A pipeline from its text form, e.g. "fold_constant,dead_code_elimination"."""
     return _wrap(_t.parse_pipeline(text, name))
@@ -210,7 +218,7 @@ def PrintIR(header="", show_meta_data=False):  # noqa: N802 - TVM's name
 
 # ---- the pass context ---------------------------------------------------------------------------
 
-_state = threading.local()
+_state = _threading.local()
 
 
 def _stack():
@@ -302,14 +310,17 @@ class PassContext:
 
     @property
     def opt_level(self):
+        """The opt level: a pipeline step runs when its own is at most this (or it is required)."""
         return self._handle.opt_level
 
     @property
     def required_pass(self):
+        """Names of passes that run whatever their opt level."""
         return self._handle.required_pass
 
     @property
     def disabled_pass(self):
+        """Names of passes that never run as pipeline steps."""
         return self._handle.disabled_pass
 
     @property
@@ -319,6 +330,7 @@ class PassContext:
 
     @property
     def num_threads(self):
+        """The threads function passes run on (each function of a module on its own thread)."""
         return self._handle.num_threads
 
     @num_threads.setter
@@ -327,9 +339,11 @@ class PassContext:
 
     @property
     def diagnostics(self):
+        """The diagnostics passes reported in this context, as text (\"pass: severity: message\")."""
         return self._handle.diagnostics
 
     def statistics_report(self):
+        """The passes' statistics (counters), as LLVM's -stats prints them."""
         return self._handle.statistics_report()
 
     @staticmethod
@@ -347,21 +361,27 @@ class PassContext:
 # ---- C++ passes by their CamelCase names --------------------------------------------------------
 
 def _snake(name):
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    return _re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 def __getattr__(name):
     if name[:1].isupper():
-        snake = _snake(name)
-        if snake in list_passes():
+        aliases = dict(list_aliases())
+        target = name if name in aliases else _snake(name)
+        if target in aliases or target in list_passes():
             def make():
-                return get_pass(snake)
+                return get_pass(target)
             make.__name__ = name
-            make.__doc__ = "The registered pass '%s' (kiln.transform.get_pass)." % snake
+            info = get_pass(target).info
+            make.__doc__ = "The pass '%s' (kiln.transform.get_pass): %s" % (info.name, info.description or info.kind)
             return make
     raise AttributeError("module 'kiln.transform' has no attribute '%s'" % name)
 
 
+def __dir__():
+    return sorted(set(__all__) | {a for a, _ in list_aliases()})
+
+
 __all__ = ["Pass", "ModulePass", "FunctionPass", "Sequential", "PassInfo", "PassContext", "module_pass",
-           "function_pass", "get_pass", "list_passes", "parse_pipeline", "register_pass", "PrintIR",
+           "function_pass", "get_pass", "get_pipeline", "list_passes", "list_aliases", "describe_passes", "parse_pipeline", "register_pass", "PrintIR",
            "config_options"]

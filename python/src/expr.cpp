@@ -155,7 +155,7 @@ void init_expr(py::module_& m) {
                                if (auto* t = ir::dyn_cast<ir::tensor_type_node>(e->checked_type))
                                  return py::str(std::string(name(t->dt)));
                                return py::none();
-                             })
+                             }, "A tensor's dtype name (\"float32\", ...), else None")
       .def_property_readonly("shape",
                              [](const expr& e) -> py::object {
                                auto* t = ir::dyn_cast<ir::tensor_type_node>(e->checked_type);
@@ -168,7 +168,7 @@ void init_expr(py::module_& m) {
                                return py::tuple(dims);
                              },
                              "The tensor's shape: ints, and names for symbolic dimensions (None when unknown)")
-      .def_property_readonly("name_hint", [](const expr& e) { return as_node<ir::var_node>(e, "name_hint").name_hint; })
+      .def_property_readonly("name_hint", [](const expr& e) { return as_node<ir::var_node>(e, "name_hint").name_hint; }, "A variable's name")
       .def_property_readonly("op",
                              [](const expr& e) -> py::object {
                                const auto& c = as_node<ir::call_node>(e, "op");
@@ -176,15 +176,15 @@ void init_expr(py::module_& m) {
                                return py::none();
                              },
                              "The operator's name for a call of an operator, else None")
-      .def_property_readonly("callee", [](const expr& e) { return as_node<ir::call_node>(e, "callee").callee; })
-      .def_property_readonly("args", [](const expr& e) { return as_node<ir::call_node>(e, "args").args; })
+      .def_property_readonly("callee", [](const expr& e) { return as_node<ir::call_node>(e, "callee").callee; }, "What a call calls: an operator, a global function, an external function or a value")
+      .def_property_readonly("args", [](const expr& e) { return as_node<ir::call_node>(e, "args").args; }, "A call's arguments")
       .def_property_readonly("attrs",
                              [](const expr& e) {
                                return attrs_to_python(as_node<ir::call_node>(e, "attrs").attrs);
-                             })
-      .def_property_readonly("fields", [](const expr& e) { return as_node<ir::tuple_node>(e, "fields").fields; })
-      .def_property_readonly("tuple_value", [](const expr& e) { return as_node<ir::tuple_get_item_node>(e, "tuple_value").tuple; })
-      .def_property_readonly("index", [](const expr& e) { return as_node<ir::tuple_get_item_node>(e, "index").index; })
+                             }, "A call's attributes, as a dict")
+      .def_property_readonly("fields", [](const expr& e) { return as_node<ir::tuple_node>(e, "fields").fields; }, "A tuple's fields")
+      .def_property_readonly("tuple_value", [](const expr& e) { return as_node<ir::tuple_get_item_node>(e, "tuple_value").tuple; }, "The tuple a tuple_get_item reads")
+      .def_property_readonly("index", [](const expr& e) { return as_node<ir::tuple_get_item_node>(e, "index").index; }, "The position a tuple_get_item reads")
       .def_property_readonly("data", [](const expr& e) { return constant_to_numpy(as_node<ir::constant_node>(e, "data").data); },
                              "A constant's value, as a new numpy array")
       .def_property_readonly("value",
@@ -195,11 +195,11 @@ void init_expr(py::module_& m) {
                                  return py::str(ir::to_string(p->int_value));
                                }
                                return py::str(as_node<ir::string_imm_node>(e, "value").value);
-                             })
-      .def_property_readonly("symbol", [](const expr& e) { return as_node<ir::extern_func_node>(e, "symbol").symbol; })
-      .def_property_readonly("cond", [](const expr& e) { return as_node<ir::if_node>(e, "cond").cond; })
-      .def_property_readonly("then_branch", [](const expr& e) { return as_node<ir::if_node>(e, "then_branch").then_branch; })
-      .def_property_readonly("else_branch", [](const expr& e) { return as_node<ir::if_node>(e, "else_branch").else_branch; })
+                             }, "A prim_value's value (int, float, or the text of a symbolic expression), or a string's text")
+      .def_property_readonly("symbol", [](const expr& e) { return as_node<ir::extern_func_node>(e, "symbol").symbol; }, "An external function's symbol")
+      .def_property_readonly("cond", [](const expr& e) { return as_node<ir::if_node>(e, "cond").cond; }, "An if's condition")
+      .def_property_readonly("then_branch", [](const expr& e) { return as_node<ir::if_node>(e, "then_branch").then_branch; }, "An if's then branch (a seq expression)")
+      .def_property_readonly("else_branch", [](const expr& e) { return as_node<ir::if_node>(e, "else_branch").else_branch; }, "An if's else branch (a seq expression)")
       .def_property_readonly("blocks",
                              [](const expr& e) {
                                std::vector<py_block> out;
@@ -212,17 +212,17 @@ void init_expr(py::module_& m) {
                                  out.push_back(std::move(pb));
                                }
                                return out;
-                             })
-      .def_property_readonly("result", [](const expr& e) { return as_node<ir::seq_expr_node>(e, "result").body; })
-      .def("same_as", [](const expr& a, const expr& b) { return a.get() == b.get(); })
-      .def("__str__", [](const expr& e) { return ir::print(e); })
-      .def("__repr__", [](const expr& e) { return "<kiln.ir.Expr " + kind_name(e) + ": " + ir::print(e) + ">"; });
+                             }, "A seq expression's binding blocks (kiln.ir.BindingBlock)")
+      .def_property_readonly("result", [](const expr& e) { return as_node<ir::seq_expr_node>(e, "result").body; }, "A seq expression's result")
+      .def("same_as", [](const expr& a, const expr& b) { return a.get() == b.get(); }, "True when both are the same expression object (identity, as TVM's same_as)")
+      .def("__str__", [](const expr& e) { return ir::print(e, ir::print_options::readable()); })
+      .def("__repr__", [](const expr& e) { return "<kiln.ir.Expr " + kind_name(e) + ": " + ir::print(e, ir::print_options::readable()) + ">"; });
 
   py::class_<py_binding>(ir_m, "Binding", "var = value (cast_type set for a match_cast)")
-      .def_readonly("var", &py_binding::var)
-      .def_readonly("value", &py_binding::value)
-      .def_readonly("cast_type", &py_binding::cast_type);
-  py::class_<py_block>(ir_m, "BindingBlock").def_readonly("dataflow", &py_block::dataflow).def_readonly("bindings", &py_block::bindings);
+      .def_readonly("var", &py_binding::var, "The variable bound")
+      .def_readonly("value", &py_binding::value, "The value bound to it")
+      .def_readonly("cast_type", &py_binding::cast_type, "For a match_cast, the type checked at run time (as text); else None");
+  py::class_<py_block>(ir_m, "BindingBlock", "Bindings in order; a dataflow block when `dataflow`").def_readonly("dataflow", &py_block::dataflow, "True for a dataflow block (with R.dataflow())").def_readonly("bindings", &py_block::bindings, "The block's bindings, in order (kiln.ir.Binding)");
 
   // ---- construction ----
   ir_m.def(
@@ -236,11 +236,11 @@ void init_expr(py::module_& m) {
       "A call of registered operator `op` (its type inferred, as in C++; a kiln.KilnError says what does not fit)");
   ir_m.def("const", [](const py::handle& value) { return ir::make_constant(numpy_to_constant(value)); }, py::arg("value"),
            "A constant tensor holding a copy of the numpy array `value`");
-  ir_m.def("tuple_", [](std::vector<expr> fields) { return ir::make_tuple(std::move(fields)); }, py::arg("fields"));
+  ir_m.def("tuple_", [](std::vector<expr> fields) { return ir::make_tuple(std::move(fields)); }, py::arg("fields"), "A tuple of `fields`");
   ir_m.def("tuple_get_item", [](const expr& t, int index) { return ir::make_tuple_get_item(t, index); }, py::arg("tuple_value"),
-           py::arg("index"));
-  ir_m.def("prim_value", [](std::int64_t v) { return ir::make_prim_value(v); }, py::arg("value"));
-  ir_m.def("string_imm", [](std::string v) { return ir::make_string_imm(std::move(v)); }, py::arg("value"));
+           py::arg("index"), "Field `index` of the tuple `tuple_value`");
+  ir_m.def("prim_value", [](std::int64_t v) { return ir::make_prim_value(v); }, py::arg("value"), "An int64 primitive value");
+  ir_m.def("string_imm", [](std::string v) { return ir::make_string_imm(std::move(v)); }, py::arg("value"), "A string argument (for external calls)");
   ir_m.def(
       "post_order_visit", [](const expr& e, const py::function& fn) { ir::post_order_visit(e, [&](const expr& x) { fn(x); }); },
       py::arg("expr"), py::arg("fn"), "Calls fn on every expression under expr, children first");
@@ -316,20 +316,20 @@ void init_expr(py::module_& m) {
         for (auto o : operands) ops.push_back(o.cast<pattern>());
         return p.with_operands(std::move(ops));
       })
-      .def("named", &pattern::named, py::arg("name"))
+      .def("named", &pattern::named, py::arg("name"), "The same pattern, binding what it matches to `name` (match[name])")
       .def("has_dtype",
            [](const pattern& p, const std::string& dt) {
              std::optional<dtype> t = parse_dtype(dt);
              if (!t) throw py::value_error("kiln.dpl.Pattern.has_dtype: '" + dt + "' is not a dtype");
              return p.has_dtype(*t);
            },
-           py::arg("dtype"))
-      .def("has_rank", &pattern::has_rank, py::arg("ndim"))
-      .def("has_shape", &pattern::has_shape, py::arg("shape"))
+           py::arg("dtype"), "The same pattern, matching only tensors of `dtype`")
+      .def("has_rank", &pattern::has_rank, py::arg("ndim"), "The same pattern, matching only tensors of `ndim` dimensions")
+      .def("has_shape", &pattern::has_shape, py::arg("shape"), "The same pattern, matching only tensors of `shape`")
       .def("has_attr",
            [](const pattern& p, const std::string& key, const py::object& v) { return p.has_attr(key, attr_from_python(key, v)); },
-           py::arg("key"), py::arg("value"))
-      .def("commutative", &pattern::commutative)
+           py::arg("key"), py::arg("value"), "The same pattern, matching only calls whose attribute `key` is `value`")
+      .def("commutative", &pattern::commutative, "The same pattern, also matching its two operands swapped")
       .def("where",
            [](const pattern& p, const std::string& description, const py::function& test) {
              auto fn = std::make_shared<py_handle>(test);
@@ -338,18 +338,18 @@ void init_expr(py::module_& m) {
                return fn->get()(e).cast<bool>();
              });
            },
-           py::arg("description"), py::arg("test"))
+           py::arg("description"), py::arg("test"), "The same pattern, matching only where test(expr) is true; `description` names the test in printing")
       .def("__or__", [](const pattern& a, const pattern& b) { return a | b; })
       .def("__str__", [](const pattern& p) {
         std::ostringstream os;
         os << p;
         return os.str();
       });
-  dpl.def("wildcard", [](const std::string& name) { return transform::patterns::wildcard(name); }, py::arg("name") = "");
-  dpl.def("is_op", [](const std::string& name) { return transform::patterns::is_op(name); }, py::arg("op"));
-  dpl.def("is_const", [] { return transform::patterns::is_const(); });
-  dpl.def("is_var", [] { return transform::patterns::is_var(); });
-  dpl.def("is_elementwise", [] { return transform::patterns::is_elementwise(); });
+  dpl.def("wildcard", [](const std::string& name) { return transform::patterns::wildcard(name); }, py::arg("name") = "", "A pattern matching anything (bound to `name` when given)");
+  dpl.def("is_op", [](const std::string& name) { return transform::patterns::is_op(name); }, py::arg("op"), "A pattern matching a call of operator `op`; call it with operand patterns: is_op(\"add\")(a, b)");
+  dpl.def("is_const", [] { return transform::patterns::is_const(); }, "A pattern matching a constant");
+  dpl.def("is_var", [] { return transform::patterns::is_var(); }, "A pattern matching a variable");
+  dpl.def("is_elementwise", [] { return transform::patterns::is_elementwise(); }, "A pattern matching a call of any elementwise operator");
 
   py::class_<py_match>(dpl, "Match", "What a pattern matched: match['x'] for a named part, match.root for the whole")
       .def("__getitem__",
@@ -363,7 +363,7 @@ void init_expr(py::module_& m) {
              return it->second;
            })
       .def("__contains__", [](const py_match& mt, const std::string& name) { return mt.bound.count(name) != 0; })
-      .def_readonly("root", &py_match::root);
+      .def_readonly("root", &py_match::root, "The expression the whole pattern matched");
 
   dpl.def(
       "rewrite_bindings",

@@ -73,8 +73,8 @@ void init_ir(py::module_& m) {
   py::module_ ir_m = m.def_submodule("ir", "kiln's tensor IR: modules, functions, structural equality");
 
   py::class_<ir::base_func>(ir_m, "BaseFunc", "A function of a module: a graph-level Function or a PrimFunc")
-      .def_property_readonly("kind", [](const ir::base_func& f) { return ir::isa<ir::function_node>(f) ? "function" : "prim_func"; })
-      .def_property_readonly("attrs", [](const ir::base_func& f) { return attrs_to_python(f->attrs); })
+      .def_property_readonly("kind", [](const ir::base_func& f) { return ir::isa<ir::function_node>(f) ? "function" : "prim_func"; }, "\"function\" for a graph-level function, \"prim_func\" for a kernel function")
+      .def_property_readonly("attrs", [](const ir::base_func& f) { return attrs_to_python(f->attrs); }, "The function's attributes, as a dict")
       .def_property_readonly("params",
                              [](const ir::base_func& f) {
                                std::vector<ir::expr> out;
@@ -96,26 +96,49 @@ void init_ir(py::module_& m) {
                              [](const ir::base_func& f) -> std::string {
                                if (auto* fn = ir::dyn_cast<ir::function_node>(f)) return ir::to_string(fn->ret_type);
                                return ir::to_string(static_cast<const ir::prim_func_node&>(*f).output_type());
-                             })
-      .def_property_readonly("signature", [](const ir::base_func& f) { return ir::to_string(f->signature()); })
+                             }, "The return type, as text")
+      .def_property_readonly("signature", [](const ir::base_func& f) { return ir::to_string(f->signature()); }, "The function's type, as text (R.Callable(...))")
       .def(
           "with_attr",
           [](const ir::base_func& f, const std::string& key, const py::object& value) {
             return ir::with_attr(f, key, attr_from_python(key, value));
           },
           py::arg("key"), py::arg("value"), "A copy with attribute `key` set to `value`")
-      .def("script", [](const ir::base_func& f, const std::string& name) { return ir::print(name, f); }, py::arg("name") = "f",
-           "The function in the text format, under `name`")
-      .def("__str__", [](const ir::base_func& f) { return ir::print("f", f); })
-      .def("same_as", [](const ir::base_func& a, const ir::base_func& b) { return a.get() == b.get(); });
+      .def(
+          "script",
+          [](const ir::base_func& f, const std::string& name, bool show_meta) {
+            return ir::print(name, f, show_meta ? ir::print_options{} : ir::print_options::readable());
+          },
+          py::arg("name") = "f", py::arg("show_meta") = false,
+          "The function in the text format, under `name`; constants of more than 16 elements elided unless show_meta")
+      .def("__str__", [](const ir::base_func& f) { return ir::print("f", f, ir::print_options::readable()); })
+      .def("same_as", [](const ir::base_func& a, const ir::base_func& b) { return a.get() == b.get(); }, "True when both are the same function object");
 
   py::class_<ir::ir_module>(ir_m, "IRModule", "An immutable module of named functions (kiln's IRModule)")
       .def(py::init([] { return ir::make_module(); }), "An empty module")
       .def_static(
           "from_text", [](const std::string& text) { return ir::parse_module(text); }, py::arg("text"),
-          "Parses the text format (what str() prints); a kiln.ParseError with line and column when it is malformed")
-      .def("script", [](const ir::ir_module& mod) { return ir::print(mod); }, "The module in the text format")
-      .def("__str__", [](const ir::ir_module& mod) { return ir::print(mod); })
+          "Parses the text format (what script(show_meta=True) prints); a kiln.ParseError with line and column when it is "
+          "malformed, or when its constants were elided")
+      .def(
+          "script",
+          [](const ir::ir_module& mod, bool show_meta) {
+            return ir::print(mod, show_meta ? ir::print_options{} : ir::print_options::readable());
+          },
+          py::arg("show_meta") = false,
+          "The module in the text format. As TVM's, it leaves large constants out unless show_meta: constants of more than "
+          "16 elements print as R.const(meta[i], dtype, shape=...); with show_meta=True every element is printed and the "
+          "text reads back with from_text")
+      .def(
+          "show",
+          [](const ir::ir_module& mod, bool show_meta) {
+            py::print(ir::print(mod, show_meta ? ir::print_options{} : ir::print_options::readable()), py::arg("end") = "");
+          },
+          py::arg("show_meta") = false, "Prints script(show_meta) (TVM's IRModule.show)")
+      .def("to_dot", [](const ir::ir_module& mod) { return ir::to_dot(mod); },
+           "The module as a Graphviz digraph (one cluster per function, one node per binding, fused kernels as clusters); "
+           "render it with `dot -Tsvg`")
+      .def("__str__", [](const ir::ir_module& mod) { return ir::print(mod, ir::print_options::readable()); })
       .def("__repr__", [](const ir::ir_module& mod) {
         std::string names;
         for (const auto& e : mod->functions()) names.append(names.empty() ? "" : ", ").append(e.gv->name);
@@ -152,12 +175,12 @@ void init_ir(py::module_& m) {
       }, py::arg("name"), py::arg("func"), "A copy with function `name` added or replaced")
       .def("without_function", [](const ir::ir_module& mod, const std::string& name) { return ir::without_function(mod, name); },
            py::arg("name"), "A copy without function `name`")
-      .def_property_readonly("attrs", [](const ir::ir_module& mod) { return attrs_to_python(mod->attrs); })
+      .def_property_readonly("attrs", [](const ir::ir_module& mod) { return attrs_to_python(mod->attrs); }, "The module's attributes, as a dict")
       .def("with_attr",
            [](const ir::ir_module& mod, const std::string& key, const py::object& value) {
              return ir::with_module_attrs(mod, mod->attrs.with(key, attr_from_python(key, value)));
            },
-           py::arg("key"), py::arg("value"))
+           py::arg("key"), py::arg("value"), "A copy with module attribute `key` set to `value`")
       .def("same_as", [](const ir::ir_module& a, const ir::ir_module& b) { return a.get() == b.get(); },
            "True when both are the same module object (a pass that changed nothing returns its input)")
       .def("verify",

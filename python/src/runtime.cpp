@@ -19,6 +19,12 @@ namespace kiln::python {
 
 namespace {
 
+/// kiln's headers as the Python package carries them (a wheel's kiln/include), or empty.
+std::filesystem::path& packaged_headers() {
+  static std::filesystem::path dir;
+  return dir;
+}
+
 using runtime::tensor;
 using vm::value;
 
@@ -240,7 +246,7 @@ void init_runtime(py::module_& m) {
                                std::vector<std::string> out;
                                for (const auto& f : e.functions) out.push_back(f.name);
                                return out;
-                             })
+                             }, "The names of the executable's functions (its own and the natives it calls)")
       .def("save", [](const vm::executable& e, const std::string& path) { vm::save_executable(e, path); }, py::arg("path"),
            "Writes the executable to `path` (kiln's executable format)")
       .def_property_readonly("generated_source", [](const vm::executable& e) { return e.generated_source; },
@@ -251,6 +257,8 @@ void init_runtime(py::module_& m) {
             vm::export_options o;
             if (compiler) o.compiler = *compiler;
             if (flags) o.flags = *flags;
+            const char* env = std::getenv("KILN_INCLUDE_DIR");
+            if (!(env && *env)) o.kiln_include_dir = packaged_headers();  // a wheel's kiln/include; else as C++ finds them
             py::gil_scoped_release release;
             vm::export_library(e, path, o);
           },
@@ -277,22 +285,25 @@ void init_runtime(py::module_& m) {
       "its code (its constructors): load only libraries you built or trust. A file that is not a kiln library is refused before "
       "it is loaded.");
   rt.def(
+      "_set_packaged_headers", [](const std::string& dir) { packaged_headers() = dir; }, py::arg("dir"),
+      "Where export_library finds kiln's headers when KILN_INCLUDE_DIR is not set (the wheel's kiln/include)");
+  rt.def(
       "executable_from_bytes",
       [](const py::bytes& data) {
         std::string_view v = data;
         return std::make_shared<vm::executable>(
             vm::deserialize(std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), v.size())));
       },
-      py::arg("data"));
+      py::arg("data"), "An executable from the bytes bytes(executable) gave (kiln's executable format); a kiln.VMError saying what is wrong with bad bytes");
 
   py::class_<py_timing>(rt, "BenchmarkResult", "Times from time_evaluator, in seconds (TVM's BenchmarkResult)")
-      .def_property_readonly("results", [](const py_timing& t) { return t.r.results; })
-      .def_property_readonly("mean", [](const py_timing& t) { return t.r.mean(); })
-      .def_property_readonly("median", [](const py_timing& t) { return t.r.median(); })
-      .def_property_readonly("min", [](const py_timing& t) { return t.r.min(); })
-      .def_property_readonly("max", [](const py_timing& t) { return t.r.max(); })
-      .def_property_readonly("std", [](const py_timing& t) { return t.r.stddev(); })
-      .def_property_readonly("number", [](const py_timing& t) { return t.r.number; })
+      .def_property_readonly("results", [](const py_timing& t) { return t.r.results; }, "The time of each repeat, in seconds (each the mean of `number` calls)")
+      .def_property_readonly("mean", [](const py_timing& t) { return t.r.mean(); }, "The mean of results, in seconds")
+      .def_property_readonly("median", [](const py_timing& t) { return t.r.median(); }, "The median of results, in seconds")
+      .def_property_readonly("min", [](const py_timing& t) { return t.r.min(); }, "The smallest of results, in seconds")
+      .def_property_readonly("max", [](const py_timing& t) { return t.r.max(); }, "The largest of results, in seconds")
+      .def_property_readonly("std", [](const py_timing& t) { return t.r.stddev(); }, "The standard deviation of results, in seconds")
+      .def_property_readonly("number", [](const py_timing& t) { return t.r.number; }, "The calls each result is the mean of")
       .def("__repr__", [](const py_timing& t) {
         char line[200];
         std::snprintf(line, sizeof line, "BenchmarkResult(mean=%.6g s, median=%.6g s, min=%.6g s, max=%.6g s, std=%.3g s, %zu repeats of %d)",
@@ -302,7 +313,7 @@ void init_runtime(py::module_& m) {
 
   py::class_<py_vm_function>(rt, "Function", "A function of a virtual machine; call it with numpy arrays")
       .def("__call__", &py_vm_function::operator())
-      .def_readonly("name", &py_vm_function::name);
+      .def_readonly("name", &py_vm_function::name, "The function's name");
 
   py::class_<py_vm, std::shared_ptr<py_vm>>(rt, "VirtualMachine",
                                             "kiln's virtual machine running an executable.\n\n"
@@ -320,7 +331,7 @@ void init_runtime(py::module_& m) {
              return py_vm_function{self, name, self->machine->get_function(name)};
            })
       .def("invoke", [](py_vm& self, const std::string& name, const py::args& args) { return self.call(name, args); },
-           py::arg("name"))
+           py::arg("name"), "Calls function `name` with the arguments (numpy arrays, ints, floats, tuples) and returns its result")
       .def("set_input",
            [](py_vm& self, const std::string& name, const py::args& args) {
              self.machine->set_input_span(name, values_from_python(args, "kiln.runtime.VirtualMachine.set_input", &name));
@@ -331,9 +342,9 @@ void init_runtime(py::module_& m) {
              py::gil_scoped_release release;
              self.machine->invoke_stateful(name);
            },
-           py::arg("func_name"))
+           py::arg("func_name"), "Calls `func_name` with the arguments set_input stored; get_outputs(func_name) returns the result")
       .def("get_outputs", [](const py_vm& self, const std::string& name) { return value_to_python(self.machine->get_outputs(name)); },
-           py::arg("func_name"))
+           py::arg("func_name"), "The result of the last invoke_stateful(func_name)")
       .def("save_function",
            [](py_vm& self, const std::string& name, const std::string& saved_name, const py::args& args, bool include_return) {
              self.machine->save_function_span(name, saved_name, vm::save_options{include_return},
@@ -378,7 +389,7 @@ void init_runtime(py::module_& m) {
 
   rt.def("set_num_threads", [](std::size_t n) { kernels::set_num_threads(n); }, py::arg("n"),
          "The threads kiln's kernels use (the calling thread and n - 1 workers)");
-  rt.def("num_threads", [] { return kernels::num_threads(); });
+  rt.def("num_threads", [] { return kernels::num_threads(); }, "The threads kiln's kernels use");
   rt.def("_roundtrip", [](const py::object& o) { return value_to_python(value_from_python(o, origin{"roundtrip"})); },
          "Converts to a kiln value and back (tests the zero-copy path)");
 
@@ -388,7 +399,7 @@ void init_runtime(py::module_& m) {
          bool instrumented) {
         compile_options options;
         options.pipeline = pipeline;
-        if (opt_level) options.opt_level = *opt_level;
+        options.opt_level = opt_level;
         if (exec_mode == "compiled") options.mode = exec_mode::compiled;
         else if (exec_mode != "bytecode")
           throw usage_error("kiln.compile: exec_mode must be 'bytecode' or 'compiled', not '" + exec_mode + "'");
@@ -401,16 +412,20 @@ void init_runtime(py::module_& m) {
       py::arg("instrumented") = false, "Compiles a module to an executable (the design's tvm.compile), under the current pass context");
   m.def(
       "_compile_with_pass",
-      [](const ir::ir_module& mod, const kiln::pass<ir::ir_module>& pipeline, const std::string& exec_mode, bool instrumented) {
+      [](const ir::ir_module& mod, const kiln::pass<ir::ir_module>& pipeline, std::optional<int> opt_level, const std::string& exec_mode,
+         bool instrumented) {
         if (exec_mode != "compiled" && exec_mode != "bytecode")
           throw usage_error("kiln.compile: exec_mode must be 'bytecode' or 'compiled', not '" + exec_mode + "'");
         if (instrumented && exec_mode != "compiled") throw usage_error("kiln.compile: instrumented=True is for exec_mode='compiled'");
+        std::optional<pass_context> own;
+        pass_context& ctx = kiln::detail::compile_context(own, opt_level, "kiln.compile");
         py::gil_scoped_release release;
-        if (exec_mode == "bytecode") return std::make_shared<vm::executable>(kiln::compile(mod, pipeline, pass_context::current()));
-        ir::ir_module lowered = pipeline(mod, pass_context::current());
+        if (exec_mode == "bytecode") return std::make_shared<vm::executable>(kiln::compile(mod, pipeline, ctx));
+        ir::ir_module lowered = pipeline(mod, ctx);
         return std::make_shared<vm::executable>(codegen::cpp_codegen(lowered, {.instrumented = instrumented}));
       },
-      py::arg("mod"), py::arg("pipeline"), py::arg("exec_mode") = "bytecode", py::arg("instrumented") = false);
+      py::arg("mod"), py::arg("pipeline"), py::arg("opt_level") = py::none(), py::arg("exec_mode") = "bytecode",
+      py::arg("instrumented") = false);
 }
 
 }  // namespace kiln::python

@@ -28,10 +28,15 @@ struct py_pass_info {
   int opt_level = 0;
   std::vector<std::string> required;
   std::string kind;
+  std::string description;
+  std::vector<std::string> needs, establishes, invalidates;
 
   explicit py_pass_info(const pass_info& info)
-      : name(info.name), opt_level(info.opt_level), kind(std::string(to_string(info.kind))) {
+      : name(info.name), opt_level(info.opt_level), kind(std::string(to_string(info.kind))), description(info.description) {
     for (std::string_view r : info.required) required.emplace_back(r);
+    for (const property_check& p : info.needs) needs.emplace_back(p.name);
+    for (const property_check& p : info.establishes) establishes.emplace_back(p.name);
+    for (const property_check& p : info.invalidates) invalidates.emplace_back(p.name);
   }
   /// TVM's form: "The meta data of the pass - pass name: x, opt_level: 1, required passes: [a, b]".
   std::string text() const {
@@ -236,11 +241,34 @@ struct python_instrument {
 struct timing_instrument {
   static constexpr std::string_view name = "PassTimingInstrument";
   pass_timing timing;
-  void enter_pass_ctx() { timing.reset(); }
+  bool timed_any = false;    // a pass was timed since the last reset
+  bool cleared_used = false;  // the last reset dropped timings nobody rendered
+  void enter_pass_ctx() { reset(); }
   void exit_pass_ctx() {
-    if (!enter_failed) timing.reset();
+    if (!enter_failed) reset();
   }
-  void run_before_pass(const pass_info& info) { timing.run_before_pass(info); }
+  void reset() {
+    cleared_used = timed_any;
+    timed_any = false;
+    timing.reset();
+  }
+  /// TVM's render(): empty when nothing was timed. Then a UserWarning says why, since an empty
+  /// string alone looks like a profile of nothing.
+  std::string render() const {
+    std::string text = timing.tree();
+    if (text.empty())
+      PyErr_WarnEx(PyExc_UserWarning,
+                   cleared_used
+                       ? "PassTimingInstrument.render() is empty: the profile is cleared when the PassContext holding the "
+                         "instrument is exited or its instruments are overridden (as in TVM); call render() inside the `with` block"
+                       : "PassTimingInstrument.render() is empty: no pass has run in a PassContext holding this instrument",
+                   1);
+    return text;
+  }
+  void run_before_pass(const pass_info& info) {
+    timed_any = true;
+    timing.run_before_pass(info);
+  }
   void run_after_pass(const pass_info& info) { timing.run_after_pass(info); }
   void run_after_pass_failed(const pass_info& info, const pass_error& e) { timing.run_after_pass_failed(info, e); }
 };
@@ -304,16 +332,20 @@ void init_transform(py::module_& m) {
   py::module_ in = m.def_submodule("instrument", "pass instruments");
 
   py::class_<py_pass_info>(t, "PassInfo", "A pass's name, opt level, requirements and kind")
-      .def_readonly("name", &py_pass_info::name)
-      .def_readonly("opt_level", &py_pass_info::opt_level)
-      .def_readonly("required", &py_pass_info::required)
-      .def_readonly("kind", &py_pass_info::kind)
+      .def_readonly("name", &py_pass_info::name, "The pass's name")
+      .def_readonly("opt_level", &py_pass_info::opt_level, "The opt level it runs at and above")
+      .def_readonly("required", &py_pass_info::required, "Names of the passes it requires (run before it in a pipeline)")
+      .def_readonly("kind", &py_pass_info::kind, "\"module pass\", \"function pass\", \"kernel function pass\" or \"sequential\"")
+      .def_readonly("description", &py_pass_info::description, "One line saying what the pass does (empty when it has none)")
+      .def_readonly("needs", &py_pass_info::needs, "The IR properties it needs from its input")
+      .def_readonly("establishes", &py_pass_info::establishes, "The IR properties that hold after it")
+      .def_readonly("invalidates", &py_pass_info::invalidates, "The IR properties that may no longer hold after it")
       .def("__str__", &py_pass_info::text)
       .def("__repr__", &py_pass_info::text);
 
   py::class_<module_pass>(t, "Pass", "A pass or pipeline on kiln.ir.IRModule (C++ or Python)")
       .def_property_readonly("info", [](const module_pass& p) { return py_pass_info(p.info()); })
-      .def_property_readonly("name", [](const module_pass& p) { return std::string(p.name()); })
+      .def_property_readonly("name", [](const module_pass& p) { return std::string(p.name()); }, "The pass's name")
       .def_property_readonly("text", &module_pass::text, "The pipeline text form (`name`, or `name(a,b)` for a pipeline)")
       .def_property_readonly("steps",
                              [](const module_pass& p) {
@@ -353,6 +385,12 @@ void init_transform(py::module_& m) {
   t.def("get_pass", [](const std::string& name) { return get_pass<ir::ir_module>(name); }, py::arg("name"),
         "A new instance of the pass registered as `name` (every pass of kiln's compiler is registered)");
   t.def("list_passes", [] { return pass_registry<ir::ir_module>::global().names(); }, "The registered passes' names, sorted");
+  t.def("list_aliases", [] { return pass_registry<ir::ir_module>::global().aliases(); },
+        "Other names of registered passes (TVM's: FoldConstant, FuseOps, ...), as (alias, kiln name) pairs");
+  t.def("describe_passes", [] { return describe_passes<ir::ir_module>(); },
+        "Every registered pass and pipeline with its other names, description, opt level and properties (kiln-opt --list-passes)");
+  t.def("get_pipeline", [](const std::string& name) { return transform::get_pipeline(name); }, py::arg("name") = "default",
+        "TVM's relax.get_pipeline: 'default' (what kiln.compile runs), 'zero' or 'default_build'");
   t.def(
       "parse_pipeline", [](const std::string& text, const std::string& name) { return parse_pipeline<ir::ir_module>(text, pass_registry<ir::ir_module>::global(), name); },
       py::arg("text"), py::arg("name") = "sequential", "A pipeline from its text form, e.g. 'fold_constant,dead_code_elimination'");
@@ -433,8 +471,15 @@ void init_transform(py::module_& m) {
   py::class_<timing_instrument, std::shared_ptr<timing_instrument>>(in, "PassTimingInstrument",
                                                                     "Times each pass (TVM's PassTimingInstrument)")
       .def(py::init([] { return std::make_shared<timing_instrument>(); }))
-      .def("render", [](const timing_instrument& t) { return t.timing.tree(); },
-           "TVM's form: 'name: total [self] (share of total; share of parent)', nested passes indented")
+      .def(
+          "render",
+          [](const timing_instrument& t) {
+            std::string text = t.render();
+            if (PyErr_Occurred()) throw py::error_already_set();  // the warning was made an error (-W error)
+            return text;
+          },
+          "TVM's form: 'name: total [self] (share of total; share of parent)', nested passes indented. Empty, with a "
+          "UserWarning saying why, when nothing was timed: the profile is cleared when the context is exited, as in TVM")
       .def("table", [](const timing_instrument& t) { return t.timing.table(); }, "An aligned table of calls and times");
 }
 

@@ -49,7 +49,7 @@ std::string read(const std::filesystem::path& p) {
 std::filesystem::path build_library(const std::string& source) {
   const auto cpp = temp_file("lib", ".cpp"), so = temp_file("lib", ".so");
   std::ofstream(cpp) << source;
-  const std::string cmd = std::string(KILN_DEFAULT_CXX) + " -std=c++20 -shared -fPIC -I" + vm::detail::kiln_include_dir().string() + " -o " +
+  const std::string cmd = std::string(KILN_DEFAULT_CXX) + " -std=c++20 -shared -fPIC -I" + vm::detail::find_kiln_include_dir({}).string() + " -o " +
                           so.string() + " " + cpp.string();
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::filesystem::remove(cpp);

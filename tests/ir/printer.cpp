@@ -67,7 +67,52 @@ TEST_CASE("constants print in a form that reads back exactly") {
   CHECK(p(ir::ndarray(dtype::int64, {0}, {})) == "R.const([], \"int64\", shape=(0,))");
   ir::print_options elide;
   elide.max_constant_elements = 3;
-  CHECK(ir::print(ir::make_constant(ir::ndarray::from<int>(dtype::int8, {4}, {1, 2, 3, 4})), elide) == "R.const(<4 x int8>)");
+  CHECK(ir::print(ir::make_constant(ir::ndarray::from<int>(dtype::int8, {4}, {1, 2, 3, 4})), elide) ==
+        "R.const(meta[0], \"int8\", shape=(4,))");
+  CHECK(ir::print(ir::make_constant(ir::ndarray::from<int>(dtype::int8, {3}, {1, 2, 3})), elide) == "R.const([1, 2, 3], \"int8\")");
+}
+
+namespace {
+const char* two_constants = R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 20), "float32")) -> R.Tensor((2, 20), "float32"):
+        a: R.Tensor((2, 20), "float32") = R.add(x, R.const([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0]], "float32"))
+        b: R.Tensor((2, 20), "float32") = R.multiply(a, R.const(2.0, "float32"))
+        c: R.Tensor((2, 20), "float32") = R.subtract(b, R.const([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19], "float32"))
+        return c
+)";
+}  // namespace
+
+TEST_CASE("the readable form elides large constants by index, and reads back only with them") {
+  const ir::ir_module m = ir::parse_module(two_constants);
+  std::vector<ir::ndarray> elided;
+  ir::print_options opt = ir::print_options::readable();
+  opt.elided_constants = &elided;
+  const std::string text = ir::print(m, opt);
+  CHECK(text.find("R.const(meta[0], \"float32\", shape=(2, 20))") != std::string::npos);
+  CHECK(text.find("R.const(2.0, \"float32\")") != std::string::npos);  // small ones stay
+  CHECK(text.find("R.const(meta[1], \"float32\", shape=(20,))") != std::string::npos);
+  REQUIRE(elided.size() == 2);
+  CHECK(ir::print(m, ir::print_options::readable()) == text);  // the same without collecting them
+
+  // From text alone: an error that says so, where.
+  const auto err = message_of<ir::parse_error>([&] { (void)ir::parse_module(text); });
+  CHECK(err.find("line 6, column 60:") != std::string::npos);  // after the "# kiln IR" line
+  CHECK(err.find("constants elided: meta[0] stands for a float32 of shape (2, 20) constant the printer left out") != std::string::npos);
+
+  // With the constants: the same module, whose constants share the printed ones' data.
+  const ir::ir_module back = ir::parse_module(text, {.constants = elided});
+  CHECK(ir::structural_equal(back, m));
+  CHECK(ir::print(back) == ir::print(m));
+
+  // Constants that do not fit the text are refused by index.
+  std::vector<ir::ndarray> wrong = {elided[1], elided[0]};
+  CHECK(message_of<ir::parse_error>([&] { (void)ir::parse_module(text, {.constants = wrong}); })
+            .find("meta[0] is printed as a float32 of shape (2, 20) constant, but the one given is float32 of another shape") != std::string::npos);
+  std::vector<ir::ndarray> short_list = {elided[0]};
+  CHECK(message_of<ir::parse_error>([&] { (void)ir::parse_module(text, {.constants = short_list}); })
+            .find("meta[1] is not among the 1 elided constants given") != std::string::npos);
 }
 
 TEST_CASE("other leaves print in their R. forms") {

@@ -69,3 +69,45 @@ def test_load(tmp_path):
     path = tmp_path / "m.txt"
     path.write_text(ADD_MODULE)
     assert ir.structural_equal(ir.load(str(path)), ir.parse(ADD_MODULE))
+
+
+BIG_CONSTANT = '''@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((20,), "float32")) -> R.Tensor((20,), "float32"):
+        a: R.Tensor((20,), "float32") = R.add(x, R.const([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0], "float32"))
+        b: R.Tensor((20,), "float32") = R.multiply(a, R.const(2.0, "float32"))
+        return b
+'''
+
+
+def test_printing_elides_large_constants_as_tvm_does(capsys):
+    mod = ir.parse(BIG_CONSTANT)
+    text = str(mod)
+    assert 'R.const(meta[0], "float32", shape=(20,))' in text
+    assert 'R.const(2.0, "float32")' in text  # small constants stay
+    assert mod.script() == text
+    full = mod.script(show_meta=True)
+    assert "19.0" in full and "meta[" not in full
+    assert ir.structural_equal(ir.parse(full), mod)
+    with pytest.raises(kiln.ParseError, match="constants elided: meta\\[0\\] stands for a float32 of shape \\(20,\\) constant"):
+        ir.parse(text)
+    mod.show()
+    assert capsys.readouterr().out == text
+    mod.show(show_meta=True)
+    assert capsys.readouterr().out == full
+    assert "meta[0]" in str(mod["main"]) and "19.0" in mod["main"].script(show_meta=True)
+
+
+def test_save_writes_every_constant(tmp_path):
+    mod = ir.parse(BIG_CONSTANT)
+    ir.save(mod, tmp_path / "m.kir")
+    assert ir.structural_equal(ir.load(tmp_path / "m.kir"), mod)
+
+
+def test_to_dot():
+    dot = ir.parse(MLP).to_dot()
+    assert dot.startswith("digraph kiln {")
+    assert 'label="@main"' in dot
+    assert "R.matmul" in dot
+    assert dot.rstrip().endswith("}")

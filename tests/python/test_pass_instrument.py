@@ -32,7 +32,19 @@ def test_pass_timing_instrument():
 
     T.PassContext.current().override_instruments(None)
     run_three(get_test_model())
-    assert pass_timing.render() == ""
+    with pytest.warns(UserWarning, match="cleared when the PassContext holding the instrument is exited"):
+        assert pass_timing.render() == ""
+
+
+def test_pass_timing_render_says_why_it_is_empty():
+    timing = PassTimingInstrument()
+    with pytest.warns(UserWarning, match="no pass has run in a PassContext holding this instrument"):
+        assert timing.render() == ""
+    with T.PassContext(instruments=[timing]):
+        run_three(get_test_model())
+        assert "fold_constant" in timing.render()
+    with pytest.warns(UserWarning, match="call render\\(\\) inside the `with` block"):
+        assert timing.render() == ""
 
 
 def test_custom_instrument(capsys):

@@ -269,3 +269,42 @@ class Module:
 def test_print_ir_pass(capsys):
     T.PrintIR("here")(get_test_model())
     assert capsys.readouterr().out.startswith("PrintIR(here):\n# kiln IR")
+
+
+def test_tvm_pass_names():
+    assert T.get_pass("FoldConstant").name == "fold_constant"
+    assert T.FoldConstant().name == "fold_constant"
+    assert T.FuseOps().name == "kiln.fuse" and T.FuseTIR().name == "kiln.fuse"
+    assert T.VMShapeLower().name == "vm_shape_lower"
+    assert T.StaticPlanBlockMemory().name == "static_plan_block_memory"
+    assert T.parse_pipeline("FoldConstant,DeadCodeElimination").steps == [("fold_constant", False), ("dead_code_elimination", False)]
+    assert ("FuseOps", "kiln.fuse") in T.list_aliases()
+    assert "FuseOps" in dir(T) and "LegalizeOps" in dir(T)
+    assert "kiln.fuse" in T.FuseOps.__doc__
+    assert T.get_pass("legalize_ops").info.description.startswith("Lowers every operator call")
+    assert T.get_pass("call_tir_rewrite").info.needs == ["legalized", "non_dataflow"]
+    assert "fold_constant (also FoldConstant)" in T.describe_passes()
+    with pytest.raises(AttributeError):
+        T.NoSuchPass
+
+
+def test_get_pipeline():
+    assert kiln.get_pipeline().name == "kiln.default"
+    assert T.get_pipeline("default").text == kiln.get_pipeline("default").text
+    vm = kiln.runtime.VirtualMachine(kiln.compile(get_test_model(), pipeline=kiln.get_pipeline("zero")))
+    assert vm is not None
+    with pytest.raises(kiln.UsageError, match="no pipeline is named 'O3'"):
+        kiln.get_pipeline("O3")
+
+
+def test_a_pipeline_in_the_wrong_order_is_refused_before_it_runs():
+    with pytest.raises(kiln.UsageError, match="pass 'call_tir_rewrite' needs property 'legalized'.*run 'legalize_ops' before it"):
+        T.parse_pipeline("call_tir_rewrite")(get_test_model())
+
+
+def test_public_namespaces_are_clean():
+    assert not {"inspect", "re", "threading"} & set(dir(T))
+    assert "driver" not in dir(kiln)
+    for module in (kiln, kiln.ir, T, kiln.instrument, kiln.runtime, kiln.dpl):
+        for name in module.__all__:
+            assert hasattr(module, name), (module.__name__, name)

@@ -9,9 +9,16 @@
 namespace kiln {
 
 namespace detail {
-inline pass_context& compile_context(std::optional<pass_context>& own, int opt_level) {
-  if (pass_context::in_scope()) return pass_context::current();
-  own.emplace(opt_level);
+KILN_DECL pass_context& compile_context(std::optional<pass_context>& own, std::optional<int> opt_level, const char* who) {
+  if (pass_context::in_scope()) {
+    pass_context& ctx = pass_context::current();
+    if (opt_level && *opt_level != ctx.opt_level())
+      throw usage_error(std::string(who) + ": opt level " + std::to_string(*opt_level) + " was asked for, but the current pass context has opt level " +
+                        std::to_string(ctx.opt_level()) + ", and the context's applies (as in TVM); set the opt level on the context, or do not ask for one");
+    return ctx;
+  }
+  if (opt_level && *opt_level < 0) throw usage_error(std::string(who) + ": opt level must be 0 or more, not " + std::to_string(*opt_level));
+  own.emplace(opt_level.value_or(2));
   return *own;
 }
 inline void register_compiler_passes_once() {
@@ -35,7 +42,7 @@ KILN_DECL vm::executable compile(const ir::ir_module& m, const compile_options& 
   detail::register_compiler_passes_once();
   kernels::global_registry();
   std::optional<pass_context> own;
-  pass_context& ctx = detail::compile_context(own, options.opt_level);
+  pass_context& ctx = detail::compile_context(own, options.opt_level, "kiln::compile");
   ir::ir_module out = options.pipeline ? parse_pipeline<ir::ir_module>(*options.pipeline)(m, ctx) : kiln::run(transform::default_pipeline{}, m, ctx);
   if (options.lowered) *options.lowered = out;
   switch (options.mode) {

@@ -6,6 +6,7 @@
 
 #include <kiln/ir/attrs.hpp>
 #include <kiln/ir/builder.hpp>
+#include <kiln/ir/dot.hpp>
 #include <kiln/ir/expr.hpp>
 #include <kiln/ir/function.hpp>
 #include <kiln/ir/module.hpp>

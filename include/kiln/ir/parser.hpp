@@ -20,6 +20,7 @@
 #include <kiln/support/strings.hpp>
 
 #include <charconv>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -212,9 +213,21 @@ struct const_literal {
   const token* where = nullptr;
 };
 
+}  // namespace detail
+
+/// How `parse_module` reads text.
+struct parse_options {
+  /// The constants an elided print left out (`print_options::elided_constants`): `meta[i]` in
+  /// `R.const(meta[i], ...)` reads as `constants[i]`. Empty: such text is a `parse_error` that
+  /// says the constants were elided.
+  std::span<const ndarray> constants = {};
+};
+
+namespace detail {
+
 class ir_parser {
 public:
-  explicit ir_parser(std::string_view text) : lex_(text), toks_(lex_.run()) {}
+  explicit ir_parser(std::string_view text, parse_options opt = {}) : opt_(opt), lex_(text), toks_(lex_.run()) {}
 
   ir_module parse() {
     skip_newlines();
@@ -1141,8 +1154,42 @@ private:
     shape[depth] = count;
   }
 
+  /// `R.const(meta[i], "dtype", shape=(...))`: a constant the printer elided.
+  expr parse_elided_const(const token& start) {
+    const token& meta = cur();
+    expect_word("meta");
+    expect("[");
+    const std::int64_t index = parse_int();
+    expect("]");
+    expect(",");
+    const dtype d = parse_dtype_string();
+    expect(",");
+    expect_word("shape");
+    expect("=");
+    expect("(");
+    std::vector<std::int64_t> shape = comma_list<std::int64_t>(")", [&] { return parse_int(); });
+    expect(")");
+    std::string described = std::string(name(d)) + " of shape (";
+    for (std::size_t i = 0; i < shape.size(); ++i) described += (i ? ", " : "") + std::to_string(shape[i]);
+    described += shape.size() == 1 ? ",)" : ")";
+    if (opt_.constants.empty())
+      fail_at(meta, "constants elided: meta[" + std::to_string(index) + "] stands for a " + described +
+                        " constant the printer left out, and the text alone cannot give it back; print the module with "
+                        "every constant (kiln-opt's output, --print-full-constants, Python's mod.script(show_meta=True)) "
+                        "or pass the elided constants (parse_options::constants)");
+    if (index < 0 || static_cast<std::size_t>(index) >= opt_.constants.size())
+      fail_at(meta, "meta[" + std::to_string(index) + "] is not among the " + std::to_string(opt_.constants.size()) +
+                        " elided constants given");
+    const ndarray& a = opt_.constants[static_cast<std::size_t>(index)];
+    if (a.dt() != d || a.shape() != shape)
+      fail_at(meta, "meta[" + std::to_string(index) + "] is printed as a " + described + " constant, but the one given is " +
+                        std::string(name(a.dt())) + " of another shape");
+    return guarded(start, [&] { return make_constant(a); });
+  }
+
   expr parse_const(const token& start) {
     expect("(");
+    if (at_word("meta")) return parse_elided_const(start);
     std::vector<const_literal> flat;
     std::vector<std::int64_t> shape;
     bool scalar = false;
@@ -1211,6 +1258,7 @@ private:
     ndarray::store(d, p, static_cast<double>(f));
   }
 
+  parse_options opt_;
   lexer lex_;
   std::vector<token> toks_;
   std::size_t pos_ = 0;
@@ -1225,6 +1273,6 @@ private:
 }  // namespace detail
 
 /// Parses a module from the text format written by `print`. Throws `parse_error`.
-inline ir_module parse_module(std::string_view text) { return detail::ir_parser(text).parse(); }
+inline ir_module parse_module(std::string_view text, parse_options opt = {}) { return detail::ir_parser(text, opt).parse(); }
 
 }  // namespace kiln::ir

@@ -70,6 +70,8 @@ struct kiln::module_traits<kiln::ir::ir_module> {
   static bool skip_optimization(const ir::prim_func& f) { return ir::detail::has_skip_optimization(*f); }
   static bool same(const ir::ir_module& a, const ir::ir_module& b) noexcept { return a.get() == b.get(); }
   static void print(std::ostream& os, const ir::ir_module& m) { os << ir::print(m); }
+  /// For instruments and PrintIR: constants of more than 16 elements elided.
+  static void print_readable(std::ostream& os, const ir::ir_module& m) { os << ir::print(m, ir::print_options::readable()); }
   static std::size_t structural_hash(const ir::ir_module& m) { return ir::structural_hash(m); }
   static std::vector<std::string> verify(const ir::ir_module& m) {
     std::vector<std::string> out;

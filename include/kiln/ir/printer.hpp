@@ -34,9 +34,24 @@ namespace kiln::ir {
 struct print_options {
   /// Print the type annotation of every binding (`lv: R.Tensor(...) = ...`).
   bool show_binding_types = true;
-  /// Constants with more elements are shown elided (`R.const(<1000 x float32>)`); such text does
-  /// not parse back. The default prints every element.
+  /// Constants with more elements are elided: `R.const(meta[3], "float32", shape=(64, 3, 7, 7))`,
+  /// the constant's dtype, shape and its index among the elided ones (TVM prints
+  /// `metadata["relax.expr.Constant"][3]`, MLIR `dense_resource<__elided__>`). The default prints
+  /// every element, so that the text reads back alone; `readable()` elides as tools and Python do.
   std::size_t max_constant_elements = std::numeric_limits<std::size_t>::max();
+  /// When set, receives each elided constant, in the order of their `meta[i]` indices: give them
+  /// to `parse_module` (`parse_options::constants`) to read the elided text back.
+  std::vector<ndarray>* elided_constants = nullptr;
+
+  /// The largest constant printed in full by `readable()`.
+  static constexpr std::size_t readable_constant_elements = 16;
+  /// How IR is printed for people to read (instruments, `--print-after-all`, Python's `str`):
+  /// constants of more than 16 elements elided.
+  static print_options readable() {
+    print_options o;
+    o.max_constant_elements = readable_constant_elements;
+    return o;
+  }
 };
 
 namespace detail {
@@ -343,8 +358,14 @@ private:
 
   std::string constant(const ndarray& a) {
     const std::string dt = quote(name(a.dt()));
-    if (a.numel() > opt_.max_constant_elements)
-      return "R.const(<" + std::to_string(a.numel()) + " x " + std::string(name(a.dt())) + ">)";
+    if (a.numel() > opt_.max_constant_elements) {
+      std::size_t index = elided_++;
+      if (opt_.elided_constants) opt_.elided_constants->push_back(a);
+      std::string shape;
+      for (std::size_t i = 0; i < a.shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape()[i]);
+      if (a.shape().size() == 1) shape += ",";
+      return "R.const(meta[" + std::to_string(index) + "], " + dt + ", shape=(" + shape + "))";
+    }
     if (a.shape().empty()) return "R.const(" + scalar(a, 0) + ", " + dt + ")";
     bool has_zero = false;
     for (auto d : a.shape()) has_zero |= d == 0;
@@ -368,6 +389,7 @@ private:
   }
 
   print_options opt_;
+  std::size_t elided_ = 0;
   std::string out_;
   std::unordered_map<const node*, std::string> names_;
   std::unordered_set<std::string> used_;

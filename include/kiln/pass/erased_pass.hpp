@@ -14,6 +14,7 @@
 
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/pass_info.hpp>
+#include <kiln/pass/registry.hpp>
 #include <kiln/pass/run.hpp>
 #include <kiln/pass/sequential.hpp>
 
@@ -57,6 +58,12 @@ struct erased_pass_model {
   virtual std::vector<pipeline_step> steps() const = 0;
   /// The wrapped static pass's type (typeid(void) for run-time pipelines).
   virtual const std::type_info& type() const noexcept = 0;
+  /// For a property in `info().needs`: the innermost step that needs it from the input (a
+  /// single pass: itself).
+  virtual std::string needed_by(std::string_view property) const {
+    (void)property;
+    return std::string(info().name);
+  }
 };
 
 template <class Module, class Pass>
@@ -82,6 +89,11 @@ struct static_pass_model final : erased_pass_model<Module> {
       return Pass::steps();
     else
       return {pipeline_step{Pass::name, false}};
+  }
+  std::string needed_by(std::string_view property) const override {
+    if constexpr (requires { Pass::first_unmet_property; Pass::first_unmet_pass; })
+      if (property == Pass::first_unmet_property) return std::string(Pass::first_unmet_pass);
+    return std::string(Pass::name);
   }
   const std::type_info& type() const noexcept override { return typeid(Pass); }
   Pass wrapped;
@@ -112,6 +124,8 @@ public:
   /// `name`, or `name(a,b)` for a pipeline; parse_pipeline reads it back.
   std::string text() const { return self_->text(); }
   std::vector<pipeline_step> steps() const { return self_->steps(); }
+  /// For a property the pass needs from its input: the innermost step that needs it.
+  std::string needed_by(std::string_view property) const { return self_->needed_by(property); }
   /// The compile-time pass it wraps, or null (another type, or a run-time pipeline).
   template <class Pass>
   Pass* target() const noexcept {
@@ -122,7 +136,16 @@ public:
   /// Runs the pass on `m` in `ctx` (instruments, failure handling). As in TVM, a pass called
   /// directly runs whatever its opt level or the context's disabled names; a pipeline applies
   /// that rule to its steps.
-  Module operator()(const Module& m, pass_context& ctx) const { return self_->run(m, ctx, skip_reason::none); }
+  ///
+  /// First, before any pass runs, the properties it needs from its input (`info().needs`: for a
+  /// pipeline, those no earlier step establishes) are checked on `m` with their checkers; one that
+  /// does not hold is a `usage_error` naming the pass that needs it, what is wrong, and the
+  /// registered passes that establish it. (A compile-time pipeline refuses the same thing when it
+  /// is compiled; a run-time one can only know its input when it runs.)
+  Module operator()(const Module& m, pass_context& ctx) const {
+    check_input(m);
+    return self_->run(m, ctx, skip_reason::none);
+  }
   Module operator()(const Module& m) const { return (*this)(m, pass_context::current()); }
 
   /// For pipelines: runs the protocol with the enabled decision already made.
@@ -132,6 +155,33 @@ public:
   Module run_direct(const Module& m, pass_context& ctx) const { return self_->run_direct(m, ctx); }
   void invalidate_after_direct(const Module& in, const Module& out, pass_context& ctx) const {
     self_->invalidate_after_direct(in, out, ctx);
+  }
+
+  /// The check `operator()` makes before running; `usage_error` when the input lacks a property
+  /// the pass needs.
+  void check_input(const Module& m) const {
+    for (const property_check& need : info().needs) {
+      if (!need.check) continue;  // nothing to check it with; verify_ir may catch what follows
+      const std::vector<std::string> problems = need.check(module_view(m));
+      if (problems.empty()) continue;
+      const std::string by = needed_by(need.name);
+      std::string msg = "kiln: ";
+      if (info().kind == pass_kind::sequential && by != info().name) msg.append("pipeline '").append(info().name).append("': ");
+      msg.append("pass '").append(by).append("' needs property '").append(need.name).append("', which ");
+      msg.append(info().kind == pass_kind::sequential ? "no earlier pass of the pipeline establishes and " : "").append("the input module does not have (");
+      msg.append(problems.front());
+      if (problems.size() > 1) msg.append(", and ").append(std::to_string(problems.size() - 1)).append(" more");
+      msg.append(")");
+      const std::vector<std::string> fix = pass_registry<Module>::global().establishing(need.name);
+      if (fix.empty()) {
+        msg.append("; no registered pass establishes it");
+      } else {
+        msg.append("; run ");
+        for (std::size_t i = 0; i < fix.size(); ++i) msg.append(i ? " or '" : "'").append(fix[i]).append("'");
+        msg.append(" before it");
+      }
+      throw usage_error(msg);
+    }
   }
 
 private:

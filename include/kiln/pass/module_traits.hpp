@@ -96,12 +96,23 @@ constexpr std::string_view ir_name_of() noexcept {
     return "module";
 }
 
+/// Prints `m` for a person to read: `module_traits<Module>::print_readable` when the traits
+/// define it (kiln's IR elides large constants there), else `print`.
+template <module_like Module>
+void print_readable_of(std::ostream& os, const Module& m) {
+  if constexpr (requires { module_traits<Module>::print_readable(os, m); })
+    module_traits<Module>::print_readable(os, m);
+  else
+    module_traits<Module>::print(os, m);
+}
+
 namespace detail {
 
 /// The operations a `module_view` forwards to, one table per module type.
 struct module_ops {
   std::string_view ir_name;
   void (*print)(std::ostream&, const void*);
+  void (*print_readable)(std::ostream&, const void*);
   bool (*same)(const void*, const void*);
   std::vector<std::string> (*verify)(const void*);  // null when the IR has no verifier
   std::shared_ptr<const void> (*copy)(const void*);
@@ -111,6 +122,7 @@ template <module_like Module>
 inline constexpr module_ops module_ops_for{
     ir_name_of<Module>(),
     [](std::ostream& os, const void* m) { module_traits<Module>::print(os, *static_cast<const Module*>(m)); },
+    [](std::ostream& os, const void* m) { print_readable_of(os, *static_cast<const Module*>(m)); },
     [](const void* a, const void* b) {
       return static_cast<bool>(module_traits<Module>::same(*static_cast<const Module*>(a), *static_cast<const Module*>(b)));
     },
@@ -149,7 +161,10 @@ public:
   }
 
   std::string_view ir_name() const noexcept { return ops_->ir_name; }
+  /// The module in full (`module_traits::print`): text that reads back.
   void print(std::ostream& os) const { ops_->print(os, module_); }
+  /// The module as a person reads it (`print_readable_of`).
+  void print_readable(std::ostream& os) const { ops_->print_readable(os, module_); }
   std::string to_string() const {
     std::ostringstream os;
     print(os);

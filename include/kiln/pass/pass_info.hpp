@@ -69,6 +69,9 @@ struct pass_info {
   std::span<const property_check> needs = {};
   std::span<const property_check> establishes = {};
   std::span<const property_check> invalidates = {};
+  /// One line saying what it does (a pass's optional `static constexpr std::string_view
+  /// description`), for listings such as `kiln-opt --list-passes`.
+  std::string_view description = {};
 };
 
 /// The text form of a pass_info: `fold_constant: function pass, opt level 1, requires [normalize]`.
@@ -273,6 +276,13 @@ consteval std::string_view checked_name() {
   static_assert(opt_level_of<Pass> >= 0, "kiln: a pass's opt_level must be 0 or more");
   return Pass::name;
 }
+template <class Pass>
+consteval std::string_view description_of() {
+  if constexpr (requires { std::string_view(Pass::description); })
+    return Pass::description;
+  else
+    return {};
+}
 }  // namespace detail
 
 /// The `pass_info` of `Pass` running on `Module`, in static storage.
@@ -283,7 +293,8 @@ inline constexpr pass_info pass_info_of{detail::checked_name<Pass>(),
                                         pass_kind_of<Pass, Module>(),
                                         std::span<const property_check>(detail::property_checks<needs_of<Pass>, Module>::value),
                                         std::span<const property_check>(detail::property_checks<establishes_of<Pass>, Module>::value),
-                                        std::span<const property_check>(detail::property_checks<invalidates_of<Pass>, Module>::value)};
+                                        std::span<const property_check>(detail::property_checks<invalidates_of<Pass>, Module>::value),
+                                        detail::description_of<Pass>()};
 
 /// A module pass that changes nothing and establishes `Properties...`: put it first in a pipeline
 /// whose input already has them (IR from another front end, a test's hand-written lowered IR).

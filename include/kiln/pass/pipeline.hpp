@@ -75,6 +75,11 @@ public:
     return out;
   }
   const std::type_info& type() const noexcept override { return typeid(void); }
+  std::string needed_by(std::string_view property) const override {
+    for (const auto& [prop, by] : needed_by_)
+      if (prop == property) return by;
+    return name_;
+  }
 
 private:
   struct step {
@@ -153,6 +158,7 @@ private:
         if (!p.invalidated_by.empty())
           throw usage_error("kiln::make_pipeline '" + name_ + "': pass '" + std::string(info.name) + "' needs property '" + std::string(n.name) +
                             "', which '" + std::string(p.invalidated_by) + "' invalidates before it");
+        if (!p.needed) needed_by_.emplace_back(std::string(n.name), st.p.needed_by(n.name));
         p.needed = true;
       }
       for (const property_check& i : info.invalidates) {
@@ -201,6 +207,7 @@ private:
   std::string name_;
   pass_info info_;
   std::vector<property_check> needs_, establishes_, invalidates_;
+  std::vector<std::pair<std::string, std::string>> needed_by_;  // property -> the innermost step needing it first
   std::vector<pass<Module>> listed_;
   std::vector<step> steps_;
   int max_opt_level_ = 0;

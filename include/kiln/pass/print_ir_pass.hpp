@@ -26,6 +26,7 @@ namespace kiln {
 class print_ir_pass {
 public:
   static constexpr std::string_view name = "PrintIR";
+  static constexpr std::string_view description = "Prints the module to standard error and returns it unchanged (TVM's PrintIR).";
   static constexpr int opt_level = 0;
   using preserves = preserves_all;  // it returns the module it was given
 
@@ -37,7 +38,7 @@ public:
   template <module_like Module>
   Module operator()(const Module& m) const {
     *out_ << "// PrintIR(" << header_ << "):\n";
-    module_traits<Module>::print(*out_, m);
+    print_readable_of(*out_, m);
     out_->flush();
     return m;
   }

@@ -18,6 +18,8 @@ namespace kiln::transform {
 
 struct call_tir_rewrite {
   static constexpr std::string_view name = "call_tir_rewrite";
+  static constexpr std::string_view description =
+      "Makes the outputs of kernel calls explicit: each output is allocated (R.builtin.alloc_tensor) and passed to the kernel last.";
   static constexpr int opt_level = 0;
   using needs = property_list<properties::legalized, properties::non_dataflow>;
   using establishes = property_list<properties::explicit_outputs>;

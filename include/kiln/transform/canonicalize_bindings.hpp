@@ -20,6 +20,8 @@ namespace kiln::transform {
 
 struct canonicalize_bindings {
   static constexpr std::string_view name = "canonicalize_bindings";
+  static constexpr std::string_view description =
+      "Replaces variables bound to other variables or tuple items by what they name, and removes the trivial bindings.";
   static constexpr int opt_level = 0;
 
   /// Statistic: "copies removed" (bindings `y = x` replaced by `x`).

@@ -25,6 +25,8 @@ namespace kiln::transform {
 
 struct dead_code_elimination {
   static constexpr std::string_view name = "dead_code_elimination";
+  static constexpr std::string_view description =
+      "Removes bindings whose values are never used (and have no effect) and functions nothing reaches.";
   static constexpr int opt_level = 1;
 
   /// Statistics: "bindings removed" (in branches too) and "functions removed".

@@ -35,6 +35,9 @@
 #include <kiln/transform/vm_builtin_lower.hpp>
 #include <kiln/transform/vm_shape_lower.hpp>
 
+#include <string_view>
+#include <utility>
+
 namespace kiln::transform {
 
 /// Graph-level simplification (opt level 1 and up, but canonicalization): constants folded, common
@@ -56,8 +59,36 @@ using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, cal
 /// constant matmul weights for the GEMM once the operators are kernel calls.
 using default_pipeline = named_sequential<"kiln.default", 0, simplify, fuse, legalize_ops, prepack_weights, lower_to_vm>;
 
-/// Registers every compiler pass, the pipelines, and `PrintIR` (print_ir_pass), by name in `registry` (idempotent).
+/// TVM's name for each compiler pass (`tvm.relax.transform.FoldConstant`, ...), and kiln's.
+/// `register_passes` registers them as aliases, so `get_pass("FoldConstant")` and the pipeline
+/// text `FoldConstant,DeadCodeElimination` work. FuseOps and FuseTIR both name kiln's fusion
+/// pipeline, which groups operators and merges their kernels in one go.
+inline constexpr std::pair<std::string_view, std::string_view> tvm_pass_names[] = {
+    {"CanonicalizeBindings", "canonicalize_bindings"},
+    {"FoldConstant", "fold_constant"},
+    {"EliminateCommonSubexpr", "eliminate_common_subexpr"},
+    {"DeadCodeElimination", "dead_code_elimination"},
+    {"FuseOps", "kiln.fuse"},
+    {"FuseTIR", "kiln.fuse"},
+    {"LegalizeOps", "legalize_ops"},
+    {"ToNonDataflow", "to_non_dataflow"},
+    {"CallTIRRewrite", "call_tir_rewrite"},
+    {"StaticPlanBlockMemory", "static_plan_block_memory"},
+    {"KillAfterLastUse", "kill_after_last_use"},
+    {"VMBuiltinLower", "vm_builtin_lower"},
+    {"LowerRuntimeBuiltin", "vm_builtin_lower"},
+    {"VMShapeLower", "vm_shape_lower"},
+};
+
+/// Registers every compiler pass, the pipelines, and `PrintIR` (print_ir_pass), by name in
+/// `registry`, and TVM's names of the passes as aliases (idempotent).
 KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global());
+
+/// TVM's `relax.get_pipeline(name)`: "default" (`default_pipeline`, what `kiln::compile` runs),
+/// "zero" (legalization, fusion and lowering, no graph simplification) or "default_build"
+/// (legalization and lowering only). Registers the passes first. Another name is a `usage_error`
+/// that lists these.
+KILN_DECL pass<ir::ir_module> get_pipeline(std::string_view name);
 
 }  // namespace kiln::transform
 

@@ -27,6 +27,8 @@ namespace kiln::transform {
 
 struct eliminate_common_subexpr {
   static constexpr std::string_view name = "eliminate_common_subexpr";
+  static constexpr std::string_view description =
+      "Binds each pure expression computed twice in a function once and reuses it.";
   static constexpr int opt_level = 1;
 
   /// Statistic: "expressions shared" (bindings whose value became an earlier variable).

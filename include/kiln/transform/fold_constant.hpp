@@ -34,6 +34,8 @@ inline const pass_config_option<std::int64_t>& fold_constant_max_bytes() {
 
 struct fold_constant {
   static constexpr std::string_view name = "fold_constant";
+  static constexpr std::string_view description =
+      "Evaluates operators whose inputs are all constants at compile time (up to a size limit) and binds the results as constants.";
   static constexpr int opt_level = 1;
 
   /// Statistic: "bindings folded".

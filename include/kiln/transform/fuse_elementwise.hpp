@@ -35,6 +35,8 @@ namespace kiln::transform {
 
 struct fuse_elementwise {
   static constexpr std::string_view name = "fuse_elementwise";
+  static constexpr std::string_view description =
+      "Fuses chains of elementwise operators into one generated kernel each.";
   static constexpr int opt_level = 1;
 
   /// The rewrite, for use in other pipelines of rules.

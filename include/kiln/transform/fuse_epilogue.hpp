@@ -33,6 +33,8 @@ namespace kiln::transform {
 
 struct fuse_epilogue {
   static constexpr std::string_view name = "fuse_epilogue";
+  static constexpr std::string_view description =
+      "Folds the elementwise operators after a matmul or convolution (bias, activation, residual add, transposed operands) into that kernel.";
   static constexpr int opt_level = 1;
 
   /// The operand `e` of a matmul, seen through a `permute_dims` that swaps its last two axes —

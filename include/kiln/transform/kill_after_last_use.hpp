@@ -28,6 +28,8 @@ namespace kiln::transform {
 
 struct kill_after_last_use {
   static constexpr std::string_view name = "kill_after_last_use";
+  static constexpr std::string_view description =
+      "Releases each tensor and storage after its last use, so memory returns to the allocator early.";
   static constexpr int opt_level = 0;
   using needs = property_list<properties::memory_planned>;
 

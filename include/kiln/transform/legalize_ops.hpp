@@ -32,6 +32,8 @@ namespace kiln::transform {
 
 struct legalize_ops {
   static constexpr std::string_view name = "legalize_ops";
+  static constexpr std::string_view description =
+      "Lowers every operator call to a call of its CPU kernel (R.call_dps_packed(\"kernels.<op>\", ...)), attributes to values; reports every call it cannot lower.";
   static constexpr int opt_level = 0;
   using establishes = property_list<properties::legalized>;
 

@@ -65,6 +65,8 @@ namespace kiln::transform {
 
 struct prepack_weights {
   static constexpr std::string_view name = "prepack_weights";
+  static constexpr std::string_view description =
+      "Packs constant matmul and convolution weights into the GEMM's blocked layout once, at compile time.";
   static constexpr int opt_level = 1;
   using needs = property_list<properties::legalized>;
 

@@ -68,6 +68,8 @@ inline memory_plan_stats memory_plan_of(const ir::base_func& f) {
 
 struct static_plan_block_memory {
   static constexpr std::string_view name = "static_plan_block_memory";
+  static constexpr std::string_view description =
+      "Plans tensor storage statically: reuses storage between tensors whose lifetimes do not overlap, sized by upper bounds for symbolic shapes.";
   static constexpr int opt_level = 0;
   using needs = property_list<properties::non_dataflow, properties::explicit_outputs>;
   using establishes = property_list<properties::memory_planned>;

@@ -19,6 +19,8 @@ namespace kiln::transform {
 
 struct to_non_dataflow {
   static constexpr std::string_view name = "to_non_dataflow";
+  static constexpr std::string_view description =
+      "Turns dataflow blocks into ordinary binding blocks.";
   static constexpr int opt_level = 0;
   using establishes = property_list<properties::non_dataflow>;
 

@@ -20,6 +20,8 @@ namespace kiln::transform {
 
 struct vm_builtin_lower {
   static constexpr std::string_view name = "vm_builtin_lower";
+  static constexpr std::string_view description =
+      "Lowers memory and built-in operators to the VM's built-in functions.";
   static constexpr int opt_level = 0;
   using needs = property_list<properties::explicit_outputs>;
   using establishes = property_list<properties::builtins_lowered>;

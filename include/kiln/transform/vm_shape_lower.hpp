@@ -44,6 +44,8 @@ namespace kiln::transform {
 
 struct vm_shape_lower {
   static constexpr std::string_view name = "vm_shape_lower";
+  static constexpr std::string_view description =
+      "Lowers symbolic shapes to the VM's shape heap: shape checks at entry, computed dimensions, shape construction.";
   static constexpr int opt_level = 0;
   using needs = property_list<properties::builtins_lowered>;
   using establishes = property_list<properties::shapes_lowered>;

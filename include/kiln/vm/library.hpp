@@ -14,7 +14,8 @@
 /// \endcode
 ///
 /// The compiler is `export_options::compiler`, else `$CXX`, else the compiler kiln was configured
-/// with, else `c++`; it gets kiln's include directory (where this header is), C++20 and
+/// with, else `c++`; it gets kiln's include directory (`export_options::kiln_include_dir`, else
+/// `$KILN_INCLUDE_DIR`, else the one the CMake target recorded, ...), C++20 and
 /// `export_options::flags` (`-O3 -march=native` by default). A compiler that cannot be run, or
 /// that fails, is a `library_error` with its command line and its own messages.
 ///
@@ -73,16 +74,67 @@ struct export_options {
   std::vector<std::string> flags = {"-O3", "-march=native"};
   /// Include directories besides kiln's own (where xsimd is, when it is not in a system directory).
   std::vector<std::string> include_dirs = {};
+  /// kiln's own include directory; empty: found as `detail::find_kiln_include_dir` says (the
+  /// environment variable `KILN_INCLUDE_DIR`, the path the CMake target records, ...).
+  std::filesystem::path kiln_include_dir = {};
   /// When set, the C++ the library is built from is also written here (to read or debug it).
   std::filesystem::path source_copy = {};
 };
 
 namespace detail {
 
-/// kiln's include directory: the one this header was included from.
-inline std::filesystem::path kiln_include_dir() {
-  std::filesystem::path here = __FILE__;  // <include>/kiln/vm/library.hpp
-  return here.parent_path().parent_path().parent_path();
+/// Where kiln's headers are, for the compiler `export_library` runs: the first of these that
+/// holds `kiln/vm/compiled.hpp` --
+///   1. `export_options::kiln_include_dir`;
+///   2. the environment variable `KILN_INCLUDE_DIR`;
+///   3. `KILN_INCLUDE_DIR_HINT`, which the `kiln::kiln` CMake target defines: the source tree's
+///      `include/` in a build tree, the package's in an installed kiln (relocatable with it);
+///   4. the directory this header was included from (`__FILE__`): as it is when absolute; when
+///      the program was compiled with a relative `-I`, against the working directory and the
+///      program's own folder and its parents;
+///   5. `<program folder>/../include`, `/usr/local/include`, `/usr/include` (an installed kiln).
+/// None: a `library_error` listing the places tried.
+inline std::filesystem::path find_kiln_include_dir(const std::filesystem::path& given) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> tried;
+  auto holds = [&](const fs::path& dir) {
+    if (dir.empty()) return false;
+    tried.push_back(dir);
+    std::error_code ec;
+    return fs::is_regular_file(dir / "kiln" / "vm" / "compiled.hpp", ec);
+  };
+  if (!given.empty()) {
+    if (holds(given)) return given;
+    throw library_error("kiln::vm::export_library: export_options::kiln_include_dir '" + given.string() +
+                        "' does not hold kiln's headers (no kiln/vm/compiled.hpp in it)");
+  }
+  if (const char* env = std::getenv("KILN_INCLUDE_DIR"); env && *env) {
+    if (holds(env)) return env;
+    throw library_error("kiln::vm::export_library: KILN_INCLUDE_DIR='" + std::string(env) +
+                        "' does not hold kiln's headers (no kiln/vm/compiled.hpp in it)");
+  }
+#if defined(KILN_INCLUDE_DIR_HINT)
+  if (holds(KILN_INCLUDE_DIR_HINT)) return KILN_INCLUDE_DIR_HINT;
+#endif
+  const fs::path here = fs::path(__FILE__).parent_path().parent_path().parent_path();  // <include>/kiln/vm/library.hpp
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path exe_dir = ec ? fs::path() : exe.parent_path();
+  if (here.is_absolute()) {
+    if (holds(here)) return here;
+  } else {
+    if (holds(fs::current_path(ec) / here)) return fs::current_path(ec) / here;
+    for (fs::path dir = exe_dir; !dir.empty(); dir = dir.parent_path()) {
+      if (holds(dir / here)) return dir / here;
+      if (dir == dir.root_path()) break;
+    }
+  }
+  for (const fs::path& dir : {exe_dir.empty() ? fs::path() : exe_dir.parent_path() / "include", fs::path("/usr/local/include"), fs::path("/usr/include")})
+    if (holds(dir)) return dir;
+  std::string list;
+  for (const fs::path& t : tried) list += "\n    " + t.string();
+  throw library_error("kiln::vm::export_library: cannot find kiln's headers, which the C++ compiler needs; tried:" + list +
+                      "\n  give their directory in export_options::kiln_include_dir or the environment variable KILN_INCLUDE_DIR");
 }
 
 inline std::string default_compiler() {
@@ -246,10 +298,7 @@ inline std::string library_source(const executable& ex, const std::filesystem::p
 inline void export_library(const executable& ex, const std::filesystem::path& path, const export_options& options = {}) {
   if (ex.generated_source.empty())
     throw library_error("kiln::vm::export_library: the executable has no generated code; compile it with exec_mode::compiled");
-  const std::filesystem::path include = detail::kiln_include_dir();
-  if (!std::filesystem::exists(include / "kiln" / "vm" / "compiled.hpp"))
-    throw library_error("kiln::vm::export_library: kiln's headers are not in '" + include.string() +
-                        "' any more (where this program was compiled from); give their directory in export_options::include_dirs");
+  const std::filesystem::path include = detail::find_kiln_include_dir(options.kiln_include_dir);
   detail::temp_dir dir;
   const std::filesystem::path data = dir.path / "executable.kx", source = dir.path / "library.cpp", out = dir.path / "library.so",
                               log = dir.path / "compiler.log";

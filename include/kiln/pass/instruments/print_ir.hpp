@@ -29,6 +29,8 @@ public:
     before = 1,        ///< the module each pass receives
     after = 2,         ///< the module each pass returns
     after_change = 4,  ///< the module a pass returns, only when it changed it
+    full_text = 8,     ///< every constant in full (`module_view::print`); by default the IR's
+                       ///< readable form (`module_view::print_readable`: large constants elided)
   };
 
   /// Prints to `out` (which must outlive the instrument) in `modes` (a set of `mode` bits), for
@@ -65,7 +67,10 @@ private:
   }
   void print(const char* when, const module_view& m, const pass_info& info) {
     *out_ << "// IR " << when << " " << to_string(info.kind) << " '" << info.name << "'\n";
-    m.print(*out_);
+    if (modes_ & full_text)
+      m.print(*out_);
+    else
+      m.print_readable(*out_);
     *out_ << "\n";
   }
 

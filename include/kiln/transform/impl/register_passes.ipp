@@ -28,6 +28,20 @@ KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry) {
       .add<lower_to_vm>()
       .add<default_pipeline>()
       .add<print_ir_pass>();
+  // TVM's names (tvm.relax.transform.*) for the same passes. kiln fuses in one pipeline what TVM
+  // splits in FuseOps (grouping) and FuseTIR (merging the groups' kernels).
+  for (const auto& [tvm, kiln_name] : tvm_pass_names) registry.add_alias(std::string(tvm), std::string(kiln_name));
+}
+
+KILN_DECL pass<ir::ir_module> get_pipeline(std::string_view name) {
+  pass_registry<ir::ir_module>& registry = pass_registry<ir::ir_module>::global();
+  register_passes(registry);
+  if (name == "default") return registry.create(default_pipeline::name);
+  if (name == "default_build") return parse_pipeline<ir::ir_module>("legalize_ops,kiln.lower_to_vm", registry, "default_build");
+  if (name == "zero") return parse_pipeline<ir::ir_module>("legalize_ops,kiln.fuse,kiln.lower_to_vm", registry, "zero");
+  throw usage_error("kiln::transform::get_pipeline: no pipeline is named '" + std::string(name) +
+                    "' (kiln has 'default': the whole optimizing pipeline kiln::compile runs; 'zero': legalization, fusion "
+                    "and lowering without graph simplification; 'default_build': legalization and lowering only)");
 }
 
 }  // namespace kiln::transform
