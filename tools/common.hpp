@@ -10,6 +10,7 @@
 #include <kiln/pass/pass.hpp>
 #include <kiln/support/file.hpp>
 #include <kiln/support/strings.hpp>
+#include <kiln/transform/default_pipeline.hpp>
 #include <kiln/vm/library.hpp>
 #include <kiln/vm/serialize.hpp>
 #if KILN_TOOLS_ONNX
@@ -117,6 +118,8 @@ struct pass_options {
        stats = false;
   int opt_level = 2;
   std::size_t threads = 1;
+  std::vector<std::string> disabled;
+  long long bisect = -1;  // -1: no limit
 
   void add_to(CLI::App& app, bool with_change = true) {
     app.add_flag("--print-after-all", print_after_all, "Print the IR after every pass (to stderr)");
@@ -130,12 +133,24 @@ struct pass_options {
     app.add_option("-O,--opt-level", opt_level, "The pass context's opt level")->check(CLI::Range(0, 3));
     app.add_flag("--stats", stats, "Print the passes' statistics after the run (to stderr), as LLVM's -stats");
     app.add_option("-j,--threads", threads, "Run function passes on this many threads")->check(CLI::Range(1, 1024));
+    app.add_option("--disable-pass", disabled, "Skip this pass wherever a pipeline runs it (TVM's disabled_pass; repeatable)")
+        ->allow_extra_args(false);
+    app.add_option("--opt-bisect-limit", bisect,
+                   "Run only the first N passes and skip the rest, printing each decision to stderr (LLVM's -opt-bisect-limit)")
+        ->check(CLI::NonNegativeNumber);
   }
   /// `verify_by_other`: the caller verifies each pass itself (the crash reproducer does, when asked).
   kiln::pass_context make_context(bool verify_by_other = false) const {
     kiln::pass_context ctx(opt_level);
     ctx.set_num_threads(threads);
+    kiln::transform::register_passes();  // the names --disable-pass may give
+    const auto& registry = kiln::pass_registry<kiln::ir::ir_module>::global();
+    for (const std::string& name : disabled) {
+      if (!registry.contains(name)) throw tool_error("--disable-pass '" + name + "': " + registry.unknown_pass_message(name));
+      ctx.disable(registry.canonical_name(name));
+    }
     std::vector<kiln::instrument> list;
+    if (bisect >= 0) list.emplace_back(kiln::bisect_limit(static_cast<std::size_t>(bisect), &std::cerr));
     if (time_passes) list.emplace_back(kiln::pass_timing{});
     if (print_after_all || print_after_change)
       list.emplace_back(kiln::print_ir(std::cerr, (print_after_all ? kiln::print_ir::after : kiln::print_ir::after_change) |

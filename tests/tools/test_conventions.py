@@ -143,3 +143,19 @@ def test_kiln_opt_reads_onnx_and_refuses_executables(tmp_path):
     r = tool(OPT, kx, "-p", "kiln.simplify")
     assert r.returncode == 1
     assert b"is a compiled executable; kiln-opt reads IR text or an ONNX model (run it with kiln-run)" in r.stderr
+
+
+def test_disable_pass_and_opt_bisect_limit():
+    # TVM's disabled_pass, by either name: the fusion does not happen.
+    fused = ok(tool(OPT, SMALL, "-p", "kiln.simplify,kiln.fuse,legalize_ops"))
+    assert "kernels.matmul_fused" in fused
+    for name in ("fuse_epilogue", "FuseOps"):
+        out = ok(tool(OPT, SMALL, "-p", "kiln.simplify,kiln.fuse,legalize_ops", "--disable-pass", name))
+        assert "kernels.matmul_fused" not in out and "kernels.matmul" in out
+    r = tool(OPT, SMALL, "-p", "kiln.simplify", "--disable-pass", "fuse_epilog")
+    assert r.returncode == 1 and b"--disable-pass 'fuse_epilog': no pass is registered as 'fuse_epilog' (did you mean 'fuse_epilogue'?)" in r.stderr
+    # LLVM's -opt-bisect-limit: the first pass runs, the rest are skipped, each decision printed.
+    r = tool(OPT, SMALL, "-p", "kiln.simplify", "--opt-bisect-limit", "1")
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert "BISECT: running pass (1) canonicalize_bindings" in err and "BISECT: NOT running pass (2)" in err

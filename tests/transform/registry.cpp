@@ -52,9 +52,10 @@ TEST_CASE("every compiler pass is found under TVM's name too, and keeps kiln's")
       {"LowerRuntimeBuiltin", "vm_builtin_lower"},
       {"VMShapeLower", "vm_shape_lower"},
   };
-  for (auto [tvm, ours] : names) {
+  for (const auto& entry : names) {  // (Clang 14 cannot capture a structured binding, as CAPTURE does)
+    const char* tvm = entry.first;
     CAPTURE(tvm);
-    CHECK(get_pass<ir::ir_module>(tvm).name() == ours);
+    CHECK(get_pass<ir::ir_module>(tvm).name() == entry.second);
   }
   // In pipeline text, and in the same pipeline as kiln's names.
   const ir_pass p = parse_pipeline<ir::ir_module>("FoldConstant,dead_code_elimination,LegalizeOps");

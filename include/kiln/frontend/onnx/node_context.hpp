@@ -15,6 +15,7 @@
 #include <kiln/frontend/onnx/tensor.hpp>
 #include <kiln/ir/builder.hpp>
 #include <kiln/ir/op.hpp>
+#include <kiln/transform/fold_constant.hpp>
 #include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/transform/tensor_conversion.hpp>
 
@@ -232,32 +233,9 @@ private:
     return it->second;
   }
 
-  ir::expr try_fold(const ir::expr& e) {
-    auto* c = ir::dyn_cast<ir::call_node>(e);
-    if (!c) return {};
-    for (auto& a : c->args) {
-      if (ir::isa<ir::constant_node>(a)) continue;
-      if (auto* sh = ir::dyn_cast<ir::shape_expr_node>(a)) {  // a static shape (reshape's, broadcast_to's)
-        if (!std::all_of(sh->values.begin(), sh->values.end(), [](const ir::prim_expr& d) { return ir::as_int(d).has_value(); })) return {};
-        continue;
-      }
-      auto* t = ir::dyn_cast<ir::tuple_node>(a);
-      if (!t) return {};
-      for (auto& f : t->fields)
-        if (!ir::isa<ir::constant_node>(f)) return {};
-    }
-    auto* tt = ir::dyn_cast<ir::tensor_type_node>(c->checked_type);
-    if (!tt || !tt->shape || !is_known(tt->dt)) return {};
-    std::size_t bytes = size_of(tt->dt);
-    for (auto& d : *tt->shape) {
-      auto v = ir::as_int(d);
-      if (!v) return {};
-      bytes *= std::size_t(*v);
-    }
-    if (bytes > max_folded_bytes) return {};
-    const vm::value v = eval_.evaluate(e);
-    return ir::make_constant(transform::to_ndarray(v.as_tensor()));
-  }
+  /// `e` computed now when its operands are constants (fold_constant's rule and computation), so
+  /// that shape subgraphs give static shapes.
+  ir::expr try_fold(const ir::expr& e) { return transform::fold_call(eval_, e, std::int64_t(max_folded_bytes)); }
 
   const ::onnx::NodeProto& node_;
   int opset_;
