@@ -1169,9 +1169,7 @@ private:
     expect("(");
     std::vector<std::int64_t> shape = comma_list<std::int64_t>(")", [&] { return parse_int(); });
     expect(")");
-    std::string described = std::string(name(d)) + " of shape (";
-    for (std::size_t i = 0; i < shape.size(); ++i) described += (i ? ", " : "") + std::to_string(shape[i]);
-    described += shape.size() == 1 ? ",)" : ")";
+    const std::string described = std::string(name(d)) + " of shape (" + tuple_contents(shape) + ")";
     if (opt_.constants.empty())
       fail_at(meta, "constants elided: meta[" + std::to_string(index) + "] stands for a " + described +
                         " constant the printer left out, and the text alone cannot give it back; print the module with "

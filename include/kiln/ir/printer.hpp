@@ -26,6 +26,7 @@
 #include <charconv>
 #include <utility>
 #include <limits>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -73,6 +74,15 @@ inline std::string float_text(double v, dtype dt) {
                                                 : std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
   std::string s(buf, r.ptr);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+/// A shape's dimensions as the inside of a Python tuple, as `shape=(...)` prints them: "2, 3",
+/// "4," for one dimension, "" for none.
+inline std::string tuple_contents(std::span<const std::int64_t> dims) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  if (dims.size() == 1) s += ",";
   return s;
 }
 
@@ -361,20 +371,12 @@ private:
     if (a.numel() > opt_.max_constant_elements) {
       std::size_t index = elided_++;
       if (opt_.elided_constants) opt_.elided_constants->push_back(a);
-      std::string shape;
-      for (std::size_t i = 0; i < a.shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape()[i]);
-      if (a.shape().size() == 1) shape += ",";
-      return "R.const(meta[" + std::to_string(index) + "], " + dt + ", shape=(" + shape + "))";
+      return "R.const(meta[" + std::to_string(index) + "], " + dt + ", shape=(" + tuple_contents(a.shape()) + "))";
     }
     if (a.shape().empty()) return "R.const(" + scalar(a, 0) + ", " + dt + ")";
     bool has_zero = false;
     for (auto d : a.shape()) has_zero |= d == 0;
-    if (has_zero) {
-      std::string shape;
-      for (std::size_t i = 0; i < a.shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape()[i]);
-      if (a.shape().size() == 1) shape += ",";
-      return "R.const([], " + dt + ", shape=(" + shape + "))";
-    }
+    if (has_zero) return "R.const([], " + dt + ", shape=(" + tuple_contents(a.shape()) + "))";
     std::size_t flat = 0;
     return "R.const(" + nested(a, 0, flat) + ", " + dt + ")";
   }

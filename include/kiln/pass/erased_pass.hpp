@@ -143,7 +143,8 @@ public:
   /// registered passes that establish it. (A compile-time pipeline refuses the same thing when it
   /// is compiled; a run-time one can only know its input when it runs.)
   Module operator()(const Module& m, pass_context& ctx) const {
-    check_input(m);
+    if (!info().needs.empty()) [[unlikely]]
+      check_input(m);
     return self_->run(m, ctx, skip_reason::none);
   }
   Module operator()(const Module& m) const { return (*this)(m, pass_context::current()); }
@@ -158,8 +159,8 @@ public:
   }
 
   /// The check `operator()` makes before running; `usage_error` when the input lacks a property
-  /// the pass needs.
-  void check_input(const Module& m) const {
+  /// the pass needs. Out of line: a pass that needs nothing pays only for the test of `needs`.
+  [[gnu::noinline]] void check_input(const Module& m) const {
     for (const property_check& need : info().needs) {
       if (!need.check) continue;  // nothing to check it with; verify_ir may catch what follows
       const std::vector<std::string> problems = need.check(module_view(m));
