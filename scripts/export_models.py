@@ -21,6 +21,9 @@ Models:
              the encoder layer and the GPT block exported with a dynamic batch and sequence
              (PyTorch's dynamic_axes), with a second input and output at batch 2, sequence 50
              (NAME.input2.npy, NAME.output2.npy)
+  any other name of a torchvision classification model (mobilenet_v2, efficientnet_b0,
+             densenet121, vit_b_16, ...): that model with random weights, on an image of
+             --image-size (vit_* models need 224)
 """
 import argparse
 import math
@@ -95,7 +98,16 @@ def build(name, batch, image_size):
     elif name in ("encoder_dynamic", "gpt_block_dynamic"):
         model, x = build(name[: -len("_dynamic")], batch, image_size)
     else:
-        raise SystemExit(f"export_models.py: unknown model '{name}'")
+        import torchvision
+
+        if hasattr(torchvision.models, "list_models"):  # the classification models, not detection's or video's
+            known = name in torchvision.models.list_models(module=torchvision.models)
+        else:
+            known = callable(getattr(torchvision.models, name, None)) and not name.startswith("_") and name.islower()
+        if not known:
+            raise SystemExit(f"export_models.py: unknown model '{name}' (neither one of this script's nor a torchvision classification model)")
+        model = getattr(torchvision.models, name)()
+        x = torch.randn(batch, 3, image_size, image_size)
     return model.eval(), x
 
 

@@ -7,6 +7,7 @@
 #include <kiln/ir/parser.hpp>
 #include <kiln/ir/pass_traits.hpp>
 #include <kiln/kernels/common.hpp>
+#include <kiln/kernels/isa.hpp>
 #include <kiln/pass/pass.hpp>
 #include <kiln/support/file.hpp>
 #include <kiln/support/strings.hpp>
@@ -166,7 +167,8 @@ struct pass_options {
   }
 };
 
-/// "kiln-run 0.1.0 (kiln 0.1.0; GCC 12.2.0; kernels for avx512bw)": what `--version` prints.
+/// "kiln-run 0.1.0 (kiln 0.1.0; built by GCC 12.2.0; kernels x86-64-v4 (AVX-512), chosen at run
+/// time among x86-64, x86-64-v3, x86-64-v4)": what `--version` prints.
 inline std::string version_text(const char* tool) {
 #if defined(__clang__)
   const std::string compiler = std::string("Clang ") + __clang_version__;
@@ -175,8 +177,7 @@ inline std::string version_text(const char* tool) {
 #else
   const std::string compiler = "an unknown compiler";
 #endif
-  return std::string(tool) + " " + kiln::version + " (kiln " + kiln::version + "; built by " + compiler + "; kernels for " +
-         kiln::kernels::simd_arch::name() + ")";
+  return std::string(tool) + " " + kiln::version + " (kiln " + kiln::version + "; built by " + compiler + "; kernels " + kiln::kernels::isa_report() + ")";
 }
 
 /// Adds `--version` to `app`.

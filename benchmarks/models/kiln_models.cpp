@@ -15,6 +15,7 @@
 // is the process's (all threads), so that compare can show how many cores each engine kept busy.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/kernels/isa.hpp>
 #include <kiln/kernels/kernels.hpp>
 #include <kiln/runtime/compare.hpp>
 #include <kiln/runtime/npy.hpp>
@@ -66,6 +67,7 @@ void run(benchmark::State& state, std::shared_ptr<model> m, std::size_t threads)
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("kiln kernels", kiln::kernels::isa_report());
   std::error_code ec;
   if (argc != 2 || !(fs::is_directory(argv[1], ec) || fs::path(argv[1]).extension() == ".onnx")) {
     std::cerr << "usage: kiln_models_bench DIR|MODEL.onnx [Google Benchmark flags]  (beside each MODEL.onnx: MODEL.input.npy, MODEL.output.npy)\n";

@@ -11,5 +11,6 @@
 #endif
 
 #include <kiln/impl/compile.ipp>
+#include <kiln/impl/runtime.ipp>
 #include <kiln/kernels/impl/register.ipp>
 #include <kiln/transform/impl/register_passes.ipp>

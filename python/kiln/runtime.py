@@ -19,7 +19,8 @@ import os as _os
 
 from ._kiln import runtime as _rt
 from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult,  # noqa: F401
-                            load_executable, load_module, executable_from_bytes, set_num_threads, num_threads)
+                            load_executable, load_module, executable_from_bytes, set_num_threads, num_threads,
+                            isa, isa_report)
 
 # A wheel carries kiln's headers (kiln/include) for export_library's C++ compiler.
 _headers = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
@@ -34,4 +35,4 @@ class VMInstrumentReturnKind(_enum.IntEnum):
 
 
 __all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "load_executable", "load_module", "executable_from_bytes",
-           "set_num_threads", "num_threads", "VMInstrumentReturnKind"]
+           "set_num_threads", "num_threads", "isa", "isa_report", "VMInstrumentReturnKind"]

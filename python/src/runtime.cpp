@@ -390,6 +390,11 @@ void init_runtime(py::module_& m) {
   rt.def("set_num_threads", [](std::size_t n) { kernels::set_num_threads(n); }, py::arg("n"),
          "The threads kiln's kernels use (the calling thread and n - 1 workers)");
   rt.def("num_threads", [] { return kernels::num_threads(); }, "The threads kiln's kernels use");
+  rt.def("isa", [] { return std::string(kernels::isa()); },
+         "The instruction-set level of the kernels that run: 'x86-64', 'x86-64-v3' (AVX2) or 'x86-64-v4' (AVX-512), the best this CPU "
+         "supports unless the environment variable KILN_ISA named a lower one when kiln was loaded");
+  rt.def("isa_report", [] { return kernels::isa_report(); },
+         "isa() with its vectors and how it was chosen, e.g. 'x86-64-v4 (AVX-512), chosen at run time among x86-64, x86-64-v3, x86-64-v4'");
   rt.def("_roundtrip", [](const py::object& o) { return value_to_python(value_from_python(o, origin{"roundtrip"})); },
          "Converts to a kiln value and back (tests the zero-copy path)");
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kiln/kernels/common.hpp>
+#include <kiln/kernels/isa.hpp>
 
 #include <doctest/doctest.h>
 
@@ -99,6 +100,16 @@ inline std::vector<std::uint8_t> bools(const tensor& t) {
 /// Same dtype, shape and element bytes (the runtime's `equal`, found here by ADL only: in the
 /// tests' scope it is ambiguous with the kernel `kernels::equal`).
 inline bool same_tensor(const tensor& a, const tensor& b) { return equal(a, b); }
+
+/// The relative error allowed where a test compares kernel code it compiled itself (templates from
+/// the headers, for the test's own -march) with the kernels that run (`kernels::isa()`, chosen at
+/// run time by kiln's dispatched library): none at the same level; a rounding or two of T between
+/// levels, whose vector widths and FMA contraction differ.
+template <class T>
+double across_levels() {
+  if (kiln::kernels::isa() == kiln::kernels::compiled_isa()) return 0;
+  return std::is_same_v<T, float> ? 1e-6 : 1e-14;
+}
 
 /// Whether `got` equals `want` within `rel` relative and `abs_tol` absolute error; NaN matches
 /// NaN and infinities must match exactly.

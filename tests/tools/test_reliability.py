@@ -4,6 +4,7 @@ other behind, files that are not models are named as such, sizes too large for m
 ONNX external data is read from the model's folder and nowhere else, and names from a file reach
 the terminal escaped. Run by CTest with the tools' paths in KILN_RUN, KILN_OPT and KILN_COMPILE."""
 import os
+import re
 import resource
 import subprocess
 from pathlib import Path
@@ -189,7 +190,9 @@ def test_every_argument_error_exits_1_and_help_and_version_exit_0(exe):
     r = tool(path, "--version")
     assert r.returncode == 0, r.stderr
     out = r.stdout.decode()
-    assert out.startswith(f"{name} ") and "(kiln " in out and "kernels for " in out, out
+    assert out.startswith(f"{name} ") and "(kiln " in out and "; kernels x86-64" in out, out
+    # The level the kernels run at, and how it was chosen (kernels/isa.hpp).
+    assert re.search(r"kernels x86-64(-v[34])? \((SSE2|AVX2|AVX-512)\), (chosen at run time among|forced by KILN_ISA|compiled in)", out), out
 
 
 def test_repeat_warms_up_first():

@@ -7,6 +7,7 @@
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
+#include <kiln/kernels/isa.hpp>
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/ops.hpp>

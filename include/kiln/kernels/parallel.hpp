@@ -15,6 +15,8 @@
 /// thread's job, runs on its caller's thread: it never waits for the pool, so it cannot deadlock.
 #pragma once
 
+#include <kiln/support/config.hpp>
+
 #include <kiln/kernels/common.hpp>
 #include <kiln/support/thread_pool.hpp>
 
@@ -24,11 +26,9 @@ namespace kiln::kernels {
 
 namespace detail {
 
-/// The kernels' pool (see support/thread_pool.hpp), one per process.
-inline support::thread_pool& pool() {
-  static support::thread_pool instance;
-  return instance;
-}
+/// The kernels' pool (see support/thread_pool.hpp), one per process: defined out of line
+/// (`impl/parallel.ipp`), so that kernels compiled for several instruction sets share it.
+KILN_DECL support::thread_pool& pool();
 
 }  // namespace detail
 
@@ -52,3 +52,7 @@ void parallel_for(std::int64_t n, F&& f) {
 }
 
 }  // namespace kiln::kernels
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/kernels/impl/parallel.ipp>
+#endif

@@ -226,21 +226,21 @@ tensor reduce_new(std::string_view op, const tensor& x, std::span<const std::int
 
 using axis_list = std::initializer_list<std::int64_t>;
 
+/// The reductions: (name, reducer, numeric dtypes only, mean).
+#define KILN_KERNELS_REDUCTIONS(X)         \
+  X(sum, sum_reducer, true, false)         \
+  X(mean, sum_reducer, true, true)         \
+  X(prod, prod_reducer, true, false)       \
+  X(max, max_reducer, false, false)        \
+  X(min, min_reducer, false, false)
+// Each reduction's forms: into `out`, into a new tensor, and with the axes as a braced list.
 #define KILN_KERNELS_REDUCE(op, reducer, numeric, is_mean)                                                                       \
-  inline void op(const tensor& x, std::span<const std::int64_t> axes, bool keepdims, const tensor& out) {                         \
-    detail::reduce<detail::reducer>(#op, x, axes, keepdims, out, numeric, is_mean);                                              \
-  }                                                                                                                              \
-  inline tensor op(const tensor& x, std::span<const std::int64_t> axes = {}, bool keepdims = false) {                             \
-    return detail::reduce_new<detail::reducer>(#op, x, axes, keepdims, numeric, is_mean);                                        \
-  }                                                                                                                              \
+  KILN_DECL void op(const tensor& x, std::span<const std::int64_t> axes, bool keepdims, const tensor& out);                      \
+  KILN_DECL tensor op(const tensor& x, std::span<const std::int64_t> axes = {}, bool keepdims = false);                          \
   inline tensor op(const tensor& x, axis_list axes, bool keepdims = false) {                                                     \
     return op(x, std::span<const std::int64_t>(axes.begin(), axes.size()), keepdims);                                            \
   }
-KILN_KERNELS_REDUCE(sum, sum_reducer, true, false)
-KILN_KERNELS_REDUCE(mean, sum_reducer, true, true)
-KILN_KERNELS_REDUCE(prod, prod_reducer, true, false)
-KILN_KERNELS_REDUCE(max, max_reducer, false, false)
-KILN_KERNELS_REDUCE(min, min_reducer, false, false)
+KILN_KERNELS_REDUCTIONS(KILN_KERNELS_REDUCE)
 #undef KILN_KERNELS_REDUCE
 
 // ---- argmax / argmin --------------------------------------------------------------------------------

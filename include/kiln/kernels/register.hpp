@@ -54,5 +54,6 @@ KILN_DECL vm::function_registry& global_registry();
 }  // namespace kiln::kernels
 
 #if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/kernels/impl/global_registry.ipp>
 #include <kiln/kernels/impl/register.ipp>
 #endif

@@ -10,6 +10,8 @@
 /// so tensors may outlive the VM that made them.
 #pragma once
 
+#include <kiln/support/config.hpp>
+
 #include <kiln/runtime/device.hpp>
 #include <kiln/runtime/object.hpp>
 #include <kiln/support/error.hpp>
@@ -202,11 +204,10 @@ inline object_ptr<allocator> make_allocator(allocator_kind kind, device d = cpu(
   return make_object<pooled_allocator>(d);
 }
 
-/// The allocator tensors use when none is given: one pooled allocator per process for the CPU.
-inline allocator& default_allocator() {
-  static const object_ptr<allocator> instance = make_object<pooled_allocator>(cpu());
-  return *instance;
-}
+/// The allocator tensors use when none is given: one pooled allocator per process for the CPU
+/// (defined out of line, `impl/allocator.ipp`, so that code compiled for several instruction sets
+/// shares it).
+KILN_DECL allocator& default_allocator();
 
 /// A block of device memory, returned to its allocator when the last handle goes.
 class storage final : public object {
@@ -231,3 +232,7 @@ inline object_ptr<storage> make_storage(std::size_t nbytes, allocator& a = defau
 }
 
 }  // namespace kiln::runtime
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/runtime/impl/allocator.ipp>
+#endif

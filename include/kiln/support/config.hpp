@@ -19,11 +19,14 @@
 /// and the VM's built-in registration, and are lighter for it: Clang's front end spent 3-4 s of
 /// about 16 on the kernels' instantiations in each unit that included <kiln/kiln.hpp>.
 ///
-/// `kiln/src.hpp` has two parts, which two source files may hold instead, to compile in parallel
-/// (kiln's own build does: `src/kiln_kernels.cpp`, `src/kiln_compiler.cpp`):
-/// `<kiln/kernels/impl/register.ipp>` (the kernels, their registration and the VM's built-ins),
-/// and `<kiln/impl/compile.ipp>` with `<kiln/transform/impl/register_passes.ipp>` (the compiler;
-/// the two share the passes' code).
+/// `kiln/src.hpp` has three parts, which separate source files may hold instead, to compile in
+/// parallel (kiln's own build does: `src/kiln_kernels.cpp`, `src/kiln_runtime.cpp`,
+/// `src/kiln_compiler.cpp`): `<kiln/kernels/impl/register.ipp>` (the kernels and their
+/// registration: everything that depends on the instruction set, which kiln's own build compiles
+/// once per level, `kernels/isa.hpp`), `<kiln/impl/runtime.ipp>` (the process-wide state: the VM's
+/// built-ins and global registry, the kernels' thread pool, the default allocator), and
+/// `<kiln/impl/compile.ipp>` with `<kiln/transform/impl/register_passes.ipp>` (the compiler; the
+/// two share the passes' code).
 #pragma once
 
 #if defined(KILN_SEPARATE_COMPILATION)

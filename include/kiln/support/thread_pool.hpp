@@ -28,6 +28,8 @@
 /// (callers that need every failure catch inside `f`).
 #pragma once
 
+#include <kiln/support/config.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -49,6 +51,13 @@
 #endif
 
 namespace kiln::support {
+
+namespace detail {
+/// Whether this thread is running a task of some pool: one flag per thread and process, defined
+/// out of line (`impl/thread_pool.ipp`) so that code compiled for several instruction sets sees
+/// the same one.
+KILN_DECL bool& inside_task_flag() noexcept;
+}  // namespace detail
 
 class thread_pool {
 public:
@@ -111,10 +120,7 @@ public:
   }
 
 private:
-  static bool& inside_task_flag() noexcept {
-    thread_local bool inside = false;
-    return inside;
-  }
+  static bool& inside_task_flag() noexcept { return detail::inside_task_flag(); }
 
   static void pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -221,3 +227,7 @@ private:
 };
 
 }  // namespace kiln::support
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/support/impl/thread_pool.ipp>
+#endif

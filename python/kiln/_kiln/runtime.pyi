@@ -113,6 +113,16 @@ def executable_from_bytes(data: bytes) -> Executable:
     ...
 
 
+def isa() -> str:
+    """The instruction-set level of the kernels that run: 'x86-64', 'x86-64-v3' (AVX2) or 'x86-64-v4' (AVX-512), the best this CPU supports unless the environment variable KILN_ISA named a lower one when kiln was loaded"""
+    ...
+
+
+def isa_report() -> str:
+    """isa() with its vectors and how it was chosen, e.g. 'x86-64-v4 (AVX-512), chosen at run time among x86-64, x86-64-v3, x86-64-v4'"""
+    ...
+
+
 def load_executable(path: str) -> Executable:
     """Reads an executable `save` wrote; a kiln.KilnError naming what is wrong with a bad file"""
     ...

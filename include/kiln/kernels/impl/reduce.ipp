@@ -35,6 +35,16 @@ KILN_DECL std::vector<bool> arg_axes(std::string_view op, const tensor& x, std::
 
 namespace kiln::kernels {
 
+#define KILN_KERNELS_DEFINE_REDUCE(op, reducer, numeric, is_mean)                                                               \
+  KILN_DECL void op(const tensor& x, std::span<const std::int64_t> axes, bool keepdims, const tensor& out) {                    \
+    detail::reduce<detail::reducer>(#op, x, axes, keepdims, out, numeric, is_mean);                                              \
+  }                                                                                                                              \
+  KILN_DECL tensor op(const tensor& x, std::span<const std::int64_t> axes, bool keepdims) {                                      \
+    return detail::reduce_new<detail::reducer>(#op, x, axes, keepdims, numeric, is_mean);                                        \
+  }
+KILN_KERNELS_REDUCTIONS(KILN_KERNELS_DEFINE_REDUCE)
+#undef KILN_KERNELS_DEFINE_REDUCE
+
 KILN_DECL void argmax(const tensor& x, std::optional<std::int64_t> axis, bool keepdims, const tensor& out) {
   detail::arg_extreme<true>("argmax", x, axis, keepdims, out);
 }

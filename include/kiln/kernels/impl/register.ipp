@@ -1,30 +1,33 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file
-/// The definitions behind `kernels/register.hpp`: included by it (header-only), or by
-/// `<kiln/src.hpp>` in the one source file of a program built with `KILN_SEPARATE_COMPILATION`.
+/// The kernels' definitions and their registration (`kernels/register.hpp`): included by it
+/// (header-only), or by `<kiln/src.hpp>` in the one source file of a program built with
+/// `KILN_SEPARATE_COMPILATION`. Everything here depends on the instruction set it is compiled for:
+/// kiln's own kernel library compiles it once per level (`kernels/isa.hpp`). The process-wide
+/// state the kernels use (their thread pool, the default allocator, the VM's global registry) is
+/// compiled once, elsewhere (`<kiln/impl/runtime.ipp>`).
 #pragma once
 
 #include <kiln/kernels/register.hpp>
 
 #include <kiln/kernels/fused.hpp>
+#include <kiln/kernels/isa.hpp>
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/kernels/resize.hpp>
 #include <kiln/kernels/transform.hpp>
-#include <kiln/vm/builtins.hpp>
 
 // The kernels' definitions: each header includes its own when kiln is header-only; with
 // KILN_SEPARATE_COMPILATION they are compiled here, once, with the registration that calls them.
 #include <kiln/kernels/impl/elementwise.ipp>
 #include <kiln/kernels/impl/fused.ipp>
+#include <kiln/kernels/impl/isa.ipp>
 #include <kiln/kernels/impl/linalg.ipp>
 #include <kiln/kernels/impl/nn.ipp>
 #include <kiln/kernels/impl/reduce.ipp>
 #include <kiln/kernels/impl/resize.ipp>
 #include <kiln/kernels/impl/transform.ipp>
-// And the VM's built-ins, which every registry starts with.
-#include <kiln/vm/impl/builtins.ipp>
 
 #include <memory>
 #include <mutex>
@@ -236,15 +239,6 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
     fused_arguments(rest, inputs, out);
     cache->get(text).run(inputs, out);
   });
-}
-
-KILN_DECL vm::function_registry& global_registry() {
-  static vm::function_registry* r = [] {
-    vm::function_registry* reg = &vm::global_registry();
-    register_kernels(*reg);
-    return reg;
-  }();
-  return *r;
 }
 
 }  // namespace kiln::kernels

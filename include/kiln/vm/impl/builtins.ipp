@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The definitions of <kiln/vm/builtins.hpp>'s registration. Included by that header, or, with
-// KILN_SEPARATE_COMPILATION, once by <kiln/src.hpp> (kiln's own build: src/kiln_kernels.cpp).
+// KILN_SEPARATE_COMPILATION, once by <kiln/src.hpp> (through <kiln/impl/runtime.ipp>; kiln's own
+// build: src/kiln_runtime.cpp).
 #pragma once
 
 #include <kiln/vm/builtins.hpp>
