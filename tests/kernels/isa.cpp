@@ -13,6 +13,7 @@
 
 using namespace kiln;
 
+#if KILN_TEST_DISPATCH
 namespace {
 
 // A KILN_ISA value in the form isa() names levels.
@@ -24,6 +25,7 @@ std::string normalized(std::string_view v) {
 }
 
 }  // namespace
+#endif
 
 TEST_CASE("isa: the kernels' level is named, with its vectors and how it was chosen") {
   const std::string_view level = kernels::isa();
