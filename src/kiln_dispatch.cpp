@@ -138,8 +138,6 @@ extern "C" void kiln_kernels_select() {
 
 namespace kiln::kernels {
 
-KILN_DECL std::string isa_report() {
-  return std::string(isa()) + " (" + std::string(detail::isa_vectors(isa())) + "), " + detail::how;
-}
+KILN_DECL std::string isa_report() { return detail::isa_report_text(isa(), detail::how); }
 
 }  // namespace kiln::kernels

@@ -13,8 +13,8 @@
 /// | `x86-64-v3` | AVX2, FMA, BMI2, F16C (Haswell, Zen 1 and on)  | 256 bits                    |
 /// | `x86-64-v4` | AVX-512 F/BW/DQ/VL (Skylake-SP, Zen 4 and on)  | 512 bits                    |
 ///
-/// the best one the CPU supports (CPUID, with the operating system's consent to the wider
-/// registers, as xsimd reads them). The environment variable `KILN_ISA` names a lower level to use
+/// the best one the CPU supports (CPUID's feature bits, and XCR0 for the operating system's
+/// consent to the wider registers). The environment variable `KILN_ISA` names a lower level to use
 /// instead (`x86-64`, `x86-64-v3`, `x86-64-v4`; also `sse2`, `avx2`, `avx512`), for tests and for
 /// reproducing a result of another machine; a level the CPU lacks, or a name that is none of
 /// these, is reported on standard error and ignored. `KILN_MARCH` (CMake) builds one level only,
@@ -65,6 +65,11 @@ constexpr std::string_view isa_vectors(std::string_view level) noexcept {
   if (level == "x86-64") return "SSE2";
   if (level == "aarch64") return "NEON";
   return "scalar";
+}
+
+/// `isa_report()`'s text: "x86-64-v4 (AVX-512), " and how the level was chosen.
+inline std::string isa_report_text(std::string_view level, std::string_view how) {
+  return std::string(level) + " (" + std::string(isa_vectors(level)) + "), " + std::string(how);
 }
 
 }  // namespace detail

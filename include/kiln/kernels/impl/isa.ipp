@@ -12,9 +12,7 @@ namespace kiln::kernels {
 KILN_DECL std::string_view isa() { return compiled_isa(); }
 
 #if !defined(KILN_KERNELS_DISPATCH_LEVEL)
-KILN_DECL std::string isa_report() {
-  return std::string(isa()) + " (" + std::string(detail::isa_vectors(isa())) + "), compiled in";
-}
+KILN_DECL std::string isa_report() { return detail::isa_report_text(isa(), "compiled in"); }
 #endif
 
 }  // namespace kiln::kernels
