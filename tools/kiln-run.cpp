@@ -213,7 +213,13 @@ int main(int argc, char** argv) {
     for (auto& opt : input_options) {
       const auto eq = opt.find('=');
       if (eq == std::string::npos || eq == 0) throw tool_error("--input '" + opt + "': expected NAME=FILE.npy");
-      const std::string name = opt.substr(0, eq);
+      std::string name = opt.substr(0, eq);
+      // An ONNX input's name as the model spells it (past_key_values.0.key) or as the importer
+      // made it a parameter name (past_key_values_0_key).
+#if KILN_TOOLS_ONNX
+      if (std::find(f.param_names.begin(), f.param_names.end(), name) == f.param_names.end() && kind == model_kind::onnx)
+        name = kiln::frontend::onnx::detail::sanitize(name);
+#endif
       if (std::find(f.param_names.begin(), f.param_names.end(), name) == f.param_names.end()) {
         std::string known;
         for (auto& p : f.param_names) known += (known.empty() ? "" : ", ") + p;

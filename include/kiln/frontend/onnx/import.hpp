@@ -39,8 +39,11 @@
 #include <onnx/version_converter/convert.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -160,6 +163,10 @@ public:
     check_names(options_.shapes, "shapes");
     check_names(options_.constant_inputs, "constant_inputs");
 
+    for (auto& in : g.input())
+      if (in.type().has_tensor_type() && in.type().tensor_type().has_shape())
+        for (auto& d : in.type().tensor_type().shape().dim())
+          if (d.has_dim_param() && !d.dim_param().empty() && sanitize(d.dim_param()) == d.dim_param()) dim_names_.insert(d.dim_param());
     std::vector<ir::var> params;
     for (auto& in : g.input()) {
       if (initializer_names.count(in.name())) continue;  // an initializer listed as an input (IR version < 4)
@@ -267,14 +274,82 @@ private:
         if (d.dim_value() < 0) fail(what + " has negative dimension " + std::to_string(d.dim_value()));
         dims.push_back(ir::make_int(d.dim_value()));
       } else {
-        const std::string name = d.has_dim_param() && !d.dim_param().empty() ? sanitize(d.dim_param())
-                                                                             : sanitize(in.name()) + "_dim" + std::to_string(i);
-        auto it = size_vars_.find(name);
-        if (it == size_vars_.end()) it = size_vars_.emplace(name, ir::make_size_var(name)).first;
-        dims.push_back(it->second);
+        const bool named = d.has_dim_param() && !d.dim_param().empty();
+        if (named)
+          if (auto e = dim_expression(d.dim_param())) {
+            dims.push_back(*e);
+            continue;
+          }
+        dims.push_back(size_var(named ? sanitize(d.dim_param()) : sanitize(in.name()) + "_dim" + std::to_string(i)));
       }
     }
     return ir::tensor_type(std::move(dims), dt);
+  }
+
+  ir::prim_expr size_var(const std::string& name) {
+    auto it = size_vars_.find(name);
+    if (it == size_vars_.end()) it = size_vars_.emplace(name, ir::make_size_var(name)).first;
+    return it->second;
+  }
+
+  /// A dim_param written as arithmetic over other inputs' dimension names and integers
+  /// (`past_sequence_length + sequence_length`, as Hugging Face Optimum and ONNX Runtime's
+  /// transformer tools name the attention mask's length): that expression (+, -, *, parentheses),
+  /// so the importer knows the mask is as long as the cache and the new positions together, and
+  /// the VM checks it when the function is called. Nothing when the text is not such an
+  /// expression, or names a dimension no input has on its own (`seq-len` is one name).
+  std::optional<ir::prim_expr> dim_expression(const std::string& text) {
+    if (text.find_first_of("+-*()") == std::string::npos) return std::nullopt;
+    std::size_t pos = 0;
+    bool ok = true;
+    const auto skip = [&] {
+      while (pos < text.size() && text[pos] == ' ') ++pos;
+    };
+    std::function<ir::prim_expr()> sum;
+    const auto factor = [&]() -> ir::prim_expr {
+      skip();
+      if (pos < text.size() && text[pos] == '(') {
+        ++pos;
+        ir::prim_expr e = sum();
+        skip();
+        if (pos >= text.size() || text[pos] != ')') ok = false;
+        ++pos;
+        return e;
+      }
+      const std::size_t start = pos;
+      if (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+        while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+        if (pos - start > 15) ok = false;  // beyond any dimension
+        return ir::make_int(ok ? std::stoll(text.substr(start, pos - start)) : 0);
+      }
+      while (pos < text.size() && (std::isalnum(static_cast<unsigned char>(text[pos])) || text[pos] == '_')) ++pos;
+      const std::string name = text.substr(start, pos - start);
+      if (name.empty() || !dim_names_.count(name)) {
+        ok = false;
+        return ir::make_int(0);
+      }
+      return size_var(name);
+    };
+    const auto product = [&] {
+      ir::prim_expr e = factor();
+      for (skip(); ok && pos < text.size() && text[pos] == '*'; skip()) {
+        ++pos;
+        e = e * factor();
+      }
+      return e;
+    };
+    sum = [&] {
+      ir::prim_expr e = product();
+      for (skip(); ok && pos < text.size() && (text[pos] == '+' || text[pos] == '-'); skip()) {
+        const char op = text[pos++];
+        e = op == '+' ? e + product() : e - product();
+      }
+      return e;
+    };
+    ir::prim_expr e = sum();
+    skip();
+    if (!ok || pos != text.size()) return std::nullopt;
+    return e;
   }
 
   ir::expr value(const std::string& name, const std::string& what) const {
@@ -358,6 +433,7 @@ private:
   import_state state_;
   std::unordered_map<std::string, ir::expr> values_;
   std::map<std::string, ir::size_var> size_vars_;
+  std::set<std::string> dim_names_;  // the dim_params that are names (dim_expression)
 };
 
 }  // namespace detail
