@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A GPT-2 decoder in PyTorch, exported to ONNX in the "decoder with past" form.
 
-    scripts/gpt2.py OUT.onnx [--size test|small] [--reference OUT.npz --prompt-lengths 2,5 --steps 64]
+    scripts/gpt2.py OUT.onnx [--size test|small] [--reference STEM --prompt-lengths 2,5 --steps 64]
 
 The model is GPT-2's architecture as Hugging Face's GPT2LMHeadModel writes it: token and position
 embeddings, pre-LayerNorm blocks of causal self-attention and a tanh-GELU MLP, a final LayerNorm and
@@ -19,13 +19,14 @@ The ONNX file has the inputs and outputs ONNX Runtime users run (Hugging Face Op
 
 with the batch and both lengths symbolic. A prefill passes an empty past (past_sequence_length 0).
 
---reference writes PyTorch's greedy decoding of random prompts with its own cache: for each prompt
-length L, prompt_L (int64 [1, L]), tokens_L (int64 [steps]) and logits_L (float32 [steps, vocab],
-the logits each token was chosen from). Needs Debian's python3-torch and python3-onnx (run with
+--reference STEM writes PyTorch's greedy decoding of random prompts with its own cache: for each
+prompt length L, STEM.prompt_L.npy (int64 [1, L]), STEM.tokens_L.npy (int64 [steps]) and
+STEM.logits_L.npy (float32 [steps, vocab], the logits each token was chosen from). Needs Debian's python3-torch and python3-onnx (run with
 /usr/bin/python3).
 """
 import argparse
 import math
+import os
 
 import numpy as np
 import torch
@@ -165,25 +166,24 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
     parser.add_argument("--size", choices=sorted(SIZES), default="test")
-    parser.add_argument("--reference", help="write PyTorch's greedy decoding to this .npz")
+    parser.add_argument("--reference", help="write PyTorch's greedy decoding to STEM.*.npy")
     # Lengths at which no step's two best logits of the test model lie closer than 8e-3: a
     # difference in the last bits cannot flip a token.
     parser.add_argument("--prompt-lengths", default="2,5,13,31")
     parser.add_argument("--steps", type=int, default=64)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     model = build(args.size)
     export(model, args.out)
     if args.reference:
-        out = {}
         for length in (int(s) for s in args.prompt_lengths.split(",")):
             gen = torch.Generator().manual_seed(1)
             prompt = torch.randint(0, model.vocab, (1, length), generator=gen)
             tokens, logits = greedy(model, prompt, args.steps)
-            out[f"prompt_{length}"] = prompt.numpy()
-            out[f"tokens_{length}"] = tokens
-            out[f"logits_{length}"] = logits
-        np.savez(args.reference, **out)
+            np.save(f"{args.reference}.prompt_{length}.npy", prompt.numpy())
+            np.save(f"{args.reference}.tokens_{length}.npy", tokens)
+            np.save(f"{args.reference}.logits_{length}.npy", logits)
 
 
 if __name__ == "__main__":

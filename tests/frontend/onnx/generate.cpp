@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// A GPT-2 decoder exported from PyTorch in the decoder-with-past form (scripts/gpt2.py): one
+// executable for every prompt length and every step, greedy decoding token for token as PyTorch's
+// with its own cache, in bytecode and in the compiled mode.
+#include <kiln/compile.hpp>
+#include <kiln/frontend/onnx/import.hpp>
+#include <kiln/kernels/register.hpp>
+#include <kiln/runtime/compare.hpp>
+#include <kiln/runtime/npy.hpp>
+#include <kiln/vm/generate.hpp>
+#include <kiln/vm/library.hpp>
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+namespace kx = kiln::frontend::onnx;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path gpt2_stem() {
+  const char* d = std::getenv("KILN_ONNX_MODELS");
+  REQUIRE_MESSAGE(d != nullptr, "set KILN_ONNX_MODELS to the directory the export fixture wrote");
+  return fs::path(d) / "gpt2_test";
+}
+
+std::vector<std::int64_t> ints(const fs::path& file) { return runtime::load_npy(file).to_vector<std::int64_t>(); }
+
+/// Greedy decoding of the reference prompt of length `length` on `machine`: the tokens equal
+/// PyTorch's, and every step's logits lie within 1e-4 of PyTorch's.
+void check_greedy(vm::virtual_machine& machine, int length) {
+  CAPTURE(length);
+  const fs::path stem = gpt2_stem();
+  const std::string l = std::to_string(length);
+  const std::vector<std::int64_t> prompt = ints(stem.string() + ".prompt_" + l + ".npy");
+  const std::vector<std::int64_t> want = ints(stem.string() + ".tokens_" + l + ".npy");
+  const runtime::tensor want_logits = runtime::load_npy(stem.string() + ".logits_" + l + ".npy");  // [steps, vocab]
+  const std::int64_t vocab = want_logits.shape()[1];
+  vm::decoder dec(machine);
+  std::size_t step = 0;
+  double worst = 0;
+  vm::generate_options options{.max_new_tokens = std::int64_t(want.size())};
+  options.on_logits = [&](const runtime::tensor& logits) {
+    REQUIRE(logits.shape()[0] == 1);
+    REQUIRE(logits.shape()[2] == vocab);
+    const std::int64_t last = logits.shape()[1] - 1;
+    const runtime::tensor got = logits.contiguous();
+    const float* g = got.data<float>() + last * vocab;
+    const float* w = want_logits.data<float>() + std::int64_t(step) * vocab;
+    for (std::int64_t v = 0; v < vocab; ++v) worst = std::max(worst, double(std::abs(g[v] - w[v])));
+    ++step;
+  };
+  const std::vector<std::vector<std::int64_t>> prompts = {prompt};
+  const auto got = dec.generate(prompts, options);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0] == want);
+  CHECK(step == want.size());
+  CHECK(worst < 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 with past from PyTorch: greedy decoding gives PyTorch's tokens at every prompt length") {
+  const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx");
+  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  const vm::decoder dec(machine);
+  const vm::decoder_layout& layout = dec.layout();
+  CHECK(layout.caches.size() == 4);
+  CHECK(layout.caches[0].name == "past_key_values_0_key");
+  CHECK(layout.caches[0].axis == 2);
+  CHECK(layout.attention_mask.has_value());
+  CHECK(layout.position_ids.has_value());
+  for (int length : {2, 5, 13, 31}) check_greedy(machine, length);
+}
+
+TEST_CASE("GPT-2 with past from PyTorch: the compiled mode decodes as the bytecode does") {
+  const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx");
+  const vm::executable ex = kiln::compile(m, {.mode = kiln::exec_mode::compiled});
+  const fs::path lib = fs::temp_directory_path() / ("kiln-test-" + std::to_string(::getpid()) + "-gpt2.so");
+  vm::export_library(ex, lib, {.flags = {"-O1", "-march=native"}});  // the test checks results, not speed
+  vm::executable loaded = vm::load_module(lib);
+  fs::remove(lib);  // a loaded library stays mapped
+  vm::virtual_machine machine(std::move(loaded), {}, kernels::global_registry());
+  check_greedy(machine, 13);
+}
+
+TEST_CASE("GPT-2 with past from PyTorch: prompts of different lengths in one batch decode as each alone") {
+  const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx");
+  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  vm::decoder dec(machine);
+  const fs::path stem = gpt2_stem();
+  std::vector<std::vector<std::int64_t>> prompts;
+  std::vector<std::vector<std::int64_t>> want;
+  for (int length : {5, 31, 2, 13}) {
+    prompts.push_back(ints(stem.string() + ".prompt_" + std::to_string(length) + ".npy"));
+    want.push_back(ints(stem.string() + ".tokens_" + std::to_string(length) + ".npy"));
+    want.back().resize(24);
+  }
+  std::vector<std::vector<std::int64_t>> streamed(prompts.size());
+  vm::generate_options options{.max_new_tokens = 24};
+  options.on_token = [&](std::size_t row, std::int64_t token) { streamed.at(row).push_back(token); };
+  const auto got = dec.generate(prompts, options);
+  CHECK(got == want);
+  CHECK(streamed == want);
+
+  // A stop token ends its row (the token is kept); the others go on.
+  options.stop_token = want[1][3];
+  options.on_token = nullptr;
+  const auto stopped = dec.generate(prompts, options);
+  REQUIRE(stopped.size() == 4);
+  CHECK(stopped[1] == std::vector<std::int64_t>(want[1].begin(), want[1].begin() + 4));
+}
+
+TEST_CASE("GPT-2 with past from PyTorch: sampling is seeded, and top_k 1 is greedy") {
+  const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx");
+  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  vm::decoder dec(machine);
+  const std::vector<std::vector<std::int64_t>> prompts = {ints(gpt2_stem().string() + ".prompt_5.npy")};
+  const vm::generate_options sample{.max_new_tokens = 16, .temperature = 0.8, .top_k = 50, .top_p = 0.95, .seed = 7};
+  const auto a = dec.generate(prompts, sample);
+  CHECK(a == dec.generate(prompts, sample));
+  vm::generate_options other = sample;
+  other.seed = 8;
+  CHECK(a != dec.generate(prompts, other));
+  const vm::generate_options top1{.max_new_tokens = 16, .temperature = 1.5, .top_k = 1, .seed = 3};
+  CHECK(dec.generate(prompts, top1) == dec.generate(prompts, {.max_new_tokens = 16}));
+}
