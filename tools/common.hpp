@@ -113,6 +113,21 @@ inline kiln::ir::ir_module read_ir(const fs::path& path, const std::vector<std::
   return kiln::ir::parse_module(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
+/// The executable in file `path`: an ONNX model or IR text (compiled under the current pass
+/// context), an executable from kiln-compile, or a shared library from kiln-compile --exec-mode
+/// compiled. `shapes` fix an ONNX model's input shapes (--shape).
+inline kiln::vm::executable load_model(const fs::path& path, const std::map<std::string, std::vector<std::int64_t>>& shapes,
+                                       model_kind* kind_out = nullptr) {
+  const auto bytes = kiln::detail::read_file(path, "");
+  const model_kind kind = kind_of(path, bytes);
+  if (kind_out) *kind_out = kind;
+  if (kind == model_kind::executable || kind == model_kind::library) {
+    if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
+    return kind == model_kind::executable ? kiln::vm::deserialize(bytes, "'" + path.string() + "'") : kiln::vm::load_module(path);
+  }
+  return kiln::compile(read_ir(path, bytes, kind, shapes));
+}
+
 /// Pass-context options shared by the tools that run pipelines.
 struct pass_options {
   bool print_after_all = false, print_after_change = false, print_full_constants = false, time_passes = false, verify_each = false,

@@ -192,18 +192,8 @@ int main(int argc, char** argv) {
     kiln::kernels::set_num_threads(threads);
     std::map<std::string, std::vector<std::int64_t>> shapes;
     for (auto& s : shape_options) shapes.insert(parse_shape_option(s));
-    const auto bytes = kiln::detail::read_file(input, "");
-    const model_kind kind = kind_of(input, bytes);
-    vm::executable ex;
-    if (kind == model_kind::executable) {
-      if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
-      ex = vm::deserialize(bytes, "'" + input + "'");
-    } else if (kind == model_kind::library) {
-      if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
-      ex = vm::load_module(input);
-    } else {
-      ex = kiln::compile(read_ir(input, bytes, kind, shapes));
-    }
+    model_kind kind{};
+    const vm::executable ex = load_model(input, shapes, &kind);
     const auto index = ex.find_function(function);
     if (!index || ex.functions[*index].kind == vm::function_kind::native) throw tool_error("the model has no function '" + function + "'");
     const vm::function_info& f = ex.functions[*index];

@@ -18,7 +18,7 @@ import enum as _enum
 import os as _os
 
 from ._kiln import runtime as _rt
-from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult,  # noqa: F401
+from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult, Decoder,  # noqa: F401
                             load_executable, load_module, executable_from_bytes, set_num_threads, num_threads,
                             isa, isa_report)
 
@@ -34,5 +34,5 @@ class VMInstrumentReturnKind(_enum.IntEnum):
     SKIP_RUN = 1
 
 
-__all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "load_executable", "load_module", "executable_from_bytes",
+__all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "Decoder", "load_executable", "load_module", "executable_from_bytes",
            "set_num_threads", "num_threads", "isa", "isa_report", "VMInstrumentReturnKind"]

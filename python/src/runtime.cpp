@@ -203,6 +203,36 @@ struct py_vm_function {
   }
 };
 
+/// kiln.runtime.Decoder: kiln::vm::decoder over a VirtualMachine, which it keeps alive.
+struct py_decoder {
+  std::shared_ptr<py_vm> vm;
+  vm::decoder decoder;
+
+  py_decoder(std::shared_ptr<py_vm> v, const std::string& function) : vm(std::move(v)), decoder(*vm->machine, function) {}
+
+  std::vector<std::vector<std::int64_t>> generate(const std::vector<std::vector<std::int64_t>>& prompts, std::int64_t max_new_tokens,
+                                                  std::optional<std::int64_t> stop_token, std::int64_t pad_token, double temperature,
+                                                  std::int64_t top_k, double top_p, std::uint64_t seed, const py::object& on_token) {
+    vm::generate_options o;
+    o.max_new_tokens = max_new_tokens;
+    o.stop_token = stop_token;
+    o.pad_token = pad_token;
+    o.temperature = temperature;
+    o.top_k = top_k;
+    o.top_p = top_p;
+    o.seed = seed;
+    if (!on_token.is_none()) {
+      if (!PyCallable_Check(on_token.ptr())) throw py::type_error("kiln.runtime.Decoder.generate: on_token must be callable");
+      o.on_token = [&on_token](std::size_t row, std::int64_t token) {
+        py::gil_scoped_acquire hold;
+        on_token(row, token);
+      };
+    }
+    py::gil_scoped_release release;
+    return decoder.generate(prompts, o);
+  }
+};
+
 struct py_timing {
   vm::timing_result r;
 };
@@ -386,6 +416,29 @@ void init_runtime(py::module_& m) {
            py::arg("instrument"),
            "Calls instrument(func, func_symbol, before_run, ret_value, *args) around every call the bytecode makes; "
            "returning VMInstrumentReturnKind.SKIP_RUN before a call skips it. Arrays it receives are valid during the call only.");
+
+  py::class_<py_decoder>(rt, "Decoder",
+                         "Autoregressive generation with a decoder that carries its key/value cache (kiln::vm::decoder).\n\n"
+                         "The function takes input_ids, attention_mask and position_ids (both optional) and past_* caches, and returns "
+                         "the logits and the grown caches in the caches' order: the decoder-with-past form Hugging Face Optimum exports "
+                         "(scripts/gpt2.py writes one).")
+      .def(py::init([](std::shared_ptr<py_vm> vm, const std::string& function) { return py_decoder(std::move(vm), function); }),
+           py::arg("vm"), py::arg("function") = "main")
+      .def_property_readonly("cache_names",
+                             [](const py_decoder& d) {
+                               std::vector<std::string> names;
+                               for (const auto& c : d.decoder.layout().caches) names.push_back(c.name);
+                               return names;
+                             },
+                             "The function's cache parameters, in the order it returns them")
+      .def("generate", &py_decoder::generate, py::arg("prompts"), py::kw_only(), py::arg("max_new_tokens") = 64,
+           py::arg("stop_token") = py::none(), py::arg("pad_token") = 0, py::arg("temperature") = 0.0, py::arg("top_k") = 0,
+           py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("on_token") = py::none(),
+           "Generates up to max_new_tokens tokens after each prompt (a list of token-id lists, one row of the batch each; "
+           "rows of different lengths are padded on the left). temperature 0 is greedy; above 0, tokens are sampled from "
+           "softmax(logits / temperature) among the top_k most likely (0: all) and the fewest whose probability reaches top_p, "
+           "from a generator seeded with seed. A row ends after stop_token (kept). on_token(row, token) is called as each "
+           "token is chosen. Returns the new tokens of each row.");
 
   rt.def("set_num_threads", [](std::size_t n) { kernels::set_num_threads(n); }, py::arg("n"),
          "The threads kiln's kernels use (the calling thread and n - 1 workers)");

@@ -2,7 +2,8 @@
 /// \file
 /// Everything in `kiln/vm/`: values, bytecode, executables and their serialization, the builder,
 /// native functions and built-ins, the virtual machine, and generated code's support and shared
-/// libraries (`compiled.hpp`, `library.hpp`).
+/// libraries (`compiled.hpp`, `library.hpp`), and generation with a decoder that carries its cache
+/// (`generate.hpp`).
 #pragma once
 
 #include <kiln/vm/builtins.hpp>
@@ -11,6 +12,7 @@
 #include <kiln/vm/context.hpp>
 #include <kiln/vm/exec_builder.hpp>
 #include <kiln/vm/executable.hpp>
+#include <kiln/vm/generate.hpp>
 #include <kiln/vm/library.hpp>
 #include <kiln/vm/native.hpp>
 #include <kiln/vm/serialize.hpp>

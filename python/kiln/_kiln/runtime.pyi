@@ -38,6 +38,21 @@ class BenchmarkResult:
         ...
 
 
+class Decoder:
+    """Autoregressive generation with a decoder that carries its key/value cache (kiln::vm::decoder).
+    
+    The function takes input_ids, attention_mask and position_ids (both optional) and past_* caches, and returns the logits and the grown caches in the caches' order: the decoder-with-past form Hugging Face Optimum exports (scripts/gpt2.py writes one)."""
+    def __init__(self, vm: VirtualMachine, function: str = ...) -> None:
+        ...
+    @property
+    def cache_names(self) -> List[str]:
+        """The function's cache parameters, in the order it returns them"""
+        ...
+    def generate(self, prompts: List[List[int]], arg2, max_new_tokens: int = ..., stop_token: Optional[int] = ..., pad_token: int = ..., temperature: float = ..., top_k: int = ..., top_p: float = ..., seed: int = ..., on_token: object = ...) -> List[List[int]]:
+        """Generates up to max_new_tokens tokens after each prompt (a list of token-id lists, one row of the batch each; rows of different lengths are padded on the left). temperature 0 is greedy; above 0, tokens are sampled from softmax(logits / temperature) among the top_k most likely (0: all) and the fewest whose probability reaches top_p, from a generator seeded with seed. A row ends after stop_token (kept). on_token(row, token) is called as each token is chosen. Returns the new tokens of each row."""
+        ...
+
+
 class Executable:
     """A compiled module: bytecode and constants"""
     def __bytes__(self) -> bytes:
