@@ -244,6 +244,42 @@ TEST_CASE("shape subgraphs over symbolic dimensions stay symbolic: a dynamic bat
         "them with import_options::shapes (kiln-run --shape)");
 }
 
+TEST_CASE("a dim_param written as arithmetic over other inputs' dimension names is that expression, checked at the call") {
+  // Optimum's decoder with past: the mask is as long as the cache and the new positions together,
+  // so it broadcasts against the scores [batch, seq, past + seq] (Concat of past and new).
+  model_builder b;
+  b.input("past", {"batch", "past_sequence_length", "4"});
+  b.input("new", {"batch", "sequence_length", "4"});
+  b.input("mask", {"batch", "past_sequence_length + sequence_length"});
+  b.input("odd", {"seq-len", "(sequence_length + 1) * 2"});  // a name with a '-', and an expression
+  model_builder::attr(b.node("Concat", {"past", "new"}, {"all"}), "axis", std::int64_t{1});
+  model_builder::attr(b.node("Transpose", {"all"}, {"allT"}), "perm", std::vector<std::int64_t>{0, 2, 1});
+  b.node("MatMul", {"new", "allT"}, {"scores"});  // [batch, seq, past + seq]
+  b.ints_initializer("mid", {1});
+  b.node("Unsqueeze", {"mask", "mid"}, {"mask3"});
+  model_builder::attr(b.node("Cast", {"mask3"}, {"maskf"}), "to", std::int64_t{::onnx::TensorProto::FLOAT});
+  b.node("Add", {"scores", "maskf"}, {"y"});
+  b.output("y", {});
+  b.output("odd", {});
+  const ir::ir_module m = kx::import_model(b.m);
+  const std::string text = ir::print(m);
+  CAPTURE(text);
+  CHECK(text.find("mask: R.Tensor((batch, past_sequence_length + sequence_length), \"float32\")") != std::string::npos);
+  CHECK(text.find("odd: R.Tensor((seq_len, (sequence_length + 1) * 2), \"float32\")") != std::string::npos);
+  CHECK(text.find("R.Tensor((batch, sequence_length, past_sequence_length + sequence_length), \"float32\")") != std::string::npos);
+  const auto ones = [](std::vector<std::int64_t> shape) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return floats(runtime::shape_vector(shape.begin(), shape.end()), std::vector<float>(std::size_t(n), 1.0f));
+  };
+  const vm::value r = run(m, {ones({1, 3, 4}), ones({1, 2, 4}), ones({1, 5}), ones({7, 6})});
+  CHECK(r.as_tuple()[0].as_tensor().shape() == runtime::shape_vector{1, 2, 5});
+  CHECK(r.as_tuple()[0].as_tensor().to_vector<float>() == std::vector<float>(10, 5.0f));
+  // A mask of another length is refused when the function is called, naming the expression.
+  const std::string msg = message_of<kiln::error>([&] { run(m, {ones({1, 3, 4}), ones({1, 2, 4}), ones({1, 6}), ones({7, 6})}); });
+  CHECK(msg.find("past_sequence_length + sequence_length") != std::string::npos);
+}
+
 TEST_CASE("a slice to a symbolic end and a range to a symbolic limit are made at run time: mask[:t, :t], arange(t)") {
   // mask [6, 6] (0, 1, ..., 35) cut to [t, t] for x [1, t]; arange(1, t, 2) over x's t; and
   // mask[1:t:2] along axis 1 (a step).
