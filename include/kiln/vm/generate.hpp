@@ -121,7 +121,7 @@ public:
 
   /// Generates up to `options.max_new_tokens` tokens after each prompt (one row of the batch
   /// each): the new tokens of each row, ending with the stop token when one was generated.
-  std::vector<std::vector<std::int64_t>> generate(std::span<const std::vector<std::int64_t>> prompts,
+  std::vector<std::vector<std::int64_t>> generate(const std::vector<std::vector<std::int64_t>>& prompts,
                                                   const generate_options& options = {}) {
     if (prompts.empty()) return {};
     if (options.max_new_tokens < 0) fail("max_new_tokens is negative");

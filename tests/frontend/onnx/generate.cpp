@@ -56,8 +56,7 @@ void check_greedy(vm::virtual_machine& machine, int length) {
     for (std::int64_t v = 0; v < vocab; ++v) worst = std::max(worst, double(std::abs(g[v] - w[v])));
     ++step;
   };
-  const std::vector<std::vector<std::int64_t>> prompts = {prompt};
-  const auto got = dec.generate(prompts, options);
+  const auto got = dec.generate({prompt}, options);
   REQUIRE(got.size() == 1);
   CHECK(got[0] == want);
   CHECK(step == want.size());
