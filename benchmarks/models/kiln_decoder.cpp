@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+// kiln's side of the decoder comparison with ONNX Runtime and PyTorch (benchmarks/models/decoder_compare):
+// one call of a decoder with past (scripts/gpt2.py's GPT-2 in ONNX) at the shapes of a prefill or
+// of a decode step, on the VM with the kernels on 1 and 2 threads, beside the machine's memory
+// read bandwidth measured in the same run.
+//
+//     kiln_decoder_bench MODEL.onnx CASE... [Google Benchmark flags]
+//
+// A CASE is prefill:N (a prompt of N tokens, an empty cache) or decode:C (one token after a cache
+// of C positions). Inputs are what a generation loop passes at that point: token ids, a mask of
+// ones, positions counting on from the cache, random cache contents. The model is imported and
+// compiled once: every case runs on the one executable.
+//
+// Protocol (the same in ort_decoder.js and torch_decoder.py): repetitions of at least 50 ms each,
+// the median and the minimum over repetitions of the mean time per call; peak resident memory of
+// the process at the end, on stderr.
+#include <kiln/compile.hpp>
+#include <kiln/frontend/onnx/import.hpp>
+#include <kiln/kernels/isa.hpp>
+#include <kiln/kernels/kernels.hpp>
+#include <kiln/vm/generate.hpp>
+#include <kiln/vm/vm.hpp>
+
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using kiln::runtime::tensor;
+namespace vm = kiln::vm;
+
+struct shared_model {
+  std::shared_ptr<const vm::executable> ex;
+  vm::decoder_layout layout;
+};
+
+/// The arguments of one call: `past` cached positions, `t` new ones.
+std::vector<vm::value> arguments(const vm::decoder_layout& layout, std::int64_t past, std::int64_t t) {
+  std::mt19937 gen(1);
+  std::vector<vm::value> args(layout.num_params);
+  std::vector<std::int64_t> ids(std::size_t(t)), pos(std::size_t(t));
+  for (std::int64_t i = 0; i < t; ++i) {
+    ids[std::size_t(i)] = std::int64_t(gen() % 1000);
+    pos[std::size_t(i)] = past + i;
+  }
+  const auto ints = [](const std::vector<std::int64_t>& v, kiln::dtype dt) {
+    const kiln::runtime::shape_vector shape{1, std::int64_t(v.size())};
+    if (dt == kiln::dtype::int64) return vm::value(tensor::from_values<std::int64_t>(shape, std::span<const std::int64_t>(v)));
+    const std::vector<std::int32_t> narrow(v.begin(), v.end());
+    return vm::value(tensor::from_values<std::int32_t>(shape, std::span<const std::int32_t>(narrow)));
+  };
+  args[layout.input_ids] = ints(ids, layout.ids_dt);
+  if (layout.attention_mask) args[*layout.attention_mask] = ints(std::vector<std::int64_t>(std::size_t(past + t), 1), layout.mask_dt);
+  if (layout.position_ids) args[*layout.position_ids] = ints(pos, layout.positions_dt);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const auto& c : layout.caches) {
+    kiln::runtime::shape_vector shape;
+    for (std::size_t d = 0; d < c.dims.size(); ++d) shape.push_back(d == 0 ? 1 : d == c.axis ? past : c.dims[d]);
+    tensor x = tensor::empty(shape, kiln::dtype::float32);
+    float* p = x.data<float>();
+    for (std::int64_t i = 0; i < x.numel(); ++i) p[i] = u(gen);
+    args[c.param] = vm::value(x);
+  }
+  return args;
+}
+
+void call(benchmark::State& state, std::shared_ptr<shared_model> m, std::int64_t past, std::int64_t t, std::size_t threads) {
+  kiln::kernels::set_num_threads(threads);
+  vm::virtual_machine machine(m->ex, {}, kiln::kernels::global_registry());
+  const std::vector<vm::value> args = arguments(m->layout, past, t);
+  const vm::function_handle f = machine.get_function("main");
+  for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(f.call(args));  // warm-up: the arena, the caches
+  for (auto _ : state) benchmark::DoNotOptimize(f.call(args));
+  kiln::kernels::set_num_threads(1);
+}
+
+/// The ceiling of a decode step: reading memory, here a buffer larger than any cache summed by
+/// `threads` threads (each its own part).
+void read_bandwidth(benchmark::State& state, std::size_t threads) {
+  const std::size_t n = std::size_t(256) << 20;  // 1 GiB of floats
+  std::vector<float> buffer(n, 1.0f);
+  std::vector<double> sums(threads);
+  const auto part = [&](std::size_t k) {
+    const float* p = buffer.data() + n / threads * k;
+    float a[16] = {};
+    for (std::size_t i = 0; i + 16 <= n / threads; i += 16)
+      for (int j = 0; j < 16; ++j) a[j] += p[i + std::size_t(j)];
+    sums[k] = std::accumulate(a, a + 16, 0.0);
+  };
+  for (auto _ : state) {
+    std::vector<std::thread> pool;
+    for (std::size_t k = 1; k < threads; ++k) pool.emplace_back(part, k);
+    part(0);
+    for (auto& th : pool) th.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(n * sizeof(float)));
+}
+
+template <class F>
+void add(const std::string& name, F&& f) {
+  benchmark::RegisterBenchmark(name.c_str(), std::forward<F>(f))
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(0.05)
+      ->Repetitions(7)
+      ->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); })
+      ->ReportAggregatesOnly(true)
+      ->UseRealTime();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("kiln kernels", kiln::kernels::isa_report());
+  if (argc < 3) {
+    std::cerr << "usage: kiln_decoder_bench MODEL.onnx prefill:N|decode:C ... [Google Benchmark flags]\n";
+    return 2;
+  }
+  try {
+    auto m = std::make_shared<shared_model>();
+    m->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1])));
+    {
+      vm::virtual_machine probe(m->ex, {}, kiln::kernels::global_registry());
+      m->layout = vm::decoder(probe).layout();
+    }
+    for (int i = 2; i < argc; ++i) {
+      const std::string c = argv[i];
+      const auto colon = c.find(':');
+      const std::string kind = c.substr(0, colon);
+      const std::int64_t n = colon == std::string::npos ? -1 : std::stoll(c.substr(colon + 1));
+      if ((kind != "prefill" && kind != "decode") || n < (kind == "prefill" ? 1 : 0))
+        throw std::runtime_error("a case is prefill:N (N >= 1) or decode:C (C >= 0), not '" + c + "'");
+      for (std::size_t threads : {1, 2})
+        add("kiln/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
+          call(s, m, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, threads);
+        });
+    }
+    for (std::size_t threads : {1, 2})
+      add("bandwidth/read/threads:" + std::to_string(threads), [=](benchmark::State& s) { read_bandwidth(s, threads); });
+  } catch (const std::exception& e) {
+    std::cerr << "kiln_decoder_bench: " << e.what() << "\n";
+    return 1;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  std::cerr << "kiln_decoder_bench: peak resident memory " << u.ru_maxrss / 1024 << " MiB\n";
+  return 0;
+}

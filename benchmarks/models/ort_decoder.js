@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// ONNX Runtime's side of the decoder comparison (benchmarks/models/decoder_compare): the CPU
+// execution provider of the npm package onnxruntime-node, all graph optimizations, sequential
+// execution, one call of the decoder with past at each case's shapes.
+//
+//     node ort_decoder.js MODEL.onnx THREADS prefill:N|decode:C ...
+//
+// Prints one JSON line per case: {"engine": "onnxruntime", "version", "case", "threads",
+// "median_ms", "min_ms"}, then one with the process's peak resident memory ("peak_mib").
+// Inputs and protocol as in kiln_decoder.cpp: token ids below 1,000, a mask of ones, positions
+// counting on from the cache, random cache contents; 2 warm-up calls, then 7 repetitions of at
+// least 50 ms each, the median and minimum of the mean time per call.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const ort = require(process.env.KILN_ORT_MODULE || 'onnxruntime-node');
+
+function feeds(session, past, t) {
+  const out = {};
+  let seed = 1;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 4294967296);
+  for (const name of session.inputNames) {
+    const meta = session.inputMetadata ? session.inputMetadata.find((m) => m.name === name) : undefined;
+    if (name === 'input_ids') out[name] = new ort.Tensor('int64', BigInt64Array.from({ length: t }, () => BigInt(Math.floor(rand() * 1000))), [1, t]);
+    else if (name === 'attention_mask') out[name] = new ort.Tensor('int64', new BigInt64Array(past + t).fill(1n), [1, past + t]);
+    else if (name === 'position_ids') out[name] = new ort.Tensor('int64', BigInt64Array.from({ length: t }, (_, i) => BigInt(past + i)), [1, t]);
+    else if (name.startsWith('past')) {
+      if (!meta || !meta.shape) throw new Error(`cannot read the shape of ${name}`);
+      const shape = meta.shape.map((d, i) => (i === 0 ? 1 : typeof d === 'number' ? d : past));
+      const n = shape.reduce((a, b) => a * b, 1);
+      out[name] = new ort.Tensor('float32', Float32Array.from({ length: n }, () => rand() * 2 - 1), shape);
+    } else throw new Error(`input ${name} is not one of a decoder with past`);
+  }
+  return out;
+}
+
+async function main() {
+  const [model, threads, ...cases] = process.argv.slice(2);
+  if (!model || !threads || cases.length === 0) throw new Error('usage: node ort_decoder.js MODEL.onnx THREADS prefill:N|decode:C ...');
+  const session = await ort.InferenceSession.create(model, {
+    intraOpNumThreads: Number(threads), interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all',
+  });
+  let dir = path.dirname(require.resolve(process.env.KILN_ORT_MODULE || 'onnxruntime-node'));
+  while (!fs.existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  const version = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'))).version;
+  const now = () => Number(process.hrtime.bigint()) / 1e6;
+  for (const c of cases) {
+    const [kind, n] = c.split(':');
+    const past = kind === 'decode' ? Number(n) : 0, t = kind === 'prefill' ? Number(n) : 1;
+    if (!['prefill', 'decode'].includes(kind) || !Number.isInteger(Number(n))) throw new Error(`a case is prefill:N or decode:C, not '${c}'`);
+    const f = feeds(session, past, t);
+    for (let i = 0; i < 2; ++i) await session.run(f);
+    let start = now();
+    await session.run(f);
+    const runs = Math.max(1, Math.ceil(50 / Math.max(1e-3, now() - start)));
+    const means = [];
+    for (let r = 0; r < 7; ++r) {
+      start = now();
+      for (let i = 0; i < runs; ++i) await session.run(f);
+      means.push((now() - start) / runs);
+    }
+    means.sort((a, b) => a - b);
+    console.log(JSON.stringify({ engine: 'onnxruntime', version, case: c, threads: Number(threads), median_ms: means[3], min_ms: means[0] }));
+  }
+  console.log(JSON.stringify({ engine: 'onnxruntime', peak_mib: process.resourceUsage().maxRSS / 1024 }));
+}
+
+main().catch((e) => { console.error(`ort_decoder.js: ${e.message}`); process.exit(1); });

@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""PyTorch's side of the decoder comparison (benchmarks/models/decoder_compare): scripts/gpt2.py's
+GPT-2 in eager mode with its own cache (the same weights as the ONNX file: the same seed), one
+forward call at each case's shapes, under torch.inference_mode.
+
+    torch_decoder.py SIZE THREADS prefill:N|decode:C ...
+
+Prints one JSON line per case ({"engine": "pytorch", "version", "case", "threads", "median_ms",
+"min_ms"}) and one with the peak resident memory ("peak_mib"). Inputs and protocol as in
+kiln_decoder.cpp.
+"""
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import gpt2  # noqa: E402
+
+
+def main():
+    if len(sys.argv) < 4:
+        raise SystemExit("usage: torch_decoder.py SIZE THREADS prefill:N|decode:C ...")
+    size, threads, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    torch.set_num_threads(threads)
+    model = gpt2.build(size)
+    hd = model.d // model.heads
+    gen = torch.Generator().manual_seed(1)
+    for case in cases:
+        kind, _, n = case.partition(":")
+        if kind not in ("prefill", "decode") or not n.isdigit():
+            raise SystemExit(f"torch_decoder.py: a case is prefill:N or decode:C, not '{case}'")
+        past_len, t = (0, int(n)) if kind == "prefill" else (int(n), 1)
+        ids = torch.randint(0, 1000, (1, t), generator=gen)
+        mask = torch.ones(1, past_len + t, dtype=torch.int64)
+        pos = torch.arange(past_len, past_len + t).unsqueeze(0)
+        past = [torch.rand(1, model.heads, past_len, hd, generator=gen) * 2 - 1 for _ in range(2 * model.layers)]
+        with torch.inference_mode():
+            for _ in range(2):
+                model(ids, mask, pos, *past)
+            start = time.perf_counter()
+            model(ids, mask, pos, *past)
+            runs = max(1, int(0.05 / max(1e-6, time.perf_counter() - start)) + 1)
+            means = []
+            for _ in range(7):
+                start = time.perf_counter()
+                for _ in range(runs):
+                    model(ids, mask, pos, *past)
+                means.append((time.perf_counter() - start) / runs * 1e3)
+        means.sort()
+        print(json.dumps({"engine": "pytorch", "version": torch.__version__, "case": case, "threads": threads,
+                          "median_ms": means[3], "min_ms": means[0]}), flush=True)
+    print(json.dumps({"engine": "pytorch", "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+if __name__ == "__main__":
+    main()
