@@ -48,7 +48,7 @@ struct shared_model {
 std::vector<vm::value> arguments(const vm::decoder_layout& layout, std::int64_t past, std::int64_t t) {
   std::mt19937 gen(1);
   std::vector<vm::value> args(layout.num_params);
-  std::vector<std::int64_t> ids(std::size_t(t)), pos(std::size_t(t));
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(t)), pos(static_cast<std::size_t>(t));
   for (std::int64_t i = 0; i < t; ++i) {
     ids[std::size_t(i)] = std::int64_t(gen() % 1000);
     pos[std::size_t(i)] = past + i;
