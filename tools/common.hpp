@@ -95,37 +95,60 @@ inline std::pair<std::string, std::vector<std::int64_t>> parse_shape_option(cons
   return {text.substr(0, eq), dims};
 }
 
-/// The IR of an ONNX file or an IR text file.
+/// `--upper-bound NAME=N`: a bound of an ONNX model's symbolic dimension.
+inline std::pair<std::string, std::int64_t> parse_bound_option(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw tool_error("--upper-bound '" + text + "': expected NAME=N");
+  const std::string n = text.substr(eq + 1);
+  std::size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(n, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (n.empty() || used != n.size() || v < 0) throw tool_error("--upper-bound '" + text + "': '" + n + "' is not a dimension");
+  return {text.substr(0, eq), v};
+}
+
+/// The IR of an ONNX file or an IR text file. `upper_bounds` bound an ONNX model's symbolic
+/// dimensions (import_options::upper_bounds).
 inline kiln::ir::ir_module read_ir(const fs::path& path, const std::vector<std::byte>& bytes, model_kind kind,
-                                   const std::map<std::string, std::vector<std::int64_t>>& shapes) {
+                                   const std::map<std::string, std::vector<std::int64_t>>& shapes,
+                                   const std::map<std::string, std::int64_t>& upper_bounds = {}) {
   if (kind == model_kind::onnx) {
 #if KILN_TOOLS_ONNX
     kiln::frontend::onnx::import_options o;
     o.shapes = shapes;
+    o.upper_bounds = upper_bounds;
     o.external_data_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();  // tensors stored beside the model
     return kiln::frontend::onnx::import_bytes(bytes, "'" + path.string() + "'", o);
 #else
     (void)shapes;
+    (void)upper_bounds;
     throw tool_error("'" + path.string() + "' is an ONNX model, but this kiln was built without the ONNX importer (libonnx-dev)");
 #endif
   }
   if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
+  if (!upper_bounds.empty()) throw tool_error("--upper-bound applies to ONNX models only (IR text sets R.func_attr({\"tir_var_upper_bound\": ...}))");
   return kiln::ir::parse_module(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 /// The executable in file `path`: an ONNX model or IR text (compiled under the current pass
 /// context), an executable from kiln-compile, or a shared library from kiln-compile --exec-mode
-/// compiled. `shapes` fix an ONNX model's input shapes (--shape).
+/// compiled. `shapes` fix an ONNX model's input shapes (--shape), `upper_bounds` bound its
+/// symbolic dimensions (--upper-bound).
 inline kiln::vm::executable load_model(const fs::path& path, const std::map<std::string, std::vector<std::int64_t>>& shapes,
-                                       model_kind* kind_out = nullptr) {
+                                       const std::map<std::string, std::int64_t>& upper_bounds = {}, model_kind* kind_out = nullptr) {
   const auto bytes = kiln::detail::read_file(path, "");
   const model_kind kind = kind_of(path, bytes);
   if (kind_out) *kind_out = kind;
   if (kind == model_kind::executable || kind == model_kind::library) {
     if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
+    if (!upper_bounds.empty()) throw tool_error("--upper-bound applies to ONNX models only");
     return kind == model_kind::executable ? kiln::vm::deserialize(bytes, "'" + path.string() + "'") : kiln::vm::load_module(path);
   }
-  return kiln::compile(read_ir(path, bytes, kind, shapes));
+  return kiln::compile(read_ir(path, bytes, kind, shapes, upper_bounds));
 }
 
 /// Pass-context options shared by the tools that run pipelines.

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   using namespace kiln_tools;
   CLI::App app{"Compiles an ONNX model or a module in kiln's IR text format to an executable for kiln's VM.", "kiln-compile"};
   std::string input, output, pipeline;
-  std::vector<std::string> shape_options;
+  std::vector<std::string> shape_options, bound_options;
   bool print_bytecode = false, instrumented = false;
   std::string mode_text = "bytecode", emit_cpp, name_space = "kiln_generated", cxx;
   std::vector<std::string> cxx_flags;
@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--cxx-flag", cxx_flags, "A flag for that compiler instead of the defaults (-O3 -march=native); repeatable")->allow_extra_args(false);
   app.add_option("-p,--pipeline", pipeline, "Pipeline text instead of the default pipeline (kiln.default)");
   app.add_option("--shape", shape_options, "Fix an ONNX input's shape: NAME=D0,D1,... (repeatable)");
+  app.add_option("--upper-bound", bound_options,
+                 "Bound an ONNX model's symbolic dimension: NAME=N (repeatable; memory is planned for the largest sizes)");
   app.add_flag("--print-bytecode", print_bytecode, "Print the bytecode listing (to stdout)");
   passes.add_to(app, false);
   add_version(app, "kiln-compile");
@@ -38,10 +40,12 @@ int main(int argc, char** argv) {
   return guarded("kiln-compile", [&] {
     std::map<std::string, std::vector<std::int64_t>> shapes;
     for (auto& s : shape_options) shapes.insert(parse_shape_option(s));
+    std::map<std::string, std::int64_t> bounds;
+    for (auto& b : bound_options) bounds.insert(parse_bound_option(b));
     const auto bytes = kiln::detail::read_file(input, "");
     const model_kind kind = kind_of(input, bytes);
     if (kind == model_kind::executable) throw tool_error("'" + input + "' is already a compiled executable");
-    const kiln::ir::ir_module m = read_ir(input, bytes, kind, shapes);
+    const kiln::ir::ir_module m = read_ir(input, bytes, kind, shapes, bounds);
     kiln::pass_context ctx = passes.make_context();
     const bool compiled = mode_text == "compiled" || !emit_cpp.empty();
     kiln::vm::executable ex;

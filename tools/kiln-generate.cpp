@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
                "position_ids, past_key_values.* -> logits, present.*), or the same function as IR text or an executable.",
                "kiln-generate"};
   std::string input, function = "main";
-  std::vector<std::string> prompts_text;
+  std::vector<std::string> prompts_text, bound_options;
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
   std::size_t threads = cores;
   kiln::vm::generate_options options;
@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", options.top_p, "Sample among the fewest most likely tokens whose probability reaches p (1: all)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", options.seed, "The sampler's seed");
+  app.add_option("--upper-bound", bound_options,
+                 "Bound an ONNX model's symbolic dimension: NAME=N (repeatable), e.g. past_sequence_length=1023: memory is planned "
+                 "once for the longest context");
   app.add_option("-f,--function", function, "The function to run");
   app.add_option("-t,--threads", threads, "Threads for the kernels (default: this machine's cores, " + std::to_string(cores) + ")")
       ->check(CLI::Range(1, 1024));
@@ -84,7 +87,9 @@ int main(int argc, char** argv) {
     std::vector<std::vector<std::int64_t>> prompts;
     for (auto& p : prompts_text) prompts.push_back(parse_prompt(p));
     if (stop_token >= 0) options.stop_token = stop_token;
-    vm::virtual_machine machine(load_model(input, {}), {}, kiln::kernels::global_registry());
+    std::map<std::string, std::int64_t> bounds;
+    for (auto& b : bound_options) bounds.insert(parse_bound_option(b));
+    vm::virtual_machine machine(load_model(input, {}, bounds), {}, kiln::kernels::global_registry());
     vm::decoder dec(machine, function);
 
     // Timing: the prefill is the first step; each later step decodes one token per row.

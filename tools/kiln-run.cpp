@@ -157,7 +157,7 @@ struct trace_events {
 int main(int argc, char** argv) {
   CLI::App app{"Runs a model on kiln's VM: an .onnx file, a module in kiln's IR text format, or an executable from kiln-compile.", "kiln-run"};
   std::string input, output, function = "main";
-  std::vector<std::string> input_options, shape_options;
+  std::vector<std::string> input_options, shape_options, bound_options;
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
   std::size_t threads = cores;
   int repeat = 1, warmup = 1;
@@ -173,6 +173,8 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output, "Write the output to this .npy file (several outputs: NAME.0.npy, NAME.1.npy, ...)");
   app.add_option("-f,--function", function, "The function to run");
   app.add_option("--shape", shape_options, "Fix an ONNX input's shape: NAME=D0,D1,... (repeatable)");
+  app.add_option("--upper-bound", bound_options,
+                 "Bound an ONNX model's symbolic dimension: NAME=N (repeatable; memory is planned for the largest sizes)");
   app.add_option("-t,--threads", threads, "Threads for the kernels (default: this machine's cores, " + std::to_string(cores) + ", as ONNX Runtime)")
       ->check(CLI::Range(1, 1024));
   app.add_option("-r,--repeat", repeat, "Time this many runs (median, min, spread)")->check(CLI::Range(1, 1000000));
@@ -192,8 +194,10 @@ int main(int argc, char** argv) {
     kiln::kernels::set_num_threads(threads);
     std::map<std::string, std::vector<std::int64_t>> shapes;
     for (auto& s : shape_options) shapes.insert(parse_shape_option(s));
+    std::map<std::string, std::int64_t> bounds;
+    for (auto& b : bound_options) bounds.insert(parse_bound_option(b));
     model_kind kind{};
-    const vm::executable ex = load_model(input, shapes, &kind);
+    const vm::executable ex = load_model(input, shapes, bounds, &kind);
     const auto index = ex.find_function(function);
     if (!index || ex.functions[*index].kind == vm::function_kind::native) throw tool_error("the model has no function '" + function + "'");
     const vm::function_info& f = ex.functions[*index];

@@ -9,19 +9,22 @@ import os
 from ._kiln import onnx as _onnx
 
 
-def from_onnx(model, shape=None, keep_params_in_input=False):
+def from_onnx(model, shape=None, keep_params_in_input=False, upper_bound=None):
     """The kiln IR of an ONNX model: a path, the serialized bytes, or an onnx.ModelProto.
 
     shape: {input name: shape} to fix input shapes (a batch size, say).
     keep_params_in_input: initializers become trailing parameters of main instead of constants.
+    upper_bound: {dimension name: bound} for symbolic dimensions (main's tir_var_upper_bound, as
+        TVM's from_onnx callers set it): memory is planned for the largest sizes.
     """
     shapes = {k: [int(d) for d in v] for k, v in (shape or {}).items()}
+    bounds = {k: int(v) for k, v in (upper_bound or {}).items()}
     if isinstance(model, (str, os.PathLike)):
-        return _onnx.import_file(os.fspath(model), shapes, keep_params_in_input)
+        return _onnx.import_file(os.fspath(model), shapes, keep_params_in_input, bounds)
     if isinstance(model, (bytes, bytearray)):
-        return _onnx.import_bytes(bytes(model), shapes, keep_params_in_input)
+        return _onnx.import_bytes(bytes(model), shapes, keep_params_in_input, bounds)
     if hasattr(model, "SerializeToString"):
-        return _onnx.import_bytes(model.SerializeToString(), shapes, keep_params_in_input)
+        return _onnx.import_bytes(model.SerializeToString(), shapes, keep_params_in_input, bounds)
     raise TypeError("kiln.onnx.from_onnx: the model must be a path, bytes or an onnx.ModelProto, not "
                     + type(model).__name__)
 

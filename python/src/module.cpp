@@ -103,29 +103,35 @@ PYBIND11_MODULE(_kiln, m) {
   kp::py::module_ o = m.def_submodule("onnx", "The ONNX importer");
   o.def(
       "import_file",
-      [](const std::string& path, const std::map<std::string, std::vector<std::int64_t>>& shapes, bool keep_params_in_input) {
+      [](const std::string& path, const std::map<std::string, std::vector<std::int64_t>>& shapes, bool keep_params_in_input,
+         const std::map<std::string, std::int64_t>& upper_bounds) {
         onnx::import_options opt;
         opt.shapes = shapes;
         opt.keep_params_in_input = keep_params_in_input;
+        opt.upper_bounds = upper_bounds;
         kp::py::gil_scoped_release release;
         return onnx::import_file(path, opt);
       },
       kp::py::arg("path"), kp::py::arg("shapes") = std::map<std::string, std::vector<std::int64_t>>{},
-      kp::py::arg("keep_params_in_input") = false,
-      "The kiln IR of the ONNX model in `path` (one function, main); `shapes` fixes input shapes by name");
+      kp::py::arg("keep_params_in_input") = false, kp::py::arg("upper_bounds") = std::map<std::string, std::int64_t>{},
+      "The kiln IR of the ONNX model in `path` (one function, main); `shapes` fixes input shapes by name, `upper_bounds` bounds "
+      "symbolic dimensions by name (main's tir_var_upper_bound)");
   o.def(
       "import_bytes",
-      [](const kp::py::bytes& data, const std::map<std::string, std::vector<std::int64_t>>& shapes, bool keep_params_in_input) {
+      [](const kp::py::bytes& data, const std::map<std::string, std::vector<std::int64_t>>& shapes, bool keep_params_in_input,
+         const std::map<std::string, std::int64_t>& upper_bounds) {
         onnx::import_options opt;
         opt.shapes = shapes;
         opt.keep_params_in_input = keep_params_in_input;
+        opt.upper_bounds = upper_bounds;
         std::string_view v = data;
         std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(v.data()), v.size());
         kp::py::gil_scoped_release release;
         return onnx::import_bytes(bytes, "model bytes", opt);
       },
       kp::py::arg("data"), kp::py::arg("shapes") = std::map<std::string, std::vector<std::int64_t>>{},
-      kp::py::arg("keep_params_in_input") = false, "The kiln IR of a serialized ONNX model");
+      kp::py::arg("keep_params_in_input") = false, kp::py::arg("upper_bounds") = std::map<std::string, std::int64_t>{},
+      "The kiln IR of a serialized ONNX model");
   m.attr("has_onnx") = true;
 #else
   m.attr("has_onnx") = false;

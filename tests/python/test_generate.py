@@ -64,3 +64,15 @@ def test_errors_name_the_argument(decoder):
     mlp = kiln.runtime.VirtualMachine(kiln.compile(kiln.onnx.from_onnx(os.path.join(MODELS, "mlp.onnx"))))
     with pytest.raises(kiln.UsageError, match="parameter 'input' is none of input_ids"):
         kiln.runtime.Decoder(mlp)
+
+
+def test_upper_bounds_reach_the_planner_and_are_checked():
+    mod = kiln.onnx.from_onnx(os.path.join(MODELS, "gpt2_test.onnx"), upper_bound={"past_sequence_length": 16, "sequence_length": 8})
+    assert mod["main"].attrs["tir_var_upper_bound"] == {"past_sequence_length": 16, "sequence_length": 8}
+    dec = kiln.runtime.Decoder(kiln.runtime.VirtualMachine(kiln.compile(mod)))
+    prompt = reference("prompt", 5)[0].tolist()
+    assert dec.generate([prompt], max_new_tokens=12) == [reference("tokens", 5)[:12].tolist()]
+    with pytest.raises(kiln.VMError, match="past_sequence_length = 17 exceeds its upper bound 16"):
+        dec.generate([prompt], max_new_tokens=20)
+    with pytest.raises(kiln.KilnError, match="upper_bounds names 'context'"):
+        kiln.onnx.from_onnx(os.path.join(MODELS, "gpt2_test.onnx"), upper_bound={"context": 8})

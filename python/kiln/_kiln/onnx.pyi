@@ -5,11 +5,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import kiln._kiln.ir
 
 
-def import_bytes(data: bytes, shapes: Dict[str, List[int]] = ..., keep_params_in_input: bool = ...) -> kiln._kiln.ir.IRModule:
+def import_bytes(data: bytes, shapes: Dict[str, List[int]] = ..., keep_params_in_input: bool = ..., upper_bounds: Dict[str, int] = ...) -> kiln._kiln.ir.IRModule:
     """The kiln IR of a serialized ONNX model"""
     ...
 
 
-def import_file(path: str, shapes: Dict[str, List[int]] = ..., keep_params_in_input: bool = ...) -> kiln._kiln.ir.IRModule:
-    """The kiln IR of the ONNX model in `path` (one function, main); `shapes` fixes input shapes by name"""
+def import_file(path: str, shapes: Dict[str, List[int]] = ..., keep_params_in_input: bool = ..., upper_bounds: Dict[str, int] = ...) -> kiln._kiln.ir.IRModule:
+    """The kiln IR of the ONNX model in `path` (one function, main); `shapes` fixes input shapes by name, `upper_bounds` bounds symbolic dimensions by name (main's tir_var_upper_bound)"""
     ...

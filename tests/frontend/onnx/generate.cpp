@@ -10,6 +10,8 @@
 #include <kiln/vm/generate.hpp>
 #include <kiln/vm/library.hpp>
 
+#include "../../common/message_of.hpp"
+
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -129,4 +131,24 @@ TEST_CASE("GPT-2 with past from PyTorch: sampling is seeded, and top_k 1 is gree
   CHECK(a != dec.generate(prompts, other));
   const vm::generate_options top1{.max_new_tokens = 16, .temperature = 1.5, .top_k = 1, .seed = 3};
   CHECK(dec.generate(prompts, top1) == dec.generate(prompts, {.max_new_tokens = 16}));
+}
+
+TEST_CASE("GPT-2 with past from PyTorch: upper bounds on the lengths plan memory once and refuse a longer context") {
+  const kx::import_options bounded{.upper_bounds = {{"batch_size", 4}, {"past_sequence_length", 48}, {"sequence_length", 32}}};
+  const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx", bounded);
+  CHECK(ir::print(m).find("\"tir_var_upper_bound\": {\"batch_size\": 4, \"past_sequence_length\": 48, \"sequence_length\": 32}") != std::string::npos);
+  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  vm::decoder dec(machine);
+  const std::vector<std::int64_t> prompt = ints(gpt2_stem().string() + ".prompt_13.npy");
+  std::vector<std::int64_t> want = ints(gpt2_stem().string() + ".tokens_13.npy");
+  want.resize(24);
+  CHECK(dec.generate({prompt}, {.max_new_tokens = 24}) == std::vector<std::vector<std::int64_t>>{want});
+  // 13 + 40 positions: the step after a past of 48 is refused, naming the bound.
+  const std::string msg = kiln_test::message_of<kiln::error>([&] { dec.generate({prompt}, {.max_new_tokens = 40}); });
+  CHECK(msg.find("past_sequence_length = 49 exceeds its upper bound 48") != std::string::npos);
+  // A name the model does not have is refused at import, with the names it has.
+  CHECK(kiln_test::message_of<kiln::error>([&] {
+          kx::import_file(gpt2_stem().string() + ".onnx", {.upper_bounds = {{"context", 8}}});
+        }).find("import_options::upper_bounds names 'context', which is not a symbolic dimension of the model's inputs (they are: batch_size, "
+                "past_sequence_length, sequence_length)") != std::string::npos);
 }

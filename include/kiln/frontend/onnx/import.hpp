@@ -33,6 +33,7 @@
 #include <kiln/frontend/onnx/converters.hpp>
 #include <kiln/support/config.hpp>
 #include <kiln/support/file.hpp>
+#include <kiln/transform/properties.hpp>
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -68,6 +69,11 @@ struct import_options {
   /// saved) are looked up: their `location`s are relative to it. `import_file` uses the model's
   /// folder when this is empty; `import_bytes` reads no external data without it.
   std::filesystem::path external_data_dir = {};
+  /// Upper bounds of the model's symbolic dimensions, by their `dim_param` names
+  /// (`{"past_sequence_length", 1023}`), given to `main` as its `tir_var_upper_bound` attribute
+  /// (TVM's): the compiler then plans memory for the largest sizes, so that calls at every length
+  /// up to them reuse one arena, and the VM refuses a call beyond a bound by name.
+  std::map<std::string, std::int64_t> upper_bounds = {};
 };
 
 /// Reads every tensor of `model` stored as external data (initializers and Constant nodes'
@@ -208,7 +214,24 @@ public:
     ir::var gv = bb_.emit_output(result, "gv");
     bb_.end_dataflow();
     bb_.end_function(gv);
-    return bb_.module();
+    ir::ir_module m = bb_.module();
+    if (!options_.upper_bounds.empty()) {
+      ir::int_dict bounds;
+      for (const auto& [name, bound] : options_.upper_bounds) {
+        auto it = size_vars_.find(name);
+        if (it == size_vars_.end()) it = size_vars_.find(sanitize(name));
+        if (it == size_vars_.end()) {
+          std::string known;
+          for (const auto& v : size_vars_) known += (known.empty() ? "" : ", ") + v.first;
+          fail("import_options::upper_bounds names '" + name + "', which is not a symbolic dimension of the model's inputs (" +
+               (known.empty() ? std::string("it has none") : "they are: " + known) + ")");
+        }
+        if (bound < 0) fail("import_options::upper_bounds gives '" + name + "' negative bound " + std::to_string(bound));
+        bounds[it->first] = bound;
+      }
+      m = ir::with_function(m, "main", ir::with_attr(m->lookup("main"), transform::properties::upper_bound_attr, std::move(bounds)));
+    }
+    return m;
   }
 
 private:
