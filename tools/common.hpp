@@ -121,8 +121,10 @@ inline kiln::ir::ir_module read_ir(const fs::path& path, const std::vector<std::
     kiln::frontend::onnx::import_options o;
     o.shapes = shapes;
     o.upper_bounds = upper_bounds;
-    o.external_data_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();  // tensors stored beside the model
-    return kiln::frontend::onnx::import_bytes(bytes, "'" + path.string() + "'", o);
+    // From the file, not `bytes`: import_file frees the file's bytes once parsed, and each
+    // initializer's once converted, so that a model is held once while it is imported.
+    (void)bytes;
+    return kiln::frontend::onnx::import_file(path, o);
 #else
     (void)shapes;
     (void)upper_bounds;
@@ -140,9 +142,10 @@ inline kiln::ir::ir_module read_ir(const fs::path& path, const std::vector<std::
 /// symbolic dimensions (--upper-bound).
 inline kiln::vm::executable load_model(const fs::path& path, const std::map<std::string, std::vector<std::int64_t>>& shapes,
                                        const std::map<std::string, std::int64_t>& upper_bounds = {}, model_kind* kind_out = nullptr) {
-  const auto bytes = kiln::detail::read_file(path, "");
+  auto bytes = kiln::detail::read_file(path, "");
   const model_kind kind = kind_of(path, bytes);
   if (kind_out) *kind_out = kind;
+  if (kind == model_kind::onnx) std::vector<std::byte>().swap(bytes);  // read again by the importer (read_ir)
   if (kind == model_kind::executable || kind == model_kind::library) {
     if (!shapes.empty()) throw tool_error("--shape applies to ONNX models only");
     if (!upper_bounds.empty()) throw tool_error("--upper-bound applies to ONNX models only");

@@ -128,7 +128,11 @@ inline void check_model(const ::onnx::ModelProto& model) {
 /// What import_model learnt before the importer runs.
 struct import_state {
   bool checked = false;          ///< ONNX's checker has accepted the model already
-  std::string upgrade_failure;   ///< why ONNX's version converter could not bring the model up (empty: not asked)
+  std::string upgrade_failure = {};  ///< why ONNX's version converter could not bring the model up (empty: not asked)
+  /// The model being imported, when the importer owns it (import_bytes, import_file): each
+  /// initializer's data is then freed once it is a constant, so that a model's weights are not held
+  /// twice while it is imported.
+  ::onnx::ModelProto* owned = nullptr;
 };
 
 /// Mends what ONNX 1.12's version converter writes wrongly: its Reshape 4 -> 5 adapter makes the
@@ -189,8 +193,10 @@ public:
       params.push_back(v);
       values_[in.name()] = v;
     }
-    for (auto& t : g.initializer()) {
+    for (int i = 0; i < g.initializer_size(); ++i) {
+      const ::onnx::TensorProto& t = g.initializer(i);
       ir::ndarray a = to_ndarray(t, "initializer '" + t.name() + "'");
+      if (state_.owned) release_data(*state_.owned->mutable_graph()->mutable_initializer(i));
       if (options_.keep_params_in_input) {
         ir::var v = ir::make_var(sanitize(t.name()), ir::make_constant(a)->checked_type);
         params.push_back(v);
@@ -307,6 +313,18 @@ private:
       }
     }
     return ir::tensor_type(std::move(dims), dt);
+  }
+
+  /// Frees tensor `t`'s data (its name, type and dims stay).
+  static void release_data(::onnx::TensorProto& t) {
+    std::string().swap(*t.mutable_raw_data());
+    t.clear_raw_data();
+    ::onnx::TensorProto values;  // the typed fields, swapped out and freed with it
+    values.mutable_float_data()->Swap(t.mutable_float_data());
+    values.mutable_double_data()->Swap(t.mutable_double_data());
+    values.mutable_int32_data()->Swap(t.mutable_int32_data());
+    values.mutable_int64_data()->Swap(t.mutable_int64_data());
+    values.mutable_uint64_data()->Swap(t.mutable_uint64_data());
   }
 
   ir::prim_expr size_var(const std::string& name) {

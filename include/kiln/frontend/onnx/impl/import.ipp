@@ -125,7 +125,13 @@ KILN_DECL void load_external_data(::onnx::ModelProto& model, const std::filesyst
 }
 
 namespace detail {
-inline ir::ir_module import_checked_model(const ::onnx::ModelProto& model, const import_options& options);
+/// `model` imported; `owned` is the same model when the caller owns it and the importer may free
+/// its initializers' data as it converts them.
+inline ir::ir_module import_checked_model(const ::onnx::ModelProto& model, const import_options& options, ::onnx::ModelProto* owned = nullptr);
+/// The model in `bytes`, parsed (`source` names it in errors).
+inline ::onnx::ModelProto parse_model(std::span<const std::byte> bytes, const std::string& source);
+/// `model`, which the caller gives up, with its external data read, imported.
+inline ir::ir_module import_owned(::onnx::ModelProto&& model, const std::string& source, const import_options& options);
 }  // namespace detail
 
 KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const import_options& options) {
@@ -136,7 +142,7 @@ KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const impo
   }
 }
 
-inline ir::ir_module detail::import_checked_model(const ::onnx::ModelProto& model, const import_options& options) {
+inline ir::ir_module detail::import_checked_model(const ::onnx::ModelProto& model, const import_options& options, ::onnx::ModelProto* owned) {
   // before ONNX's checker, which would look for the files relative to the working directory
   if (const auto* t = detail::find_external(model.graph()))
     throw import_error("kiln::frontend::onnx: tensor '" + t->name() +
@@ -154,35 +160,52 @@ inline ir::ir_module detail::import_checked_model(const ::onnx::ModelProto& mode
     } catch (const std::exception& e) {
       why = e.what();
     }
-    if (why.empty()) return detail::importer(upgraded, options).run();
+    if (why.empty()) return detail::importer(upgraded, options, {.owned = &upgraded}).run();
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     const std::string from_to = "from opset " + std::to_string(detail::default_opset(model)) + " to " + std::to_string(target);
     return detail::importer(model, options, {.checked = true, .upgrade_failure = "ONNX's version converter could not bring the model " + from_to + ": " + why}).run();
   }
-  return detail::importer(model, options).run();
+  return detail::importer(model, options, {.owned = owned}).run();
 }
 
-KILN_DECL ir::ir_module import_bytes(std::span<const std::byte> bytes, const std::string& source, const import_options& options) {
+inline ::onnx::ModelProto detail::parse_model(std::span<const std::byte> bytes, const std::string& source) {
   ::onnx::ModelProto model;
   if (bytes.size() > std::size_t(std::numeric_limits<int>::max()))
     throw import_error("kiln::frontend::onnx: " + source + " is larger than protobuf can parse (2 GiB)");
   if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
     throw import_error("kiln::frontend::onnx: " + source + " is not an ONNX model (the protobuf does not parse: truncated or not ONNX)");
   if (!model.has_graph()) throw import_error("kiln::frontend::onnx: " + source + " has no graph");
+  return model;
+}
+
+inline ir::ir_module detail::import_owned(::onnx::ModelProto&& model, const std::string& source, const import_options& options) {
   try {
     if (!options.external_data_dir.empty()) load_external_data(model, options.external_data_dir);
-    return import_model(model, options);
+    try {
+      return detail::import_checked_model(model, options, &model);
+    } catch (const import_error& e) {  // names from the file, shown without their control characters
+      throw import_error(kiln::detail::escape_controls(e.what()));
+    }
   } catch (const import_error& e) {
     throw import_error(std::string(e.what()).insert(std::string("kiln::frontend::onnx: ").size(), source + ": "));
   }
 }
 
+KILN_DECL ir::ir_module import_bytes(std::span<const std::byte> bytes, const std::string& source, const import_options& options) {
+  return detail::import_owned(detail::parse_model(bytes, source), source, options);
+}
+
 KILN_DECL ir::ir_module import_file(const std::filesystem::path& path, const import_options& options) {
-  const auto bytes = kiln::detail::read_file(path, "kiln::frontend::onnx::import_file");
-  if (!options.external_data_dir.empty()) return import_bytes(bytes, kiln::detail::quote(path.string()), options);
+  const std::string source = kiln::detail::quote(path.string());
+  ::onnx::ModelProto model;
+  {  // the file's bytes are freed once parsed: a model is not held three times while it is imported
+    const auto bytes = kiln::detail::read_file(path, "kiln::frontend::onnx::import_file");
+    model = detail::parse_model(bytes, source);
+  }
+  if (!options.external_data_dir.empty()) return detail::import_owned(std::move(model), source, options);
   import_options with_dir = options;
   with_dir.external_data_dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
-  return import_bytes(bytes, kiln::detail::quote(path.string()), with_dir);
+  return detail::import_owned(std::move(model), source, with_dir);
 }
 
 }  // namespace kiln::frontend::onnx
