@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // kiln's side of the decoder comparison with ONNX Runtime and PyTorch (benchmarks/models/decoder_compare):
 // one call of a decoder with past (scripts/gpt2.py's GPT-2 in ONNX) at the shapes of a prefill or
-// of a decode step, on the VM with the kernels on 1 and 2 threads, beside the machine's memory
-// read bandwidth measured in the same run.
+// of a decode step, on the VM with the kernels on 1 and 2 threads.
 //
 //     kiln_decoder_bench MODEL.onnx CASE... [Google Benchmark flags]
 //
@@ -28,10 +27,8 @@
 #include <cstdint>
 #include <iostream>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -84,29 +81,6 @@ void call(benchmark::State& state, std::shared_ptr<shared_model> m, std::int64_t
   kiln::kernels::set_num_threads(1);
 }
 
-/// The ceiling of a decode step: reading memory, here a buffer larger than any cache summed by
-/// `threads` threads (each its own part).
-void read_bandwidth(benchmark::State& state, std::size_t threads) {
-  const std::size_t n = std::size_t(256) << 20;  // 1 GiB of floats
-  std::vector<float> buffer(n, 1.0f);
-  std::vector<double> sums(threads);
-  const auto part = [&](std::size_t k) {
-    const float* p = buffer.data() + n / threads * k;
-    float a[16] = {};
-    for (std::size_t i = 0; i + 16 <= n / threads; i += 16)
-      for (int j = 0; j < 16; ++j) a[j] += p[i + std::size_t(j)];
-    sums[k] = std::accumulate(a, a + 16, 0.0);
-  };
-  for (auto _ : state) {
-    std::vector<std::thread> pool;
-    for (std::size_t k = 1; k < threads; ++k) pool.emplace_back(part, k);
-    part(0);
-    for (auto& th : pool) th.join();
-    benchmark::DoNotOptimize(sums.data());
-  }
-  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(n * sizeof(float)));
-}
-
 template <class F>
 void add(const std::string& name, F&& f) {
   benchmark::RegisterBenchmark(name.c_str(), std::forward<F>(f))
@@ -134,9 +108,6 @@ int main(int argc, char** argv) {
       vm::virtual_machine probe(m->ex, {}, kiln::kernels::global_registry());
       m->layout = vm::decoder(probe).layout();
     }
-    // First, before kiln's thread pool has workers that could take a core from the measurement.
-    for (std::size_t threads : {1, 2})
-      add("bandwidth/read/threads:" + std::to_string(threads), [=](benchmark::State& s) { read_bandwidth(s, threads); });
     for (int i = 2; i < argc; ++i) {
       const std::string c = argv[i];
       const auto colon = c.find(':');
