@@ -73,6 +73,18 @@ inline model_kind kind_of(const fs::path& path, const std::vector<std::byte>& by
   return model_kind::ir_text;
 }
 
+/// `text` as a non-negative integer (a dimension, a bound, a token id), or nothing when it is not
+/// one whole number.
+inline std::optional<std::int64_t> non_negative(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 /// `name=1,3,224,224` as a name and dimensions.
 inline std::pair<std::string, std::vector<std::int64_t>> parse_shape_option(const std::string& text) {
   const auto eq = text.find('=');
@@ -82,14 +94,9 @@ inline std::pair<std::string, std::vector<std::int64_t>> parse_shape_option(cons
   while (at <= text.size()) {
     const auto comma = std::min(text.find(',', at), text.size());
     const std::string d = text.substr(at, comma - at);
-    try {
-      std::size_t used = 0;
-      const long long v = std::stoll(d, &used);
-      if (used != d.size() || v < 0) throw std::invalid_argument(d);
-      dims.push_back(v);
-    } catch (const std::exception&) {
-      throw tool_error("--shape '" + text + "': '" + d + "' is not a dimension");
-    }
+    const auto v = non_negative(d);
+    if (!v) throw tool_error("--shape '" + text + "': '" + d + "' is not a dimension");
+    dims.push_back(*v);
     at = comma + 1;
   }
   return {text.substr(0, eq), dims};
@@ -100,15 +107,9 @@ inline std::pair<std::string, std::int64_t> parse_bound_option(const std::string
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) throw tool_error("--upper-bound '" + text + "': expected NAME=N");
   const std::string n = text.substr(eq + 1);
-  std::size_t used = 0;
-  long long v = -1;
-  try {
-    v = std::stoll(n, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (n.empty() || used != n.size() || v < 0) throw tool_error("--upper-bound '" + text + "': '" + n + "' is not a dimension");
-  return {text.substr(0, eq), v};
+  const auto v = non_negative(n);
+  if (!v) throw tool_error("--upper-bound '" + text + "': '" + n + "' is not a dimension");
+  return {text.substr(0, eq), *v};
 }
 
 /// The IR of an ONNX file or an IR text file. `upper_bounds` bound an ONNX model's symbolic

@@ -30,16 +30,9 @@ std::vector<std::int64_t> parse_prompt(const std::string& text) {
   while (pos <= text.size()) {
     const std::size_t comma = std::min(text.find(',', pos), text.size());
     const std::string item = text.substr(pos, comma - pos);
-    std::size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || v < 0)
-      throw tool_error("--prompt '" + text + "': expected token ids (non-negative integers) separated by commas, got '" + item + "'");
-    ids.push_back(v);
+    const auto v = non_negative(item);
+    if (!v) throw tool_error("--prompt '" + text + "': expected token ids (non-negative integers) separated by commas, got '" + item + "'");
+    ids.push_back(*v);
     pos = comma + 1;
   }
   return ids;

@@ -134,8 +134,8 @@ public:
       if (prompts[r].empty()) fail("prompt " + std::to_string(r) + " is empty");
       longest = std::max(longest, prompts[r].size());
     }
-    if (longest != prompts.front().size() || std::any_of(prompts.begin(), prompts.end(), [&](auto& p) { return p.size() != longest; }))
-      if (!layout_.attention_mask) fail("prompts of different lengths need an attention_mask parameter to pad them");
+    if (!layout_.attention_mask && std::any_of(prompts.begin(), prompts.end(), [&](auto& p) { return p.size() != longest; }))
+      fail("prompts of different lengths need an attention_mask parameter to pad them");
 
     std::vector<std::vector<std::int64_t>> out(prompts.size());
     if (options.max_new_tokens == 0) return out;
@@ -175,7 +175,7 @@ public:
       const runtime::tensor logits = results[0].as_tensor();
       if (logits.ndim() != 3 || logits.shape()[0] != batch || logits.shape()[1] != t || logits.type() != dtype::float32)
         fail("the logits must be float32 [batch, sequence, vocab], are " + std::string(name(logits.type())) + " of shape " +
-             shape_text(logits.shape()));
+             runtime::shape_to_string(logits.shape()));
       for (std::size_t k = 0; k < layout_.caches.size(); ++k) args[layout_.caches[k].param] = results[k + 1];
       if (options.on_logits) options.on_logits(logits);
 
@@ -250,12 +250,6 @@ public:
 
 private:
   [[noreturn]] void fail(const std::string& msg) const { throw usage_error("kiln::vm::decoder: " + msg); }
-
-  static std::string shape_text(const runtime::shape_vector& s) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + "]";
-  }
 
   decoder_layout::cache cache_of(const std::string& n, std::size_t i, const type_signature& t) const {
     if (t.kind != signature_kind::tensor || !t.dims || t.ndim < 2)

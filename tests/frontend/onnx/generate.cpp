@@ -11,11 +11,11 @@
 #include <kiln/vm/library.hpp>
 
 #include "../../common/message_of.hpp"
+#include "models_dir.hpp"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -26,11 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path gpt2_stem() {
-  const char* d = std::getenv("KILN_ONNX_MODELS");
-  REQUIRE_MESSAGE(d != nullptr, "set KILN_ONNX_MODELS to the directory the export fixture wrote");
-  return fs::path(d) / "gpt2_test";
-}
+fs::path gpt2_stem() { return kiln_test::onnx_models_dir() / "gpt2_test"; }
 
 std::vector<std::int64_t> ints(const fs::path& file) { return runtime::load_npy(file).to_vector<std::int64_t>(); }
 

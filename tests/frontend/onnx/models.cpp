@@ -10,10 +10,11 @@
 #include <kiln/runtime/npy.hpp>
 #include <kiln/vm/vm.hpp>
 
+#include "models_dir.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -25,11 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path models_dir() {
-  const char* d = std::getenv("KILN_ONNX_MODELS");
-  REQUIRE_MESSAGE(d != nullptr, "set KILN_ONNX_MODELS to the directory scripts/export_models.py wrote");
-  return d;
-}
+fs::path models_dir() { return kiln_test::onnx_models_dir(); }
 
 /// Imports model `name`, compiles it at opt levels 0 and 2, and runs it on each of `cases`
 /// (the stems of an input and its output: "input" and "output", "input2" and "output2").
