@@ -7,7 +7,8 @@
 //
 // A CASE is prefill:N (a prompt of N tokens, an empty cache) or decode:C (one token after a cache
 // of C positions). Inputs are what a generation loop passes at that point: token ids, a mask of
-// ones, positions counting on from the cache, random cache contents. The model is imported and
+// ones, positions counting on from the cache, random cache contents (in a capacity buffer, as the
+// previous step of a generation loop leaves them: runtime/kv_cache.hpp). The model is imported and
 // compiled once: every case runs on the one executable.
 //
 // Protocol (the same in ort_decoder.js and torch_decoder.py): repetitions of at least 50 ms each,
@@ -17,6 +18,7 @@
 #include <kiln/frontend/onnx/import.hpp>
 #include <kiln/kernels/isa.hpp>
 #include <kiln/kernels/kernels.hpp>
+#include <kiln/runtime/kv_cache.hpp>
 #include <kiln/vm/generate.hpp>
 #include <kiln/vm/vm.hpp>
 
@@ -66,7 +68,12 @@ std::vector<vm::value> arguments(const vm::decoder_layout& layout, std::int64_t 
     tensor x = tensor::empty(shape, kiln::dtype::float32);
     float* p = x.data<float>();
     for (std::int64_t i = 0; i < x.numel(); ++i) p[i] = u(gen);
-    args[c.param] = vm::value(x);
+    // As a generation loop holds it: the previous step's present, a view of a capacity buffer
+    // (twice the length, as kernels.kv_cache_append grows one), so that a compiled kv_cache_in_place
+    // appends the step's position in place. Each call's result is dropped before the next, so every
+    // call appends at the same position.
+    shape[c.axis] = 0;
+    args[c.param] = vm::value(kiln::runtime::kv_cache_append(tensor::empty(shape, kiln::dtype::float32), x, std::int64_t(c.axis)));
   }
   return args;
 }

@@ -16,6 +16,8 @@
 ///     kernels.matmul(a, b, transpose_a, transpose_b, out)
 ///     kernels.copy(x, out)  kernels.broadcast_to(x, out)  kernels.reshape(x, out)  (element copies)
 ///     kernels.reshape_view(x, shape) -> tensor   (a view when the layout allows; returns it)
+///     kernels.kv_cache_append(past, x, axis, capacity) -> tensor   (concat((past, x), axis), written
+///         in place into past's capacity buffer when it can: runtime/kv_cache.hpp; returns it)
 ///     kernels.permute_dims(x, axes, out)   (axes a shape value; empty: reversed)
 ///     kernels.concat(tensors, axis, out)   kernels.split(x, axis, outs)   (tuples of tensors)
 ///     kernels.strided_slice(x, axes, begin, end, strides, out)   (shape values; strides may be empty)

@@ -210,21 +210,36 @@ inline object_ptr<allocator> make_allocator(allocator_kind kind, device d = cpu(
 KILN_DECL allocator& default_allocator();
 
 /// A block of device memory, returned to its allocator when the last handle goes.
+///
+/// A storage may instead *borrow* its bytes from another object, the keeper, which it keeps alive
+/// and which owns them: several storages then share one block, and the keeper learns when the
+/// last handle of each goes (its destructor runs). `kv_cache.hpp` hands out its capacity buffer so,
+/// one storage per appended view.
 class storage final : public object {
 public:
   storage(allocator& a, std::size_t nbytes) : alloc_(&a), data_(a.allocate(nbytes)), nbytes_(nbytes) {}
-  ~storage() override { alloc_->free(data_, nbytes_); }
+  /// `nbytes` bytes at `data`, which belong to `keeper` (on `a`'s device) and outlive it.
+  storage(object_ptr<const object> keeper, allocator& a, std::byte* data, std::size_t nbytes)
+      : alloc_(&a), data_(data), nbytes_(nbytes), keeper_(std::move(keeper)) {}
+  storage(const storage&) = delete;
+  storage& operator=(const storage&) = delete;
+  ~storage() override {
+    if (!keeper_) alloc_->free(data_, nbytes_);
+  }
   std::string_view type_name() const noexcept override { return "runtime.Storage"; }
 
   std::byte* data() const noexcept { return static_cast<std::byte*>(data_); }
   std::size_t nbytes() const noexcept { return nbytes_; }
   device dev() const noexcept { return alloc_->dev(); }
   const allocator& owner() const noexcept { return *alloc_; }
+  /// The object the bytes are borrowed from, or null when this storage owns them.
+  const object* keeper() const noexcept { return keeper_.get(); }
 
 private:
   object_ptr<allocator> alloc_;
   void* data_;
   std::size_t nbytes_;
+  object_ptr<const object> keeper_;
 };
 
 inline object_ptr<storage> make_storage(std::size_t nbytes, allocator& a = default_allocator()) {

@@ -6,6 +6,7 @@
 #include <kiln/runtime/allocator.hpp>
 #include <kiln/runtime/compare.hpp>
 #include <kiln/runtime/device.hpp>
+#include <kiln/runtime/kv_cache.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/runtime/object.hpp>
 #include <kiln/runtime/tensor.hpp>

@@ -28,6 +28,7 @@
 #include <kiln/transform/fuse_elementwise.hpp>
 #include <kiln/transform/fuse_epilogue.hpp>
 #include <kiln/transform/kill_after_last_use.hpp>
+#include <kiln/transform/kv_cache_in_place.hpp>
 #include <kiln/transform/legalize_ops.hpp>
 #include <kiln/transform/prepack_weights.hpp>
 #include <kiln/transform/static_plan_block_memory.hpp>
@@ -56,8 +57,9 @@ using lower_to_vm = named_sequential<"kiln.lower_to_vm", 0, to_non_dataflow, cal
                                      kill_after_last_use, vm_builtin_lower, vm_shape_lower>;
 
 /// The whole pipeline `kiln::compile` runs by default. `prepack_weights` (opt level 1) packs
-/// constant matmul weights for the GEMM once the operators are kernel calls.
-using default_pipeline = named_sequential<"kiln.default", 0, simplify, fuse, legalize_ops, prepack_weights, lower_to_vm>;
+/// constant matmul weights for the GEMM once the operators are kernel calls; `kv_cache_in_place`
+/// (opt level 1) turns a returned concat(parameter, new) — a decoder's cache — into an append.
+using default_pipeline = named_sequential<"kiln.default", 0, simplify, fuse, legalize_ops, prepack_weights, kv_cache_in_place, lower_to_vm>;
 
 /// TVM's name for each compiler pass (`tvm.relax.transform.FoldConstant`, ...), and kiln's.
 /// `register_passes` registers them as aliases, so `get_pass("FoldConstant")` and the pipeline

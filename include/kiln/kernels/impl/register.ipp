@@ -17,6 +17,7 @@
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/kernels/resize.hpp>
 #include <kiln/kernels/transform.hpp>
+#include <kiln/runtime/kv_cache.hpp>
 
 // The kernels' definitions: each header includes its own when kiln is header-only; with
 // KILN_SEPARATE_COMPILATION they are compiled here, once, with the registration that calls them.
@@ -116,6 +117,9 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
   r.add("kernels.broadcast_to", [](tensor x, tensor out) { broadcast_to(x, out); });
   r.add("kernels.reshape", [](tensor x, tensor out) { reshape(x, out); });
   r.add("kernels.reshape_view", [](tensor x, const shape_vector& shape) { return reshape(x, shape); });
+  r.add("kernels.kv_cache_append", [](tensor past, tensor x, std::int64_t axis, std::int64_t capacity) {
+    return runtime::kv_cache_append(past, x, axis, capacity);
+  });
   r.add("kernels.permute_dims", [](tensor x, const shape_vector& axes, tensor out) { permute_dims(x, axes, out); });
   // A tuple argument as tensors, or an error naming the field that is not one.
   auto tensors_of = [](std::string_view op, const char* what, const vm::value& v) {

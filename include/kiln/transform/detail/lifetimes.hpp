@@ -5,7 +5,8 @@
 ///
 /// Positions number the top-level bindings in order; the function's result is at position N. A
 /// value's lifetime ends at the last position that uses it *or anything that may hold it*: a view
-/// (`kernels.reshape_view`), a tuple, the result of a call it was passed to, an `if` whose branches
+/// (`kernels.reshape_view`), a tuple, the result of a call it was passed to (but for the new positions
+/// `kernels.kv_cache_append` copies), an `if` whose branches
 /// use it, a tensor placed in a storage (`memory.alloc_tensor`). A value escapes when something
 /// holding it may reach the result or a closure.
 #pragma once
@@ -38,11 +39,18 @@ struct value_lifetimes {
       vars_in(b.value, used);
       const bool holds = may_hold(b);
       const bool captures = is_op_call(b.value, "make_closure");
+      std::vector<const ir::var_node*> held;  // what the value may hold: all it mentions but for a cache append's new positions
+      if (holds) {
+        if (auto* c = ir::dyn_cast<ir::call_node>(b.value); c && is_extern_call(*c, "kernels.kv_cache_append") && !c->args.empty())
+          vars_in(c->args[0], held);
+        else
+          held = used;
+      }
       for (auto* v : used) {
         last_use[v] = p;
-        if (holds) held_by[v].push_back(b.variable.get());
         if (captures) escapes.insert(v);
       }
+      for (auto* v : held) held_by[v].push_back(b.variable.get());
     }
     std::vector<const ir::var_node*> returned;
     vars_in(body.body, returned);
@@ -60,6 +68,11 @@ struct value_lifetimes {
       }
       end[v] = e;
     }
+  }
+
+  static bool is_extern_call(const ir::call_node& c, std::string_view symbol) {
+    auto* x = ir::dyn_cast<ir::extern_func_node>(c.callee);
+    return x && x->symbol == symbol;
   }
 
   /// The variables `e` mentions, anywhere inside it (branches included).

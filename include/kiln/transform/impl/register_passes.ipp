@@ -19,6 +19,7 @@ KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry) {
       .add<fuse>()
       .add<legalize_ops>()
       .add<prepack_weights>()
+      .add<kv_cache_in_place>()
       .add<to_non_dataflow>()
       .add<call_tir_rewrite>()
       .add<static_plan_block_memory>()
