@@ -5,6 +5,8 @@
 //
 //     kiln_decoder_bench MODEL.onnx CASE... [Google Benchmark flags]
 //
+//     kiln_decoder_bench read:MiB      (the machine's memory read bandwidth, 1 and 2 threads)
+//
 // A CASE is prefill:N (a prompt of N tokens, an empty cache) or decode:C (one token after a cache
 // of C positions). Inputs are what a generation loop passes at that point: token ids, a mask of
 // ones, positions counting on from the cache, random cache contents (in a capacity buffer, as the
@@ -27,10 +29,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -88,6 +92,37 @@ void call(benchmark::State& state, std::shared_ptr<shared_model> m, std::int64_t
   kiln::kernels::set_num_threads(1);
 }
 
+/// Sums `n` floats (a multiple of 64) with eight independent vector accumulators: a read of
+/// memory that no arithmetic limits.
+float read_all(const float* p, std::size_t n) {
+  using v8 = float __attribute__((vector_size(32)));
+  v8 acc[8] = {};
+  for (std::size_t i = 0; i < n; i += 64)
+    for (int k = 0; k < 8; ++k) {
+      v8 x;
+      std::memcpy(&x, p + i + 8 * std::size_t(k), sizeof x);
+      acc[k] += x;
+    }
+  float s = 0;
+  for (auto& a : acc)
+    for (int k = 0; k < 8; ++k) s += a[k];
+  return s;
+}
+
+/// One read of `buffer` split among `threads` threads, each reading a contiguous part.
+void read_buffer(benchmark::State& state, const std::vector<float>& buffer, std::size_t threads) {
+  const std::size_t chunk = buffer.size() / threads / 64 * 64;
+  std::vector<float> sums(threads);
+  for (auto _ : state) {
+    std::vector<std::thread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back([&, t] { sums[t] = read_all(buffer.data() + t * chunk, chunk); });
+    sums[0] = read_all(buffer.data(), chunk);
+    for (auto& th : pool) th.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["bytes"] = double(chunk * threads * sizeof(float));
+}
+
 template <class F>
 void add(const std::string& name, F&& f) {
   benchmark::RegisterBenchmark(name.c_str(), std::forward<F>(f))
@@ -104,8 +139,21 @@ void add(const std::string& name, F&& f) {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::AddCustomContext("kiln kernels", kiln::kernels::isa_report());
+  if (argc >= 2 && std::string(argv[1]).starts_with("read:")) {
+    // The machine's read bandwidth, in a process of its own (its buffer would count in the
+    // decoder's peak memory): a buffer of that many MiB, read whole by 1 and 2 threads.
+    const std::size_t mib = std::stoull(std::string(argv[1]).substr(5));
+    auto buffer = std::make_shared<std::vector<float>>(mib << 18, 1.0f);
+    for (std::size_t threads : {1, 2})
+      add("read/" + std::to_string(mib) + "MiB/threads:" + std::to_string(threads),
+          [=](benchmark::State& s) { read_buffer(s, *buffer, threads); });
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+  }
   if (argc < 3) {
-    std::cerr << "usage: kiln_decoder_bench MODEL.onnx prefill:N|decode:C ... [Google Benchmark flags]\n";
+    std::cerr << "usage: kiln_decoder_bench MODEL.onnx prefill:N|decode:C ... [Google Benchmark flags]\n"
+                 "       kiln_decoder_bench read:MiB [Google Benchmark flags]   (the memory read bandwidth)\n";
     return 2;
   }
   try {

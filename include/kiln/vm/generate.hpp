@@ -23,9 +23,13 @@
 /// with the attention mask, and positions count the real tokens only (Hugging Face's
 /// convention), so each row decodes as it would alone. Tokens are chosen greedily or sampled
 /// (temperature, top-k, top-p) from a seeded generator whose draws do not depend on the standard
-/// library, and are handed to `on_token` as they come.
+/// library, and are handed to `on_token` as they come. When the executable appends its caches in
+/// place (`kernels.kv_cache_append`, from the pass `kv_cache_in_place`), the first caches are
+/// empty buffers with room for the whole generation (`runtime::kv_cache_reserve`), so that no
+/// step copies the cache or allocates memory for it.
 #pragma once
 
+#include <kiln/runtime/kv_cache.hpp>
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/support/error.hpp>
 #include <kiln/vm/virtual_machine.hpp>
@@ -159,7 +163,12 @@ public:
       next_pos[r] = std::int64_t(prompts[r].size());
     }
     std::vector<value> args(layout_.num_params);
-    for (const auto& c : layout_.caches) args[c.param] = empty_cache(c, batch);
+    // The context the last step sees; an executable that appends its caches in place
+    // (kv_cache_in_place) gets buffers with room for all of it, so no step allocates cache memory.
+    const std::int64_t context = len + options.max_new_tokens - 1;
+    const bool in_place = std::any_of(vm_->exec().functions.begin(), vm_->exec().functions.end(),
+                                      [](const function_info& f) { return f.name == "kernels.kv_cache_append"; });
+    for (const auto& c : layout_.caches) args[c.param] = empty_cache(c, batch, in_place ? context : -1);
     std::int64_t total = len;
     const function_handle call = vm_->get_function(function_);
     for (std::int64_t step = 0;; ++step) {
@@ -268,9 +277,12 @@ private:
     return c;
   }
 
-  static value empty_cache(const decoder_layout::cache& c, std::int64_t batch) {
+  /// A cache of no positions: with room for `capacity` of them (runtime::kv_cache_reserve) when
+  /// that is not negative.
+  static value empty_cache(const decoder_layout::cache& c, std::int64_t batch, std::int64_t capacity) {
     runtime::shape_vector shape;
     for (std::size_t d = 0; d < c.dims.size(); ++d) shape.push_back(d == 0 ? batch : d == c.axis ? 0 : c.dims[d]);
+    if (capacity >= 0) return value(runtime::kv_cache_reserve(std::move(shape), std::int64_t(c.axis), capacity, c.dt));
     return value(runtime::tensor::empty(std::move(shape), c.dt));
   }
 

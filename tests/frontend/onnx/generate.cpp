@@ -149,3 +149,46 @@ TEST_CASE("GPT-2 with past from PyTorch: upper bounds on the lengths plan memory
         }).find("import_options::upper_bounds names 'context', which is not a symbolic dimension of the model's inputs (they are: batch_size, "
                 "past_sequence_length, sequence_length)") != std::string::npos);
 }
+
+TEST_CASE("GPT-2 with past from PyTorch: the caches are appended in place, and with bounds no step after the first allocates") {
+  const kx::import_options bounded{.upper_bounds = {{"batch_size", 1}, {"past_sequence_length", 63}, {"sequence_length", 16}}};
+  const vm::executable ex = kiln::compile(kx::import_file(gpt2_stem().string() + ".onnx", bounded));
+  CHECK(ex.as_text().find("kernels.kv_cache_append") != std::string::npos);
+  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  const vm::decoder_layout layout = vm::decoder(machine).layout();
+  const std::vector<std::int64_t> prompt = ints(gpt2_stem().string() + ".prompt_13.npy");
+  const std::vector<std::int64_t> want = ints(gpt2_stem().string() + ".tokens_13.npy");
+  // The decoder's loop by hand, greedy, to see the caches and the VM's allocator between steps.
+  std::vector<vm::value> args(layout.num_params);
+  for (const auto& c : layout.caches) args[c.param] = vm::value(runtime::tensor::empty({1, c.dims[1], 0, c.dims[3]}, c.dt));
+  std::vector<std::int64_t> ids = prompt;
+  std::int64_t total = 0;
+  std::vector<const void*> buffers;
+  std::size_t system_after_first = 0;
+  const vm::function_handle f = machine.get_function("main");
+  for (std::size_t step = 0; step < 32; ++step) {
+    const auto t = std::int64_t(ids.size());
+    std::vector<std::int64_t> pos(ids.size());
+    for (std::int64_t i = 0; i < t; ++i) pos[std::size_t(i)] = total + i;
+    total += t;
+    args[layout.input_ids] = vm::value(runtime::tensor::from_values<std::int64_t>({1, t}, std::span<const std::int64_t>(ids)));
+    args[*layout.attention_mask] = vm::value(runtime::tensor::from_values<std::int64_t>({1, total}, std::vector<std::int64_t>(std::size_t(total), 1)));
+    args[*layout.position_ids] = vm::value(runtime::tensor::from_values<std::int64_t>({1, t}, std::span<const std::int64_t>(pos)));
+    const vm::value result = f.call(args);
+    const auto results = result.as_tuple();
+    for (std::size_t k = 0; k < layout.caches.size(); ++k) {
+      const runtime::tensor present = results[k + 1].as_tensor();
+      CHECK(present.shape()[2] == total);
+      if (step == 0) buffers.push_back(present.data());
+      else CHECK(present.data() == buffers[k]);  // the same buffer every step: appended in place
+      args[layout.caches[k].param] = results[k + 1];
+    }
+    const runtime::tensor logits = results[0].as_tensor().contiguous();
+    const float* last = logits.data<float>() + (t - 1) * logits.shape()[2];
+    const auto token = std::int64_t(std::max_element(last, last + logits.shape()[2]) - last);
+    CHECK(token == want[step]);
+    ids = {token};
+    if (step == 1) system_after_first = machine.allocator_stats().system_allocations;
+  }
+  CHECK(machine.allocator_stats().system_allocations == system_after_first);
+}
