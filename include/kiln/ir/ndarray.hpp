@@ -8,9 +8,11 @@
 
 #include <boost/container_hash/hash.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <memory>
 #include <span>
 #include <string>
@@ -23,17 +25,34 @@ class ndarray {
 public:
   ndarray() = default;
 
-  /// Wraps raw little-endian bytes; their size must match the shape and dtype.
-  ndarray(dtype dt, std::vector<std::int64_t> shape, std::vector<std::byte> bytes)
-      : dt_(dt), shape_(std::move(shape)) {
-    if (!is_known(dt_)) throw error("kiln::ir::ndarray: a constant needs a known dtype, not void");
-    for (auto d : shape_)
-      if (d < 0) throw error("kiln::ir::ndarray: negative dimension " + std::to_string(d));
-    if (bytes.size() != numel() * size_of(dt_))
-      throw error("kiln::ir::ndarray: " + std::to_string(bytes.size()) + " bytes given, but shape and dtype " +
-                  std::string(name(dt_)) + " need " + std::to_string(numel() * size_of(dt_)));
-    hash_ = hash_bytes(bytes);
-    data_ = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  /// Alignment of the bytes an ndarray allocates, a run-time tensor's: the executable's constants
+  /// and the kernels use them where they are (`transform::to_tensor`).
+  static constexpr std::size_t alignment = 64;
+
+  /// A copy of raw little-endian bytes; their size must match the shape and dtype.
+  ndarray(dtype dt, std::vector<std::int64_t> shape, const std::vector<std::byte>& bytes) : dt_(dt), shape_(std::move(shape)) {
+    init(bytes);
+  }
+  static ndarray copy(dtype dt, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
+    ndarray a;
+    a.dt_ = dt;
+    a.shape_ = std::move(shape);
+    a.init(bytes);
+    return a;
+  }
+
+  /// Bytes owned elsewhere, without a copy: `data` keeps their owner alive (a shared_ptr aliasing
+  /// it), and nothing may write them from now on.
+  static ndarray share(dtype dt, std::vector<std::int64_t> shape, std::shared_ptr<const std::byte> data, std::size_t nbytes) {
+    ndarray a;
+    a.dt_ = dt;
+    a.shape_ = std::move(shape);
+    a.check(nbytes);
+    if (!data && nbytes) throw error("kiln::ir::ndarray::share: null data for " + std::to_string(nbytes) + " bytes");
+    a.data_ = std::move(data);
+    a.nbytes_ = nbytes;
+    a.hash_ = hash_bytes(a.bytes());
+    return a;
   }
 
   /// A tensor of `shape` holding `values` converted to `dt`.
@@ -65,12 +84,15 @@ public:
     return n;
   }
   std::span<const std::byte> bytes() const noexcept {
-    return data_ ? std::span<const std::byte>(*data_) : std::span<const std::byte>();
+    return data_ ? std::span<const std::byte>(data_.get(), nbytes_) : std::span<const std::byte>();
   }
+
+  /// The bytes' owner, for holding them without a copy (`transform::to_tensor`).
+  const std::shared_ptr<const std::byte>& shared_bytes() const noexcept { return data_; }
 
   /// Element `i` (row-major) converted to double.
   double element(std::size_t i) const noexcept {
-    const std::byte* p = data_->data() + i * size_of(dt_);
+    const std::byte* p = data_.get() + i * size_of(dt_);
     switch (dt_) {
       case dtype::bool_: return std::to_integer<int>(*p) != 0 ? 1.0 : 0.0;
       case dtype::int8: return load<std::int8_t>(p);
@@ -86,7 +108,7 @@ public:
   }
   /// Element `i` of an integer tensor, exactly.
   std::int64_t element_int(std::size_t i) const noexcept {
-    const std::byte* p = data_->data() + i * size_of(dt_);
+    const std::byte* p = data_.get() + i * size_of(dt_);
     if (dt_ == dtype::int64) return load<std::int64_t>(p);
     return static_cast<std::int64_t>(element(i));
   }
@@ -119,8 +141,25 @@ public:
   }
 
 private:
+  void init(std::span<const std::byte> bytes) {
+    check(bytes.size());
+    auto* block = static_cast<std::byte*>(::operator new(std::max<std::size_t>(bytes.size(), 1), std::align_val_t{alignment}));
+    if (!bytes.empty()) std::memcpy(block, bytes.data(), bytes.size());
+    data_ = std::shared_ptr<const std::byte>(block, [](const std::byte* b) { ::operator delete(const_cast<std::byte*>(b), std::align_val_t{alignment}); });
+    nbytes_ = bytes.size();
+    hash_ = hash_bytes(this->bytes());
+  }
+  void check(std::size_t nbytes) const {
+    if (!is_known(dt_)) throw error("kiln::ir::ndarray: a constant needs a known dtype, not void");
+    for (auto d : shape_)
+      if (d < 0) throw error("kiln::ir::ndarray: negative dimension " + std::to_string(d));
+    if (nbytes != numel() * size_of(dt_))
+      throw error("kiln::ir::ndarray: " + std::to_string(nbytes) + " bytes given, but shape and dtype " + std::string(name(dt_)) +
+                  " need " + std::to_string(numel() * size_of(dt_)));
+  }
+
   /// Eight bytes at a time, then the tail.
-  static std::size_t hash_bytes(const std::vector<std::byte>& bytes) noexcept {
+  static std::size_t hash_bytes(std::span<const std::byte> bytes) noexcept {
     std::size_t h = bytes.size(), i = 0;
     for (; i + 8 <= bytes.size(); i += 8) {
       std::uint64_t w;
@@ -155,7 +194,8 @@ private:
 
   dtype dt_ = dtype::void_;
   std::vector<std::int64_t> shape_;
-  std::shared_ptr<const std::vector<std::byte>> data_;
+  std::shared_ptr<const std::byte> data_;
+  std::size_t nbytes_ = 0;
   std::size_t hash_ = 0;  ///< content_hash()
 };
 

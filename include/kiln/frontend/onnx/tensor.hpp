@@ -79,19 +79,20 @@ inline ir::ndarray to_ndarray(const ::onnx::TensorProto& t, const std::string& w
       fail("its dimensions overflow");
   }
   const std::size_t item = size_of(dt);
-  std::vector<std::byte> bytes(numel * item);
   auto count_error = [&](const char* field, std::size_t have) {
     fail(std::string(field) + " holds " + std::to_string(have) + " values for " + std::to_string(numel) + " elements");
   };
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != bytes.size())
+    if (t.raw_data().size() != numel * item)
       fail("raw_data holds " + std::to_string(t.raw_data().size()) + " bytes for " + std::to_string(numel) + " elements of " +
            std::to_string(item) + " bytes");
-    if (!bytes.empty()) std::memcpy(bytes.data(), t.raw_data().data(), bytes.size());
-    if (dt == dtype::bool_)
-      for (auto& b : bytes) b = std::byte(b != std::byte{0});
-    return ir::ndarray(dt, std::move(shape), std::move(bytes));
+    const std::span<const std::byte> raw(reinterpret_cast<const std::byte*>(t.raw_data().data()), numel * item);
+    if (dt != dtype::bool_) return ir::ndarray::copy(dt, std::move(shape), raw);  // one copy, into the constant's own block
+    std::vector<std::byte> bits(raw.begin(), raw.end());
+    for (auto& b : bits) b = std::byte(b != std::byte{0});
+    return ir::ndarray(dt, std::move(shape), bits);
   }
+  std::vector<std::byte> bytes(numel * item);
   auto copy_each = [&](const auto& field, const char* name, auto convert) {
     if (static_cast<std::size_t>(field.size()) != numel) count_error(name, static_cast<std::size_t>(field.size()));
     for (std::size_t i = 0; i < numel; ++i) convert(bytes.data() + i * item, field.Get(static_cast<int>(i)));
