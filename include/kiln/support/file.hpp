@@ -44,35 +44,63 @@ inline constexpr std::uint64_t default_read_limit = std::uint64_t(16) << 30;
 /// `errno`'s text.
 inline std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
 
-/// The bytes of the regular file at `path`; `who` (the API reading it; empty for none) begins the
-/// message of a failure. The file
-/// is read in one call into a buffer of its size. Anything but a regular file (a pipe, a device) is
-/// refused, and so is a file of more than `limit` bytes, in a message that names the limit.
+/// A regular file open for reading, closed on destruction: what `read_file` reads from, and what
+/// a reader that streams (the ONNX importer) opens. Anything but a regular file (a pipe, a device)
+/// is refused, and so is a file of more than `limit` bytes, in a message that names the limit;
+/// `who` (the API reading it; empty for none) begins the message of a failure.
+class readable_file {
+public:
+  readable_file(const std::filesystem::path& path, std::string_view who, std::uint64_t limit = default_read_limit)
+      : name_("'" + path.string() + "'"), prefix_(who.empty() ? std::string() : std::string(who) + ": "), limit_(limit) {
+    do fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO without a writer: no wait
+    while (fd_ < 0 && errno == EINTR);
+    if (fd_ < 0) throw error(prefix_ + "cannot open " + name_ + ": " + errno_text(errno));
+    try {
+      struct ::stat st {};
+      if (::fstat(fd_, &st) != 0) fail_read(errno);
+      if (S_ISDIR(st.st_mode)) fail(name_ + " is a directory, not a file");
+      if (!S_ISREG(st.st_mode)) fail(name_ + " is not a regular file (a device, a FIFO or a socket); kiln reads files only");
+      size_ = std::uint64_t(st.st_size);
+      if (size_ > limit) fail_too_large(size_);
+    } catch (...) {
+      ::close(fd_);  // no destructor runs for a constructor that throws
+      throw;
+    }
+  }
+  readable_file(const readable_file&) = delete;
+  readable_file& operator=(const readable_file&) = delete;
+  ~readable_file() { ::close(fd_); }
+
+  int fd() const noexcept { return fd_; }
+  /// The size when the file was opened.
+  std::uint64_t size() const noexcept { return size_; }
+  std::uint64_t limit() const noexcept { return limit_; }
+  /// `'path'`, and the message prefix naming the reader.
+  const std::string& name() const noexcept { return name_; }
+  const std::string& prefix() const noexcept { return prefix_; }
+
+  [[noreturn]] void fail(const std::string& what) const { throw error(prefix_ + what); }
+  [[noreturn]] void fail_read(int e) const { fail("cannot read " + name_ + ": " + errno_text(e)); }
+  [[noreturn]] void fail_too_large(std::uint64_t size) const {
+    fail(name_ + " has " + std::to_string(size) + " bytes, more than the " + std::to_string(limit_) + " kiln reads from one file");
+  }
+
+private:
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::string name_, prefix_;
+  std::uint64_t limit_;
+};
+
+/// The bytes of the regular file at `path` (see `readable_file` for what is refused), read in one
+/// call into a buffer of its size.
 inline std::vector<std::byte> read_file(const std::filesystem::path& path, std::string_view who,
                                         std::uint64_t limit = default_read_limit) {
-  const std::string name = "'" + path.string() + "'";
-  const std::string prefix = who.empty() ? std::string() : std::string(who) + ": ";
-  int fd;
-  do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO without a writer: no wait
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw error(prefix + "cannot open " + name + ": " + errno_text(errno));
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } close_at_end{fd};
-  struct ::stat st {};
-  if (::fstat(fd, &st) != 0) throw error(prefix + "cannot read " + name + ": " + errno_text(errno));
-  if (S_ISDIR(st.st_mode)) throw error(prefix + name + " is a directory, not a file");
-  if (!S_ISREG(st.st_mode))
-    throw error(prefix + name + " is not a regular file (a device, a FIFO or a socket); kiln reads files only");
-  const auto too_large = [&](std::uint64_t size) {
-    return error(prefix + name + " has " + std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
-                 " kiln reads from one file");
-  };
-  if (std::uint64_t(st.st_size) > limit) throw too_large(std::uint64_t(st.st_size));
+  const readable_file file(path, who, limit);
+  const int fd = file.fd();
   // Its size and one byte more, so that the end is seen in the same read; a file that grows
   // meanwhile is read on in chunks, up to the limit.
-  std::size_t chunk = st.st_size > 0 ? std::size_t(st.st_size) + 1 : std::size_t(1) << 16;
+  std::size_t chunk = file.size() > 0 ? std::size_t(file.size()) + 1 : std::size_t(1) << 16;
   std::vector<std::byte> out;
   for (;;) {
     const std::size_t at = out.size();
@@ -82,12 +110,12 @@ inline std::vector<std::byte> read_file(const std::filesystem::path& path, std::
     while (got < chunk) {
       const ::ssize_t n = ::read(fd, out.data() + at + got, chunk - got);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw error(prefix + "cannot read " + name + ": " + errno_text(errno));
+      if (n < 0) file.fail_read(errno);
       if (n == 0) break;
       got += std::size_t(n);
     }
     out.resize(at + got);
-    if (out.size() > limit) throw too_large(out.size());
+    if (out.size() > limit) file.fail_too_large(out.size());
     if (got < chunk) break;
     chunk = std::max(out.size(), std::size_t(1) << 16);
   }

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/support/file.hpp>
 #include <kiln/support/strings.hpp>
+
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <charconv>
 #include <fstream>
@@ -198,9 +201,16 @@ KILN_DECL ir::ir_module import_bytes(std::span<const std::byte> bytes, const std
 KILN_DECL ir::ir_module import_file(const std::filesystem::path& path, const import_options& options) {
   const std::string source = kiln::detail::quote(path.string());
   ::onnx::ModelProto model;
-  {  // the file's bytes are freed once parsed: a model is not held three times while it is imported
-    const auto bytes = kiln::detail::read_file(path, "kiln::frontend::onnx::import_file");
-    model = detail::parse_model(bytes, source);
+  {  // parsed as it is read, in blocks: the file's bytes are never held beside the model
+    const kiln::detail::readable_file file(path, "kiln::frontend::onnx::import_file");
+    if (file.size() > std::uint64_t(std::numeric_limits<int>::max()))
+      throw import_error("kiln::frontend::onnx: " + source + " is larger than protobuf can parse (2 GiB)");
+    google::protobuf::io::FileInputStream in(file.fd());
+    const bool parsed = model.ParseFromZeroCopyStream(&in);
+    if (in.GetErrno() != 0) file.fail_read(in.GetErrno());
+    if (!parsed)
+      throw import_error("kiln::frontend::onnx: " + source + " is not an ONNX model (the protobuf does not parse: truncated or not ONNX)");
+    if (!model.has_graph()) throw import_error("kiln::frontend::onnx: " + source + " has no graph");
   }
   if (!options.external_data_dir.empty()) return detail::import_owned(std::move(model), source, options);
   import_options with_dir = options;
