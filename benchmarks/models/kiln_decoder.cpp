@@ -5,6 +5,8 @@
 //
 //     kiln_decoder_bench MODEL.onnx CASE... [Google Benchmark flags]
 //
+//     kiln_decoder_bench MODEL.onnx --copy-cache CASE...   (also each case with the cache copied,
+//                                   as compiled without kv_cache_in_place: "kiln-copying/CASE")
 //     kiln_decoder_bench read:MiB      (the machine's memory read bandwidth, 1 and 2 threads)
 //
 // A CASE is prefill:N (a prompt of N tokens, an empty cache) or decode:C (one token after a cache
@@ -157,11 +159,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // --copy-cache: also the executable compiled without kv_cache_in_place (each step copies the
+    // cache, as the model is written), as "kiln-copying/CASE", taking turns with "kiln/CASE".
+    const bool copying = argc > 2 && std::string(argv[2]) == "--copy-cache";
+    if (copying) std::rotate(argv + 2, argv + 3, argv + argc--);
     auto m = std::make_shared<shared_model>();
     m->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1])));
+    auto copy = std::make_shared<shared_model>();
+    if (copying) {
+      kiln::pass_context ctx;
+      ctx.disable("kv_cache_in_place");
+      kiln::pass_context_scope scope(ctx);
+      copy->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1])));
+    }
     {
       vm::virtual_machine probe(m->ex, {}, kiln::kernels::global_registry());
       m->layout = vm::decoder(probe).layout();
+      copy->layout = m->layout;
     }
     for (int i = 2; i < argc; ++i) {
       const std::string c = argv[i];
@@ -170,10 +184,15 @@ int main(int argc, char** argv) {
       const std::int64_t n = colon == std::string::npos ? -1 : std::stoll(c.substr(colon + 1));
       if ((kind != "prefill" && kind != "decode") || n < (kind == "prefill" ? 1 : 0))
         throw std::runtime_error("a case is prefill:N (N >= 1) or decode:C (C >= 0), not '" + c + "'");
-      for (std::size_t threads : {1, 2})
+      for (std::size_t threads : {1, 2}) {
         add("kiln/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
           call(s, m, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, threads);
         });
+        if (copying)
+          add("kiln-copying/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
+            call(s, copy, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, threads);
+          });
+      }
     }
   } catch (const std::exception& e) {
     std::cerr << "kiln_decoder_bench: " << e.what() << "\n";
