@@ -20,12 +20,15 @@
 /// 1, after `legalize_ops` (it rewrites kernel calls).
 #pragma once
 
+#include <kiln/ir/pass_traits.hpp>
+#include <kiln/ir/visitor.hpp>
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
 #include <kiln/transform/detail/rewrite.hpp>
 #include <kiln/transform/kernel_lowering.hpp>
 #include <kiln/transform/properties.hpp>
 
+#include <optional>
 #include <set>
 
 namespace kiln::transform {
