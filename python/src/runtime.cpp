@@ -90,9 +90,26 @@ private:
   py_handle array_;
 };
 
-/// `o` as a kiln tensor: the same memory when it is a C-contiguous array of a dtype kiln has (and
-/// writeable or not: kiln never writes to its inputs), a converted copy otherwise.
+/// The name of the capsule that keeps a kiln tensor alive under the numpy array viewing it.
+constexpr const char* tensor_capsule = "kiln.runtime.Tensor";
+
+/// `o` as a kiln tensor: the tensor itself when `o` is the array kiln returned for it (a result
+/// passed back in keeps its layout and storage: a key/value cache appends in place), the same
+/// memory when it is a C-contiguous array of a dtype kiln has (and writeable or not: kiln never
+/// writes to its inputs), a converted copy otherwise.
 tensor tensor_from_python(const py::handle& o, const origin& where) {
+  if (py::isinstance<py::array>(o)) {
+    const auto given = py::reinterpret_borrow<py::array>(o);
+    const py::object base = given.base();
+    if (base && PyCapsule_CheckExact(base.ptr()) && PyCapsule_IsValid(base.ptr(), tensor_capsule)) {
+      const tensor& t = *static_cast<const tensor*>(PyCapsule_GetPointer(base.ptr(), tensor_capsule));
+      bool same = given.data() == t.data() && std::size_t(given.ndim()) == t.ndim() && dtype_of(given.dtype()) == t.type();
+      const auto item = py::ssize_t(size_of(t.type()));
+      for (std::size_t d = 0; same && d < t.ndim(); ++d)
+        same = given.shape(py::ssize_t(d)) == t.shape()[d] && given.strides(py::ssize_t(d)) == t.strides()[d] * item;
+      if (same) return t;
+    }
+  }
   py::array a = py::array::ensure(o);
   if (!a) throw py::type_error(where.text() + ": a " + std::string(py::str(o.get_type().attr("__name__"))) + " is not an array");
   std::optional<dtype> t = dtype_of(a.dtype());
@@ -115,7 +132,7 @@ py::array tensor_to_numpy(const tensor& t) {
   const auto item = py::ssize_t(size_of(t.type()));
   for (std::int64_t s : t.strides()) strides.push_back(py::ssize_t(s) * item);
   auto* keep = new tensor(t);
-  py::capsule owner(keep, [](void* p) { delete static_cast<tensor*>(p); });
+  py::capsule owner(keep, tensor_capsule, [](PyObject* c) { delete static_cast<tensor*>(PyCapsule_GetPointer(c, tensor_capsule)); });
   return py::array(numpy_dtype(t.type()), std::move(shape), std::move(strides), t.data(), owner);
 }
 

@@ -76,3 +76,33 @@ def test_upper_bounds_reach_the_planner_and_are_checked():
         dec.generate([prompt], max_new_tokens=20)
     with pytest.raises(kiln.KilnError, match="upper_bounds names 'context'"):
         kiln.onnx.from_onnx(os.path.join(MODELS, "gpt2_test.onnx"), upper_bound={"context": 8})
+
+
+def test_a_loop_over_the_vm_passes_the_caches_back_and_they_grow_in_place():
+    # The loop a user writes over vm["main"]: the present arrays passed back as the next past are
+    # kiln's own tensors again, so each step appends into the same buffer (kv_cache_in_place);
+    # the values are those of the executable that copies the cache.
+    mod = kiln.onnx.from_onnx(os.path.join(MODELS, "gpt2_test.onnx"))
+    vm = kiln.runtime.VirtualMachine(kiln.compile(mod))
+    with kiln.transform.PassContext(disabled_pass=["kv_cache_in_place"]):
+        copying = kiln.runtime.VirtualMachine(kiln.compile(mod))
+    want = reference("tokens", 5)
+    ids = reference("prompt", 5).astype(np.int64)
+    past = past_copied = [np.zeros((1, 4, 0, 32), np.float32)] * 4
+    total = 0
+    for step in range(8):
+        t = ids.shape[1]
+        args = (ids, np.ones((1, total + t), np.int64), np.arange(total, total + t, dtype=np.int64)[None])
+        logits, *present = vm["main"](*args, *past)
+        logits_copied, *present_copied = copying["main"](*args, *past_copied)
+        np.testing.assert_allclose(logits, logits_copied, rtol=1e-6, atol=1e-6)
+        for p, q in zip(present, present_copied):
+            np.testing.assert_allclose(p, q, rtol=1e-6, atol=1e-6)
+            assert p.shape == (1, 4, total + t, 32) and not p.flags["C_CONTIGUOUS"]
+        if step > 0:
+            assert all(np.may_share_memory(p, q) for p, q in zip(present, past))
+        total += t
+        token = int(np.argmax(logits[0, -1]))
+        assert token == want[step]
+        ids = np.array([[token]], np.int64)
+        past, past_copied = present, present_copied
