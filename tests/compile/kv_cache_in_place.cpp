@@ -63,19 +63,20 @@ TEST_CASE("kv_cache_in_place: a returned concat of a parameter and a new tensor 
   CHECK(contains(bounded, R"(R.call_packed("kernels.kv_cache_append", past, ks, R.prim_value(2), R.prim_value(128), )"));
 }
 
-TEST_CASE("kv_cache_in_place leaves alone a concat not returned, one whose first operand is not a parameter, and three operands") {
+TEST_CASE("kv_cache_in_place leaves alone a concat not returned, one whose first operand is not a parameter or has a fixed length, and three operands") {
   const std::string out = lowered(R"(@I.ir_module
 class Module:
     @R.function
-    def main(a: R.Tensor((2, 3), "float32"), b: R.Tensor((2, 3), "float32")) -> R.Tuple(R.Tensor((2, 6), "float32"), R.Tensor((2, 9), "float32"), R.Tensor((2, 6), "float32")):
+    def main(a: R.Tensor((2, n), "float32"), b: R.Tensor((2, n), "float32"), c: R.Tensor((2, 3), "float32")) -> R.Tuple(R.Tensor((2, n * 2), "float32"), R.Tensor((2, n * 3), "float32"), R.Tensor((2, n * 2), "float32"), R.Tensor((2, n + 3), "float32")):
         with R.dataflow():
-            lv: R.Tensor((2, 6), "float32") = R.concat((a, b), axis=1)
-            lv1: R.Tensor((2, 6), "float32") = R.nn.relu(lv)
-            lv2: R.Tensor((2, 9), "float32") = R.concat((a, b, a), axis=1)
-            lv3: R.Tensor((2, 3), "float32") = R.add(a, b)
-            lv4: R.Tensor((2, 6), "float32") = R.concat((lv3, a), axis=1)
-            R.output(lv1, lv2, lv4)
-        return (lv1, lv2, lv4)
+            lv: R.Tensor((2, n * 2), "float32") = R.concat((a, b), axis=1)
+            lv1: R.Tensor((2, n * 2), "float32") = R.nn.relu(lv)
+            lv2: R.Tensor((2, n * 3), "float32") = R.concat((a, b, a), axis=1)
+            lv3: R.Tensor((2, n), "float32") = R.add(a, b)
+            lv4: R.Tensor((2, n * 2), "float32") = R.concat((lv3, a), axis=1)
+            lv5: R.Tensor((2, n + 3), "float32") = R.concat((c, a), axis=1)
+            R.output(lv1, lv2, lv4, lv5)
+        return (lv1, lv2, lv4, lv5)
 )");
   CHECK_FALSE(contains(out, "kv_cache_append"));
 }

@@ -7,8 +7,9 @@
 ///     present = R.call_dps_packed(R.ExternFunc("kernels.concat"), ((past, k), R.prim_value(2)), out_sinfo=...)
 ///  -> present = R.call_packed("kernels.kv_cache_append", past, k, R.prim_value(2), R.prim_value(capacity), sinfo_args=...)
 ///
-/// for a `concat` of two tensors whose first is a parameter of the function and whose result the
-/// function returns. `kernels.kv_cache_append` (`runtime/kv_cache.hpp`) returns the same values as
+/// for a `concat` of two tensors whose first is a parameter of the function, with a symbolic
+/// length along the axis (a cache that grows from call to call), and whose result the function
+/// returns. `kernels.kv_cache_append` (`runtime/kv_cache.hpp`) returns the same values as
 /// the concat, as a view of a capacity buffer: when the caller passes that view back as the next
 /// step's past, the step writes only the new positions, so its memory traffic no longer grows with
 /// the context. `capacity` is the largest length the axis can reach under the function's
@@ -92,10 +93,14 @@ private:
     auto* past = ir::dyn_cast<ir::var_node>(inputs->fields[0]);
     if (!past || !params.count(past)) return {};
     auto* t = ir::dyn_cast<ir::tensor_type_node>(c.type_args[0]);
+    auto* pt = ir::dyn_cast<ir::tensor_type_node>(past->checked_type);
     const std::optional<std::int64_t> a = ir::as_int(axis->int_value);
-    if (!t || !t->shape || !a) return {};
+    if (!t || !t->shape || !pt || !pt->shape || !a) return {};
     const auto rank = std::int64_t(t->shape->size());
-    if (*a < -rank || *a >= rank) return {};
+    if (*a < -rank || *a >= rank || std::int64_t(pt->shape->size()) != rank) return {};
+    // Only a cache that can grow: a parameter whose length along the axis is fixed can never be
+    // passed the longer result back, so appending in place would only add a buffer.
+    if (ir::as_int((*pt->shape)[std::size_t(*a < 0 ? *a + rank : *a)])) return {};
     // The room a buffer needs: the upper bound of the result's length along the axis.
     std::int64_t capacity = 0;
     const ir::prim_expr& length = (*t->shape)[std::size_t(*a < 0 ? *a + rank : *a)];
