@@ -45,22 +45,15 @@ class kv_cache_view_lease;
 /// The memory of a growing cache: room for `capacity()` positions along `axis()`, row-major.
 class kv_cache_buffer final : public object {
 public:
-  kv_cache_buffer(dtype t, shape_vector shape, std::size_t axis, allocator& a)
-      : dtype_(t), shape_(std::move(shape)), axis_(axis), strides_(contiguous_strides(shape_, "kiln::runtime::kv_cache_buffer")) {
-    const std::int64_t n = checked_numel(shape_, "kiln::runtime::kv_cache_buffer");
-    std::size_t bytes;
-    if (__builtin_mul_overflow(std::size_t(n), size_of(t), &bytes))
-      throw usage_error("kiln::runtime::kv_cache_buffer: " + shape_to_string(shape_) + " elements do not fit in memory");
-    bytes_ = make_storage(bytes, a);
-  }
+  kv_cache_buffer(dtype t, shape_vector shape, std::size_t axis, allocator& a) : whole_(tensor::empty(std::move(shape), t, a)), axis_(axis) {}
   std::string_view type_name() const noexcept override { return "runtime.KVCacheBuffer"; }
 
-  dtype type() const noexcept { return dtype_; }
+  dtype type() const noexcept { return whole_.type(); }
   /// The shape with the capacity along the growing axis.
-  const shape_vector& shape() const noexcept { return shape_; }
+  const shape_vector& shape() const noexcept { return whole_.shape(); }
   std::size_t axis() const noexcept { return axis_; }
-  std::int64_t capacity() const noexcept { return shape_[axis_]; }
-  const shape_vector& strides() const noexcept { return strides_; }
+  std::int64_t capacity() const noexcept { return whole_.shape(axis_); }
+  const shape_vector& strides() const noexcept { return whole_.strides(); }
   /// The end, along the axis, of what the views of this buffer may read.
   std::int64_t frontier() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -79,11 +72,8 @@ private:
     if (head_ == lease) head_ = nullptr;
   }
 
-  dtype dtype_;
-  shape_vector shape_;
+  tensor whole_;  ///< every position of the capacity, contiguous: what the views borrow
   std::size_t axis_;
-  shape_vector strides_;
-  object_ptr<storage> bytes_;
   mutable std::mutex mutex_;
   std::int64_t frontier_ = 0;
   const kv_cache_view_lease* head_ = nullptr;  ///< the newest view, while a handle of it lives
@@ -107,11 +97,12 @@ inline tensor kv_cache_buffer::make_head(std::int64_t base, std::int64_t length)
   head_ = lease.get();
   head_base_ = base;
   frontier_ = length;
-  auto& owner = const_cast<allocator&>(bytes_->owner());
-  auto st = make_object<storage>(object_ptr<const object>(std::move(lease)), owner, bytes_->data(), bytes_->nbytes());
-  shape_vector s = shape_;
+  const storage& bytes = *whole_.data_storage();
+  auto st = make_object<storage>(object_ptr<const object>(std::move(lease)), const_cast<allocator&>(bytes.owner()), bytes.data(),
+                                 bytes.nbytes());
+  shape_vector s = whole_.shape();
   s[axis_] = length;
-  return tensor::from_storage(std::move(st), 0, dtype_, std::move(s), strides_);
+  return tensor::from_storage(std::move(st), 0, whole_.type(), std::move(s), whole_.strides());
 }
 
 namespace detail {

@@ -74,10 +74,6 @@ public:
   int fd() const noexcept { return fd_; }
   /// The size when the file was opened.
   std::uint64_t size() const noexcept { return size_; }
-  std::uint64_t limit() const noexcept { return limit_; }
-  /// `'path'`, and the message prefix naming the reader.
-  const std::string& name() const noexcept { return name_; }
-  const std::string& prefix() const noexcept { return prefix_; }
 
   [[noreturn]] void fail(const std::string& what) const { throw error(prefix_ + what); }
   [[noreturn]] void fail_read(int e) const { fail("cannot read " + name_ + ": " + errno_text(e)); }
