@@ -3,6 +3,7 @@
 /// The CPU kernels (everything but the VM registration, which is `kernels/register.hpp`).
 #pragma once
 
+#include <kiln/kernels/attention.hpp>
 #include <kiln/kernels/common.hpp>
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/fused.hpp>

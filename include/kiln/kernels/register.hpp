@@ -14,6 +14,9 @@
 ///     kernels.softmax(x, axis, out)        kernels.log_softmax(x, axis, out)
 ///     kernels.layer_norm(x, gamma, beta, axes, epsilon, center, scale, out)
 ///     kernels.matmul(a, b, transpose_a, transpose_b, out)
+///     kernels.attention(q, k, v, transpose_k, pre, post, mask_mode, fill, mask, operands..., out)
+///         (softmax(post(where(mask, pre(q @ k^T), fill))) @ v: attention.hpp; pre and post fused
+///         descriptions, "" for none; mask_mode 0 none (mask null), 1 keep where true, 2 where false)
 ///     kernels.copy(x, out)  kernels.broadcast_to(x, out)  kernels.reshape(x, out)  (element copies)
 ///     kernels.reshape_view(x, shape) -> tensor   (a view when the layout allows; returns it)
 ///     kernels.kv_cache_append(past, x, axis, capacity) -> tensor   (concat((past, x), axis), written

@@ -10,6 +10,7 @@
 
 #include <kiln/kernels/register.hpp>
 
+#include <kiln/kernels/attention.hpp>
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/isa.hpp>
 #include <kiln/kernels/linalg.hpp>
@@ -21,6 +22,7 @@
 
 // The kernels' definitions: each header includes its own when kiln is header-only; with
 // KILN_SEPARATE_COMPILATION they are compiled here, once, with the registration that calls them.
+#include <kiln/kernels/impl/attention.ipp>
 #include <kiln/kernels/impl/elementwise.ipp>
 #include <kiln/kernels/impl/fused.ipp>
 #include <kiln/kernels/impl/isa.ipp>
@@ -32,6 +34,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace kiln::kernels {
@@ -200,6 +203,18 @@ KILN_DECL void register_kernels(vm::function_registry& r) {
     std::vector<tensor> ts = operands_and_out("matmul_fused", rest, 5);
     const fused_expr e = cache->get(text);
     matmul_fused(a, b, e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back(), ta, tb);
+  });
+  r.add("kernels.attention", [cache, operands_and_out](tensor q, tensor k, tensor v, bool tk, const std::string& pre, const std::string& post,
+                                                       std::int64_t mask_mode, double fill, const vm::value& mask, call_args rest) {
+    constexpr std::string_view op = "attention";
+    if (mask_mode < 0 || mask_mode > 2) fail(op, kiln::detail::concat("the mask mode must be 0 (none), 1 (keep where true) or 2 (keep where false), got ", mask_mode));
+    if ((mask_mode == 0) != mask.is_null()) fail(op, mask_mode == 0 ? "a mask is given but the mask mode is 0 (none)" : "the mask mode needs a mask tensor");
+    if (!mask.is_null() && !mask.is_tensor()) fail(op, kiln::detail::concat("the mask must be a tensor or null, got ", vm::name(mask.kind())));
+    std::vector<tensor> ts = operands_and_out(op, rest, 9);
+    const std::optional<fused_expr> pe = pre.empty() ? std::nullopt : std::optional(cache->get(pre));
+    const std::optional<fused_expr> po = post.empty() ? std::nullopt : std::optional(cache->get(post));
+    const attention_scores s{pe ? &*pe : nullptr, mask.is_null() ? tensor() : mask.as_tensor(), mask_mode != 2, fill, po ? &*po : nullptr};
+    attention(q, k, v, tk, s, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
   });
   r.add("kernels.matmul_fused_prepacked",
         [cache, operands_and_out](tensor a, tensor packed, bool ta, const shape_vector& layout, const std::string& text, call_args rest) {
