@@ -7,6 +7,8 @@
 //
 //     kiln_decoder_bench MODEL.onnx --copy-cache CASE...   (also each case with the cache copied,
 //                                   as compiled without kv_cache_in_place: "kiln-copying/CASE")
+//     kiln_decoder_bench MODEL.onnx --without PASS CASE...   (also each case compiled without the
+//                                   pass PASS, e.g. fuse_attention: "kiln-without-PASS/CASE")
 //     kiln_decoder_bench read:MiB      (the machine's memory read bandwidth, 1 and 2 threads)
 //
 // A CASE is prefill:N (a prompt of N tokens, an empty cache) or decode:C (one token after a cache
@@ -159,16 +161,24 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    // --copy-cache: also the executable compiled without kv_cache_in_place (each step copies the
-    // cache, as the model is written), as "kiln-copying/CASE", taking turns with "kiln/CASE".
-    const bool copying = argc > 2 && std::string(argv[2]) == "--copy-cache";
-    if (copying) std::rotate(argv + 2, argv + 3, argv + argc--);
+    // --copy-cache, --without PASS: also the executable compiled without kv_cache_in_place (each
+    // step copies the cache, as the model is written) or without PASS, as "kiln-copying/CASE" or
+    // "kiln-without-PASS/CASE", taking turns with "kiln/CASE".
+    std::string without, label;
+    if (argc > 2 && std::string(argv[2]) == "--copy-cache") {
+      without = "kv_cache_in_place", label = "kiln-copying";
+      std::rotate(argv + 2, argv + 3, argv + argc--);
+    } else if (argc > 3 && std::string(argv[2]) == "--without") {
+      without = argv[3], label = "kiln-without-" + without;
+      std::rotate(argv + 2, argv + 4, argv + argc), argc -= 2;
+    }
+    const bool copying = !without.empty();
     auto m = std::make_shared<shared_model>();
     m->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1])));
     auto copy = std::make_shared<shared_model>();
     if (copying) {
       kiln::pass_context ctx;
-      ctx.disable("kv_cache_in_place");
+      ctx.disable(without);
       kiln::pass_context_scope scope(ctx);
       copy->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1])));
     }
@@ -189,7 +199,7 @@ int main(int argc, char** argv) {
           call(s, m, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, threads);
         });
         if (copying)
-          add("kiln-copying/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
+          add(label + "/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
             call(s, copy, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, threads);
           });
       }

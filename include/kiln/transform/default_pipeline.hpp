@@ -25,6 +25,7 @@
 #include <kiln/transform/dead_code_elimination.hpp>
 #include <kiln/transform/eliminate_common_subexpr.hpp>
 #include <kiln/transform/fold_constant.hpp>
+#include <kiln/transform/fuse_attention.hpp>
 #include <kiln/transform/fuse_elementwise.hpp>
 #include <kiln/transform/fuse_epilogue.hpp>
 #include <kiln/transform/kill_after_last_use.hpp>
@@ -46,10 +47,11 @@ namespace kiln::transform {
 using simplify = named_sequential<"kiln.simplify", 0, canonicalize_bindings, fold_constant, eliminate_common_subexpr, canonicalize_bindings,
                                   dead_code_elimination>;
 
-/// Operator fusion (opt level 1 and up): matmul and conv2d take the elementwise operators after
-/// them into their kernel (with transposed operands read in place), then the remaining
-/// elementwise chains become fused kernels. Each pass can be disabled by name.
-using fuse = named_sequential<"kiln.fuse", 1, fuse_epilogue, fuse_elementwise>;
+/// Operator fusion (opt level 1 and up): attention (matmul, scale, mask, softmax, matmul) becomes
+/// one kernel, matmul and conv2d take the elementwise operators after them into their kernel
+/// (with transposed operands read in place), then the remaining elementwise chains become fused
+/// kernels. Each pass can be disabled by name.
+using fuse = named_sequential<"kiln.fuse", 1, fuse_attention, fuse_epilogue, fuse_elementwise>;
 
 /// Lowering from kernel calls to what the VM runs: explicit outputs, memory planning, built-ins,
 /// shapes.

@@ -14,6 +14,7 @@ KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry) {
       .add<eliminate_common_subexpr>()
       .add<dead_code_elimination>()
       .add<simplify>()
+      .add<fuse_attention>()
       .add<fuse_epilogue>()
       .add<fuse_elementwise>()
       .add<fuse>()
