@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The kernels through the VM: bytecode allocates the outputs and calls the registered natives.
+#include <kiln/kernels/attention.hpp>
 #include <kiln/kernels/kernels.hpp>
 #include <kiln/kernels/register.hpp>
 #include <kiln/vm/vm.hpp>
@@ -99,6 +100,32 @@ TEST_CASE("kernels.matmul_fused and kernels.conv2d_fused take an epilogue descri
   kernels::conv2d_params p;
   p.padding = {1, 1, 1, 1};
   CHECK(y.to_vector<float>() == kernels::relu(kernels::add(kernels::conv2d(img, k3, tensor(), p), res)).to_vector<float>());
+}
+
+TEST_CASE("kernels.attention takes its score descriptions, mask mode, fill and mask, then the operands and the output") {
+  exec_builder b;
+  b.begin_function("main", {"q", "k", "v", "mode", "mask", "bias", "out"}, 7);
+  b.emit_call("kernels.attention", {b.r(0), b.r(1), b.r(2), b.c(b.add_constant(value(true))), b.c(b.add_constant(value("(multiply x0 0.5)"))),
+                                    b.c(b.add_constant(value("(add x0 x1)"))), b.r(3), b.c(b.add_constant(value(-1e30))), b.r(4), b.r(5), b.r(6)},
+              void_register);
+  b.emit_ret(6);
+  b.end_function();
+  virtual_machine vm(b.get(), {}, registry());
+  const tensor q = kiln_test::random_tensor<float>({2, 3, 8}, -1, 1, 1), k = kiln_test::random_tensor<float>({2, 5, 8}, -1, 1, 2),
+               v = kiln_test::random_tensor<float>({2, 5, 4}, -1, 1, 3), bias = kiln_test::random_tensor<float>({5}, -1, 0, 4);
+  tensor mask = tensor::empty({3, 5}, dtype::bool_);
+  for (std::int64_t i = 0; i < 15; ++i) static_cast<std::uint8_t*>(mask.data())[i] = i % 5 <= i / 5 + 2;
+  const tensor out = tensor::zeros({2, 3, 4}, dtype::float32);
+  vm.invoke("main", q, k, v, 1, mask, bias, out);
+  const kernels::fused_expr pre = kernels::fused_expr::parse("(multiply x0 0.5)"), post = kernels::fused_expr::parse("(add x0 x1)");
+  const tensor want = kernels::attention(q, k, v, true, {&pre, mask, true, -1e30, &post}, std::vector<tensor>{bias});
+  CHECK(out.to_vector<float>() == want.to_vector<float>());
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", q, k, v, 3, mask, bias, out); })
+            .find("kiln::kernels::attention: the mask mode must be 0 (none), 1 (keep where true) or 2 (keep where false), got 3") != std::string::npos);
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", q, k, v, 0, mask, bias, out); })
+            .find("kiln::kernels::attention: a mask is given but the mask mode is 0 (none)") != std::string::npos);
+  CHECK(message_of<vm_error>([&] { vm.invoke("main", q, k, v, 1, value(), bias, out); })
+            .find("kiln::kernels::attention: the mask mode needs a mask tensor") != std::string::npos);
 }
 
 TEST_CASE("reductions and softmax through the VM") {

@@ -35,6 +35,7 @@
 #include <kiln/transform/kernel_lowering.hpp>
 #include <kiln/transform/pattern_rewrite.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string>

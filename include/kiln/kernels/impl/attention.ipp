@@ -8,6 +8,7 @@
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
