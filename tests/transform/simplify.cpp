@@ -97,6 +97,27 @@ class Module:
   CHECK(contains(out, "t: R.Tensor((4,), \"float32\") = R.log(x)"));    // q is not visible here
 }
 
+TEST_CASE("eliminate_common_subexpr shares chains of equal values in one run, and keeps a block's output readable after it") {
+  const std::string out = after(t::eliminate_common_subexpr{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tuple(R.Tensor((4,), "float32"), R.Tensor((4,), "float32")):
+        with R.dataflow():
+            a: R.Tensor((4,), "float32") = R.exp(x)
+            b: R.Tensor((4,), "float32") = R.exp(x)
+            c: R.Tensor((4,), "float32") = R.log(a)
+            d: R.Tensor((4,), "float32") = R.log(b)
+            e: R.Tensor((4,), "float32") = R.add(c, d)
+            o: R.Tensor((4,), "float32") = R.log(a)
+            R.output(e, o)
+        return (e, o)
+)");
+  CHECK(contains(out, "d: R.Tensor((4,), \"float32\") = c"));             // log(b) is log(a) once b reads as a
+  CHECK(contains(out, "e: R.Tensor((4,), \"float32\") = R.add(c, c)"));
+  CHECK(contains(out, "o: R.Tensor((4,), \"float32\") = c"));             // the output keeps its own name
+  CHECK(contains(out, "return (e, o)"));                                      // c is a dataflow variable: not visible here
+}
+
 TEST_CASE("fold_constant computes constant calls with the kernels, through chains, and respects its size limit") {
   const std::string out = after(kiln::sequential<t::fold_constant, t::dead_code_elimination>{}, R"(@I.ir_module
 class Module:

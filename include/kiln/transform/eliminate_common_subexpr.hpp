@@ -7,6 +7,9 @@
 ///     a = R.exp(x)                  a = R.exp(x)
 ///     b = R.exp(x)          ->      b = a                (canonicalize_bindings then drops it)
 ///
+/// Later uses of the variable read the earlier one (where it is visible to all of them), so chains
+/// of equal values are shared in one run: `c = R.exp(a)` and `d = R.exp(b)` after `b = a`.
+///
 /// Only values without effects are shared (operator calls, tuples, element accesses). An earlier
 /// value is visible where its variable is: inside its dataflow block for a dataflow variable,
 /// after it otherwise, and in the branches of a later `if` (but a branch's values are not visible
@@ -52,6 +55,10 @@ struct eliminate_common_subexpr {
             if (ir::var earlier = lookup(nb.value, block_local)) {
               nb.value = earlier;
               ++shared;
+              // Later uses read the earlier variable where it is visible to all of them (it is
+              // not a dataflow variable, or this one is), so that values computed from the two
+              // are equal too: cumsum(b) after b = a is cumsum(a).
+              if (!earlier->is_dataflow() || bd.variable->is_dataflow()) var_remap_[bd.variable.get()] = earlier;
             } else {
               (nb.variable->is_dataflow() ? block_local : scopes.back())[nb.value] = nb.variable;
             }
