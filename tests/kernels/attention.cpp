@@ -6,7 +6,6 @@
 #include <kiln/kernels/attention.hpp>
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/linalg.hpp>
-#include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/kernels/transform.hpp>
 
@@ -95,18 +94,6 @@ TEST_CASE("attention equals matmul, scale, mask, bias, softmax, matmul: one quer
   check<float>({}, 6, 6, 8, 8, false, false, false, seed++);          // no batch, no mask, no bias
   check<double>({2, 2}, 1, 77, 32, 32, true, true, true, seed++);
   check<double>({2, 2}, 33, 77, 32, 32, true, true, true, seed++);
-}
-
-TEST_CASE("attention on two threads equals one thread bit for bit") {
-  const tensor q = random_tensor<float>({1, 4, 40, 32}, -1, 1, 5), k = random_tensor<float>({1, 4, 300, 32}, -1, 1, 6),
-               v = random_tensor<float>({1, 4, 300, 32}, -1, 1, 7);
-  const fused_expr scale = fused_expr::parse("(divide x0 5.65)");
-  const attention_scores s{&scale, causal_mask(40, 300), true, -1e30, nullptr};
-  const tensor one = attention(q, k, v, true, s);
-  set_num_threads(2);
-  const tensor two = attention(q, k, v, true, s);
-  set_num_threads(1);
-  CHECK(same_tensor(one, two));
 }
 
 TEST_CASE("attention reads strided keys and values in place, and broadcasts leading axes") {

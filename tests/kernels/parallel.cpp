@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // parallel_for and the kernels that use it: the same results on one thread and on several.
+#include <kiln/kernels/attention.hpp>
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/nn.hpp>
@@ -66,6 +67,24 @@ TEST_CASE("matmul gives bit-identical results on one thread and on two") {
   t.join();
   CHECK(r1.to_vector<float>() == one.to_vector<float>());
   CHECK(r2.to_vector<float>() == one.to_vector<float>());
+}
+
+TEST_CASE("attention on two threads (heads and row blocks shared out, a buffer per thread) equals one thread bit for bit") {
+  const tensor q = kiln_test::random_tensor<float>({1, 4, 40, 32}, -1, 1, 5), k = kiln_test::random_tensor<float>({1, 4, 300, 32}, -1, 1, 6),
+               v = kiln_test::random_tensor<float>({1, 4, 300, 32}, -1, 1, 7);
+  tensor causal = tensor::empty({40, 300}, dtype::bool_);
+  for (std::int64_t i = 0; i < 40 * 300; ++i) static_cast<std::uint8_t*>(causal.data())[i] = i % 300 <= 260 + i / 300;
+  const fused_expr scale = fused_expr::parse("(divide x0 5.65)");
+  const attention_scores s{&scale, causal, true, -1e30, nullptr};
+  const tensor one = attention(q, k, v, true, s);
+  const pool_threads scope(2);
+  const tensor two = attention(q, k, v, true, s);
+  CHECK(one.to_vector<float>() == two.to_vector<float>());
+  const tensor q1 = kiln_test::random_tensor<float>({1, 4, 1, 32}, -1, 1, 8);  // a decode step: one row per head
+  CHECK(attention(q1, k, v).to_vector<float>() == [&] {
+    const pool_threads single(1);
+    return attention(q1, k, v).to_vector<float>();
+  }());
 }
 
 TEST_CASE("the GEMM cut into rectangles per thread gives bit-identical products, epilogues and convolutions") {

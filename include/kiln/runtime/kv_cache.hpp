@@ -32,9 +32,11 @@
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/support/error.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -211,5 +213,82 @@ inline tensor kv_cache_reserve(shape_vector shape, std::int64_t axis, std::int64
   std::lock_guard<std::mutex> lock(buffer->mutex_);
   return buffer->make_head(0, 0);
 }
+
+/// A key or value cache as state a VM program keeps between calls (TVM's `AttentionKVCache`, which
+/// `vm.builtin.attention_kv_cache_create`, `_append` and `_view` work on): an object holding the
+/// positions appended so far along `axis` in a capacity buffer (`kv_cache_append`). A program
+/// takes the cache as an argument, appends the step's new positions (which changes the object:
+/// the caller's handle sees them) and reads the whole cache as a view, with no copy. TVM's caches
+/// grow along axis 0; kiln's take any axis, so that a cache of [heads, positions, head size]
+/// reads as the attention kernel wants it.
+class attention_kv_cache final : public object {
+public:
+  /// A cache of `init`'s first `fill_count` positions along `axis` (all of them when
+  /// `fill_count` is -1), with room for `reserve[axis]` positions; `reserve` has `init`'s rank and
+  /// its other dimensions.
+  attention_kv_cache(const tensor& init, const shape_vector& reserve, std::int64_t fill_count, std::int64_t axis) {
+    constexpr std::string_view what = "kiln::runtime::attention_kv_cache";
+    if (!init.defined()) throw usage_error(std::string(what) + ": the initial data is a null tensor");
+    const auto nd = std::int64_t(init.ndim());
+    if (axis < -nd || axis >= nd)
+      throw usage_error(std::string(what) + ": axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(nd));
+    axis_ = axis < 0 ? axis + nd : axis;
+    const auto ax = std::size_t(axis_);
+    if (reserve.size() != init.ndim())
+      throw usage_error(std::string(what) + ": the reserved shape " + shape_to_string(reserve) + " and the initial data " + describe(init) +
+                        " differ in rank");
+    for (std::size_t d = 0; d < init.ndim(); ++d)
+      if (d != ax && reserve[d] != init.shape()[d])
+        throw usage_error(std::string(what) + ": the reserved shape " + shape_to_string(reserve) + " and the initial data " + describe(init) +
+                          " differ in dimension " + std::to_string(d) + " (only axis " + std::to_string(ax) + " may)");
+    const std::int64_t have = init.shape()[ax];
+    if (fill_count < -1 || fill_count > have)
+      throw usage_error(std::string(what) + ": fill count " + std::to_string(fill_count) + " is outside [-1, " + std::to_string(have) +
+                        "] (-1: all of the initial data's " + std::to_string(have) + " positions)");
+    capacity_ = std::max(reserve[ax], have);
+    shape_vector empty = init.shape();
+    empty[ax] = 0;
+    view_ = kv_cache_reserve(std::move(empty), axis_, capacity_, init.type());
+    const std::int64_t n = fill_count < 0 ? have : fill_count;
+    if (n > 0) view_ = kv_cache_append(view_, init.slice(ax, 0, n), axis_, capacity_);
+  }
+
+  std::string_view type_name() const noexcept override { return "vm.AttentionKVCache"; }
+
+  /// Appends `x`'s positions (the cache's dtype and, but along the axis, its shape). Past the
+  /// room, the cache moves to a buffer twice its new length.
+  void append(const tensor& x) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!x.defined() || x.ndim() != view_.ndim()) {
+      throw usage_error("kiln::runtime::attention_kv_cache: appending " + (x.defined() ? describe(x) : std::string("a null tensor")) +
+                        " to a cache of " + describe(view_));
+    }
+    const std::int64_t total = view_.shape()[std::size_t(axis_)] + x.shape()[std::size_t(axis_)];
+    if (total > capacity_) capacity_ = 2 * total;
+    view_ = kv_cache_append(view_, x, axis_, capacity_);
+  }
+  /// The positions so far, a view of the buffer; `shape` must be the cache's shape (TVM's check
+  /// that the caller's idea of the length is the cache's).
+  tensor view(std::span<const std::int64_t> shape) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!std::equal(shape.begin(), shape.end(), view_.shape().begin(), view_.shape().end()))
+      throw usage_error("kiln::runtime::attention_kv_cache: a view of shape " + shape_to_string(shape) + " asked of a cache of " +
+                        describe(view_) + " (" + std::to_string(view_.shape()[std::size_t(axis_)]) + " positions along axis " +
+                        std::to_string(axis_) + ")");
+    return view_;
+  }
+  /// The positions so far.
+  tensor data() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return view_;
+  }
+  std::int64_t axis() const noexcept { return axis_; }
+
+private:
+  mutable std::mutex mutex_;
+  mutable tensor view_;
+  mutable std::int64_t capacity_ = 0;
+  std::int64_t axis_ = 0;
+};
 
 }  // namespace kiln::runtime

@@ -34,6 +34,14 @@
 ///     vm.builtin.check_tensor_info(x, ndim, dtype, err_ctx)   ndim -1 / dtype "" accept any
 ///     vm.builtin.check_shape_info(x, ndim, err_ctx)   vm.builtin.check_tuple_info(x, size, err_ctx)
 ///
+/// and TVM's key/value cache kept as a program's state (`runtime::attention_kv_cache`,
+/// runtime/kv_cache.hpp):
+///
+///     vm.builtin.attention_kv_cache_create(init, reserve_shape, fill_count[, axis]) -> cache
+///         init's first fill_count positions along axis (default 0; -1: all), room for reserve_shape
+///     vm.builtin.attention_kv_cache_append(cache, x) -> cache   x's positions written after the others
+///     vm.builtin.attention_kv_cache_view(cache, shape) -> tensor  the positions so far (shape: the cache's)
+///
 /// A mismatch throws `value_error` whose message starts with the built-in's name, then the
 /// error context the compiler passed (which function, which argument), then the expected and
 /// the actual value.
@@ -42,6 +50,7 @@
 #include <kiln/support/config.hpp>
 
 #include <kiln/runtime/allocator.hpp>
+#include <kiln/runtime/kv_cache.hpp>
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/vm/context.hpp>
 #include <kiln/vm/native.hpp>
@@ -330,6 +339,45 @@ inline value make_tuple(call_args a) {
   return value::tuple(std::move(items));
 }
 
+/// The cache a value holds, or a `value_error` naming the built-in.
+inline object_ptr<const runtime::attention_kv_cache> kv_cache_of(const value& v, std::string_view fn) {
+  const auto* c = v.holds_object() ? dynamic_cast<const runtime::attention_kv_cache*>(&v.as_object()) : nullptr;
+  if (!c) builtin_fail(fn, "", "expected a key/value cache (vm.AttentionKVCache, from attention_kv_cache_create), got " + std::string(name(v.kind())));
+  return object_ptr<const runtime::attention_kv_cache>(c);
+}
+
+inline value attention_kv_cache_create(call_args a) {
+  constexpr std::string_view fn = "attention_kv_cache_create";
+  if (a.size() != 3 && a.size() != 4)
+    builtin_fail(fn, "", "expects (init, reserve_shape, fill_count[, axis]), got " + std::to_string(a.size()) + " arguments");
+  if (!a[0].is_tensor()) builtin_fail(fn, "", "the initial data must be a tensor, got " + std::string(name(a[0].kind())));
+  const shape_vector& reserve = detail::shape_of(a[1], fn, "");
+  try {
+    return value::from_object(runtime::make_object<runtime::attention_kv_cache>(a[0].as_tensor(), reserve, a[2].as_int(), a.size() == 4 ? a[3].as_int() : 0));
+  } catch (const usage_error& e) {
+    builtin_fail(fn, "", e.what());
+  }
+}
+
+inline value attention_kv_cache_append(const value& cache, tensor x) {
+  try {
+    kv_cache_of(cache, "attention_kv_cache_append")->append(x);
+  } catch (const usage_error& e) {
+    builtin_fail("attention_kv_cache_append", "", e.what());
+  }
+  return cache;
+}
+
+inline tensor attention_kv_cache_view(const value& cache, const value& shape) {
+  constexpr std::string_view fn = "attention_kv_cache_view";
+  const shape_vector& s = detail::shape_of(shape, fn, "");
+  try {
+    return kv_cache_of(cache, fn)->view(s);
+  } catch (const usage_error& e) {
+    builtin_fail(fn, "", e.what());
+  }
+}
+
 }  // namespace builtin
 
 /// Every built-in, for `register_builtins` and code generators: X(name) is "vm.builtin.<name>",
@@ -338,7 +386,8 @@ inline value make_tuple(call_args a) {
   X(alloc_shape_heap) X(match_shape) X(make_shape) X(match_prim_value) X(eval_shape_expr) \
   X(shape_heap_load) X(check_upper_bound) X(copy) X(null_value) X(read_if_cond) X(alloc_storage) \
   X(alloc_tensor) X(tuple_getitem) X(tuple_size) X(shape_of) X(make_closure) X(invoke_closure) \
-  X(check_tensor_info) X(check_shape_info) X(check_tuple_info) X(make_tuple)
+  X(check_tensor_info) X(check_shape_info) X(check_tuple_info) X(make_tuple) X(attention_kv_cache_create) \
+  X(attention_kv_cache_append) X(attention_kv_cache_view)
 
 #define KILN_VM_BUILTIN_NAME(name) #name,
 /// The names of the built-ins, without the "vm.builtin." prefix.
