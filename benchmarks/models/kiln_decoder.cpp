@@ -12,7 +12,7 @@
 //     kiln_decoder_bench read:MiB      (the machine's memory read bandwidth, 1 and 2 threads)
 //
 // A CASE is prefill:N (a prompt of N tokens, an empty cache) or decode:C (one token after a cache
-// of C positions). Inputs are what a generation loop passes at that point: token ids, a mask of
+// of C positions), at batch 1, or with xB (decode:128x4) for B sequences at once. Inputs are what a generation loop passes at that point: token ids, a mask of
 // ones, positions counting on from the cache, random cache contents (in a capacity buffer, as the
 // previous step of a generation loop leaves them: runtime/kv_cache.hpp). The model is imported and
 // compiled once: every case runs on the one executable.
@@ -51,28 +51,29 @@ struct shared_model {
   vm::decoder_layout layout;
 };
 
-/// The arguments of one call: `past` cached positions, `t` new ones.
-std::vector<vm::value> arguments(const vm::decoder_layout& layout, std::int64_t past, std::int64_t t) {
+/// The arguments of one call: `batch` sequences of `past` cached positions and `t` new ones.
+std::vector<vm::value> arguments(const vm::decoder_layout& layout, std::int64_t past, std::int64_t t, std::int64_t batch) {
   std::mt19937 gen(1);
   std::vector<vm::value> args(layout.num_params);
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(t)), pos(static_cast<std::size_t>(t));
-  for (std::int64_t i = 0; i < t; ++i) {
-    ids[std::size_t(i)] = std::int64_t(gen() % 1000);
-    pos[std::size_t(i)] = past + i;
-  }
-  const auto ints = [](const std::vector<std::int64_t>& v, kiln::dtype dt) {
-    const kiln::runtime::shape_vector shape{1, std::int64_t(v.size())};
+  std::vector<std::int64_t> ids, pos;
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < t; ++i) {
+      ids.push_back(std::int64_t(gen() % 1000));
+      pos.push_back(past + i);
+    }
+  const auto ints = [batch](const std::vector<std::int64_t>& v, kiln::dtype dt) {
+    const kiln::runtime::shape_vector shape{batch, std::int64_t(v.size()) / batch};
     if (dt == kiln::dtype::int64) return vm::value(tensor::from_values<std::int64_t>(shape, std::span<const std::int64_t>(v)));
     const std::vector<std::int32_t> narrow(v.begin(), v.end());
     return vm::value(tensor::from_values<std::int32_t>(shape, std::span<const std::int32_t>(narrow)));
   };
   args[layout.input_ids] = ints(ids, layout.ids_dt);
-  if (layout.attention_mask) args[*layout.attention_mask] = ints(std::vector<std::int64_t>(std::size_t(past + t), 1), layout.mask_dt);
+  if (layout.attention_mask) args[*layout.attention_mask] = ints(std::vector<std::int64_t>(std::size_t(batch * (past + t)), 1), layout.mask_dt);
   if (layout.position_ids) args[*layout.position_ids] = ints(pos, layout.positions_dt);
   std::uniform_real_distribution<float> u(-1, 1);
   for (const auto& c : layout.caches) {
     kiln::runtime::shape_vector shape;
-    for (std::size_t d = 0; d < c.dims.size(); ++d) shape.push_back(d == 0 ? 1 : d == c.axis ? past : c.dims[d]);
+    for (std::size_t d = 0; d < c.dims.size(); ++d) shape.push_back(d == 0 ? batch : d == c.axis ? past : c.dims[d]);
     tensor x = tensor::empty(shape, kiln::dtype::float32);
     float* p = x.data<float>();
     for (std::int64_t i = 0; i < x.numel(); ++i) p[i] = u(gen);
@@ -86,10 +87,10 @@ std::vector<vm::value> arguments(const vm::decoder_layout& layout, std::int64_t 
   return args;
 }
 
-void call(benchmark::State& state, std::shared_ptr<shared_model> m, std::int64_t past, std::int64_t t, std::size_t threads) {
+void call(benchmark::State& state, std::shared_ptr<shared_model> m, std::int64_t past, std::int64_t t, std::int64_t batch, std::size_t threads) {
   kiln::kernels::set_num_threads(threads);
   vm::virtual_machine machine(m->ex, {}, kiln::kernels::global_registry());
-  const std::vector<vm::value> args = arguments(m->layout, past, t);
+  const std::vector<vm::value> args = arguments(m->layout, past, t, batch);
   const vm::function_handle f = machine.get_function("main");
   for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(f.call(args));  // warm-up: the arena, the caches
   for (auto _ : state) benchmark::DoNotOptimize(f.call(args));
@@ -189,18 +190,27 @@ int main(int argc, char** argv) {
     }
     for (int i = 2; i < argc; ++i) {
       const std::string c = argv[i];
-      const auto colon = c.find(':');
+      // kind:N, or kind:NxB for a batch of B sequences.
+      const auto colon = c.find(':'), x = c.find('x');
       const std::string kind = c.substr(0, colon);
-      const std::int64_t n = colon == std::string::npos ? -1 : std::stoll(c.substr(colon + 1));
-      if ((kind != "prefill" && kind != "decode") || n < (kind == "prefill" ? 1 : 0))
-        throw std::runtime_error("a case is prefill:N (N >= 1) or decode:C (C >= 0), not '" + c + "'");
+      std::int64_t n = -1, batch = 1;
+      try {
+        std::size_t used = 0;
+        if (colon != std::string::npos) n = std::stoll(c.substr(colon + 1), &used);
+        if (colon + 1 + used != (x == std::string::npos ? c.size() : x)) n = -1;
+        if (x != std::string::npos) batch = std::stoll(c.substr(x + 1), &used), batch = x + 1 + used == c.size() ? batch : 0;
+      } catch (const std::exception&) {
+        n = -1;
+      }
+      if ((kind != "prefill" && kind != "decode") || n < (kind == "prefill" ? 1 : 0) || batch < 1)
+        throw std::runtime_error("a case is prefill:N (N >= 1) or decode:C (C >= 0), with xB for a batch of B, not '" + c + "'");
       for (std::size_t threads : {1, 2}) {
         add("kiln/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
-          call(s, m, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, threads);
+          call(s, m, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, batch, threads);
         });
         if (copying)
           add(label + "/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
-            call(s, copy, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, threads);
+            call(s, copy, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, batch, threads);
           });
       }
     }

@@ -3,7 +3,7 @@
 // execution provider of the npm package onnxruntime-node, all graph optimizations, sequential
 // execution, one call of the decoder with past at each case's shapes.
 //
-//     node ort_decoder.js MODEL.onnx THREADS prefill:N|decode:C ...
+//     node ort_decoder.js MODEL.onnx THREADS prefill:N|decode:C[xB] ...
 //
 // Prints one JSON line per case: {"engine": "onnxruntime", "version", "case", "threads",
 // "median_ms", "min_ms"}, then one with the process's peak resident memory ("peak_mib").
@@ -15,18 +15,18 @@ const fs = require('fs');
 const path = require('path');
 const ort = require(process.env.KILN_ORT_MODULE || 'onnxruntime-node');
 
-function feeds(session, past, t) {
+function feeds(session, past, t, batch) {
   const out = {};
   let seed = 1;
   const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 4294967296);
   for (const name of session.inputNames) {
     const meta = session.inputMetadata ? session.inputMetadata.find((m) => m.name === name) : undefined;
-    if (name === 'input_ids') out[name] = new ort.Tensor('int64', BigInt64Array.from({ length: t }, () => BigInt(Math.floor(rand() * 1000))), [1, t]);
-    else if (name === 'attention_mask') out[name] = new ort.Tensor('int64', new BigInt64Array(past + t).fill(1n), [1, past + t]);
-    else if (name === 'position_ids') out[name] = new ort.Tensor('int64', BigInt64Array.from({ length: t }, (_, i) => BigInt(past + i)), [1, t]);
+    if (name === 'input_ids') out[name] = new ort.Tensor('int64', BigInt64Array.from({ length: batch * t }, () => BigInt(Math.floor(rand() * 1000))), [batch, t]);
+    else if (name === 'attention_mask') out[name] = new ort.Tensor('int64', new BigInt64Array(batch * (past + t)).fill(1n), [batch, past + t]);
+    else if (name === 'position_ids') out[name] = new ort.Tensor('int64', BigInt64Array.from({ length: batch * t }, (_, i) => BigInt(past + (i % t))), [batch, t]);
     else if (name.startsWith('past')) {
       if (!meta || !meta.shape) throw new Error(`cannot read the shape of ${name}`);
-      const shape = meta.shape.map((d, i) => (i === 0 ? 1 : typeof d === 'number' ? d : past));
+      const shape = meta.shape.map((d, i) => (i === 0 ? batch : typeof d === 'number' ? d : past));
       const n = shape.reduce((a, b) => a * b, 1);
       out[name] = new ort.Tensor('float32', Float32Array.from({ length: n }, () => rand() * 2 - 1), shape);
     } else throw new Error(`input ${name} is not one of a decoder with past`);
@@ -45,10 +45,11 @@ async function main() {
   const version = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'))).version;
   const now = () => Number(process.hrtime.bigint()) / 1e6;
   for (const c of cases) {
-    const [kind, n] = c.split(':');
-    const past = kind === 'decode' ? Number(n) : 0, t = kind === 'prefill' ? Number(n) : 1;
-    if (!['prefill', 'decode'].includes(kind) || !Number.isInteger(Number(n))) throw new Error(`a case is prefill:N or decode:C, not '${c}'`);
-    const f = feeds(session, past, t);
+    const m = /^(prefill|decode):([0-9]+)(?:x([1-9][0-9]*))?$/.exec(c);
+    if (!m) throw new Error(`a case is prefill:N or decode:C, with xB for a batch of B, not '${c}'`);
+    const [, kind, n, b] = m;
+    const past = kind === 'decode' ? Number(n) : 0, t = kind === 'prefill' ? Number(n) : 1, batch = b ? Number(b) : 1;
+    const f = feeds(session, past, t, batch);
     for (let i = 0; i < 2; ++i) await session.run(f);
     let start = now();
     await session.run(f);

@@ -12,6 +12,7 @@ kiln_decoder.cpp, except that a case whose one call takes more than a second is 
 not 7 (Debian's PyTorch on the reference BLAS takes tens of seconds for a long prefill).
 """
 import json
+import re
 import os
 import resource
 import sys
@@ -32,14 +33,15 @@ def main():
     hd = model.d // model.heads
     gen = torch.Generator().manual_seed(1)
     for case in cases:
-        kind, _, n = case.partition(":")
-        if kind not in ("prefill", "decode") or not n.isdigit():
-            raise SystemExit(f"torch_decoder.py: a case is prefill:N or decode:C, not '{case}'")
-        past_len, t = (0, int(n)) if kind == "prefill" else (int(n), 1)
-        ids = torch.randint(0, 1000, (1, t), generator=gen)
-        mask = torch.ones(1, past_len + t, dtype=torch.int64)
-        pos = torch.arange(past_len, past_len + t).unsqueeze(0)
-        past = [torch.rand(1, model.heads, past_len, hd, generator=gen) * 2 - 1 for _ in range(2 * model.layers)]
+        m = re.fullmatch(r"(prefill|decode):([0-9]+)(?:x([1-9][0-9]*))?", case)
+        if not m:
+            raise SystemExit(f"torch_decoder.py: a case is prefill:N or decode:C, with xB for a batch of B, not '{case}'")
+        kind, n, batch = m.group(1), int(m.group(2)), int(m.group(3) or 1)
+        past_len, t = (0, n) if kind == "prefill" else (n, 1)
+        ids = torch.randint(0, 1000, (batch, t), generator=gen)
+        mask = torch.ones(batch, past_len + t, dtype=torch.int64)
+        pos = torch.arange(past_len, past_len + t).unsqueeze(0).expand(batch, t)
+        past = [torch.rand(batch, model.heads, past_len, hd, generator=gen) * 2 - 1 for _ in range(2 * model.layers)]
         with torch.inference_mode():
             for _ in range(2):
                 model(ids, mask, pos, *past)
