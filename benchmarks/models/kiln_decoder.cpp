@@ -10,6 +10,9 @@
 //     kiln_decoder_bench MODEL.onnx --without PASS CASE...   (also each case compiled without the
 //                                   pass PASS, e.g. fuse_attention: "kiln-without-PASS/CASE")
 //     kiln_decoder_bench read:MiB      (the machine's memory read bandwidth, 1 and 2 threads)
+//     kiln_decoder_bench MODEL.onnx --callgrind CASE vm|replay REPS   (for benchmarks/models/callgrind.sh:
+//                                   REPS calls inside kiln_measure, on the VM or as the kernel calls
+//                                   one VM call made, recorded and replayed from a loop)
 //
 // A CASE is prefill:N (a prompt of N tokens, an empty cache) or decode:C (one token after a cache
 // of C positions), at batch 1, or with xB (decode:128x4) for B sequences at once. Inputs are what a generation loop passes at that point: token ids, a mask of
@@ -34,6 +37,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -128,6 +132,89 @@ void read_buffer(benchmark::State& state, const std::vector<float>& buffer, std:
   state.counters["bytes"] = double(chunk * threads * sizeof(float));
 }
 
+/// What callgrind counts (--toggle-collect=kiln_measure): `reps` runs of `f`.
+extern "C" __attribute__((noinline)) void kiln_measure(const std::function<void()>& f, int reps) {
+  for (int i = 0; i < reps; ++i) f();
+}
+
+/// One kernel call of a VM call: the kernel and its arguments (outputs included, so the buffers
+/// the VM planned stay alive and are written again).
+struct recorded_call {
+  vm::native_function fn;
+  std::vector<vm::value> args;
+};
+
+/// Fills `r` with the kernels' registry, whose kernels.* functions also append each call to `log`.
+void recording(vm::function_registry& r, std::shared_ptr<std::vector<recorded_call>> log) {
+  const vm::function_registry& base = kiln::kernels::global_registry();
+  for (const std::string& name : base.names()) {
+    vm::native_function f = *base.find(name);
+    if (!name.starts_with("kernels.")) {
+      r.add(name, f);
+      continue;
+    }
+    auto state = std::make_shared<const std::pair<vm::native_function, std::shared_ptr<std::vector<recorded_call>>>>(f, log);
+    vm::native_function w;
+    w.fn = [](const void* st, vm::call_args a) -> vm::raw_value {
+      const auto& [inner, calls] = *static_cast<const std::pair<vm::native_function, std::shared_ptr<std::vector<recorded_call>>>*>(st);
+      recorded_call c{inner, {}};
+      for (std::size_t i = 0; i < a.size(); ++i) c.args.push_back(a[i]);
+      calls->push_back(std::move(c));
+      return inner.fn(inner.state, a);
+    };
+    w.state = state.get();
+    w.owner = state;
+    w.arity = f.arity;
+    r.add(name, std::move(w));
+  }
+}
+
+/// --callgrind: `reps` calls of CASE inside kiln_measure, on the VM ("vm") or as the kernel calls
+/// one VM call made, replayed in order from a loop ("replay": what a hand-written loop calling the
+/// same kernels with every buffer allocated once costs). The executable is compiled without
+/// kv_cache_in_place, so that every kernel call can be replayed as it was made (an append in place
+/// is not repeatable: it moves the cache's end).
+int callgrind_mode(const char* model, const std::string& c, const std::string& mode, int reps) {
+  const auto colon = c.find(':');
+  const std::string kind = c.substr(0, colon);
+  const std::int64_t n = std::stoll(c.substr(colon + 1));
+  kiln::pass_context ctx;
+  ctx.disable("kv_cache_in_place");
+  std::shared_ptr<const vm::executable> ex;
+  {
+    kiln::pass_context_scope scope(ctx);
+    ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(model)));
+  }
+  auto log = std::make_shared<std::vector<recorded_call>>();
+  vm::function_registry rec;
+  recording(rec, log);
+  vm::virtual_machine machine(ex, {}, mode == "vm" ? kiln::kernels::global_registry() : rec);
+  const vm::decoder_layout layout = vm::decoder(machine).layout();
+  const std::vector<vm::value> args = arguments(layout, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, 1);
+  const vm::function_handle f = machine.get_function("main");
+  for (int i = 0; i < 2; ++i) f.call(args);  // warm-up: the arena
+  if (mode == "vm") {
+    kiln_measure([&] { benchmark::DoNotOptimize(f.call(args)); }, reps);
+  } else if (mode == "replay") {
+    log->clear();
+    f.call(args);
+    const std::vector<recorded_call> calls = std::move(*log);
+    std::vector<std::vector<const vm::value*>> ptrs;
+    for (const recorded_call& r : calls) {
+      ptrs.emplace_back();
+      for (const vm::value& v : r.args) ptrs.back().push_back(&v);
+    }
+    kiln_measure([&] {
+      for (std::size_t i = 0; i < calls.size(); ++i) vm::value::from_raw(calls[i].fn.fn(calls[i].fn.state, vm::call_args(ptrs[i].data(), ptrs[i].size())));
+    }, reps);
+    std::cerr << "kiln_decoder_bench: " << calls.size() << " kernel calls per call\n";
+  } else {
+    std::cerr << "kiln_decoder_bench: --callgrind takes vm or replay, not '" << mode << "'\n";
+    return 2;
+  }
+  return 0;
+}
+
 template <class F>
 void add(const std::string& name, F&& f) {
   benchmark::RegisterBenchmark(name.c_str(), std::forward<F>(f))
@@ -155,6 +242,14 @@ int main(int argc, char** argv) {
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     return 0;
+  }
+  if (argc == 6 && std::string(argv[2]) == "--callgrind") {
+    try {
+      return callgrind_mode(argv[1], argv[3], argv[4], std::stoi(argv[5]));
+    } catch (const std::exception& e) {
+      std::cerr << "kiln_decoder_bench: " << e.what() << "\n";
+      return 1;
+    }
   }
   if (argc < 3) {
     std::cerr << "usage: kiln_decoder_bench MODEL.onnx prefill:N|decode:C ... [Google Benchmark flags]\n"
