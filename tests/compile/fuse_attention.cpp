@@ -108,12 +108,7 @@ TEST_CASE("fuse_attention: compiled steps over a growing cache equal the unfused
   CHECK(contains(fused_ex.as_text(), "kernels.attention"));
   const vm::executable& fused_compiled = compiled_mode(m);
   CHECK(contains(fused_compiled.generated_source, "kernels.attention"));
-  kiln::pass_context ctx(2);
-  ctx.disable("fuse_attention");
-  const vm::executable plain_ex = [&] {
-    kiln::pass_context_scope scope(ctx);
-    return kiln::compile(m);
-  }();
+  const vm::executable plain_ex = compile_without(m, "fuse_attention");
   CHECK_FALSE(contains(plain_ex.as_text(), "kernels.attention"));
   // The fused program in bytecode and in compiled mode, each fed its own cache back, against the unfused one.
   std::vector<std::unique_ptr<vm::virtual_machine>> machines;

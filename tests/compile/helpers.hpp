@@ -97,6 +97,14 @@ inline std::filesystem::path temp_file(const std::string& stem, const std::strin
   return std::filesystem::temp_directory_path() / ("kiln-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "-" + stem + ext);
 }
 
+/// `m` compiled in bytecode at opt level 2 without the pass named `disabled`.
+inline vm::executable compile_without(const ir::ir_module& m, const std::string& disabled) {
+  kiln::pass_context ctx(2);
+  ctx.disable(disabled);
+  kiln::pass_context_scope scope(ctx);
+  return kiln::compile(m);
+}
+
 /// `m` compiled in the compiled mode at `opt_level`, built into a shared library and loaded back
 /// (once per module text and opt level: building a library runs the C++ compiler).
 inline const vm::executable& compiled_mode(const ir::ir_module& m, int opt_level = 2) {

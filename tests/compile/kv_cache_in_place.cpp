@@ -88,12 +88,7 @@ TEST_CASE("kv_cache_in_place: a compiled step fed its own cache back appends in 
     const ir::ir_module m = ir::parse_module(step_src(attrs));
     vm::executable in_place = kiln::compile(m);
     CHECK(contains(in_place.as_text(), "kernels.kv_cache_append"));
-    kiln::pass_context ctx(2);
-    ctx.disable("kv_cache_in_place");
-    vm::executable copying = [&] {
-      kiln::pass_context_scope scope(ctx);
-      return kiln::compile(m);
-    }();
+    vm::executable copying = compile_without(m, "kv_cache_in_place");
     CHECK_FALSE(contains(copying.as_text(), "kernels.kv_cache_append"));
     vm::virtual_machine a(in_place, {}, kiln::kernels::global_registry()), b(copying, {}, kiln::kernels::global_registry());
 

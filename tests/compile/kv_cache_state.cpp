@@ -55,12 +55,7 @@ TEST_CASE("a cache kept as state: created once, appended to and viewed by each s
   const vm::executable fused_ex = kiln::compile(m);
   CHECK(contains(fused_ex.as_text(), "kernels.attention"));
   const vm::executable& compiled = compiled_mode(m);
-  kiln::pass_context ctx(2);
-  ctx.disable("fuse_attention");
-  const vm::executable plain_ex = [&] {
-    kiln::pass_context_scope scope(ctx);
-    return kiln::compile(m);
-  }();
+  const vm::executable plain_ex = compile_without(m, "fuse_attention");
   CHECK_FALSE(contains(plain_ex.as_text(), "kernels.attention"));
   std::vector<std::unique_ptr<vm::virtual_machine>> machines;
   std::vector<vm::value> caches;
