@@ -12,13 +12,15 @@
 
 Arrays: a C-contiguous numpy array of dtype bool, int8, int32, int64, uint8, float16, float32 or
 float64 is passed to kiln without a copy (kiln never writes to its inputs); other arrays are
-converted first. Results are numpy arrays over kiln's memory, which they keep alive.
+converted first. Results are numpy arrays over kiln's memory, which they keep alive. An R.Shape
+argument is a ShapeTuple([...]); a VM value with no Python form (a key/value cache a program
+keeps as state, a closure) comes back as an Object, passed back in as it is.
 """
 import enum as _enum
 import os as _os
 
 from ._kiln import runtime as _rt
-from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult, Decoder,  # noqa: F401
+from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult, Decoder, ShapeTuple, Object,  # noqa: F401
                             load_executable, load_module, executable_from_bytes, set_num_threads, num_threads,
                             isa, isa_report)
 
@@ -34,5 +36,5 @@ class VMInstrumentReturnKind(_enum.IntEnum):
     SKIP_RUN = 1
 
 
-__all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "Decoder", "load_executable", "load_module", "executable_from_bytes",
+__all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "Decoder", "ShapeTuple", "Object", "load_executable", "load_module", "executable_from_bytes",
            "set_num_threads", "num_threads", "isa", "isa_report", "VMInstrumentReturnKind"]

@@ -136,6 +136,17 @@ py::array tensor_to_numpy(const tensor& t) {
   return py::array(numpy_dtype(t.type()), std::move(shape), std::move(strides), t.data(), owner);
 }
 
+/// kiln.runtime.ShapeTuple: a shape value (an R.Shape argument), as TVM's tvm.runtime.ShapeTuple.
+struct py_shape_tuple {
+  runtime::shape_vector dims;
+};
+
+/// kiln.runtime.Object: a VM value Python has no form of (a key/value cache, a closure, a
+/// storage), held as it is so that it can be passed back.
+struct py_vm_object {
+  value v;
+};
+
 value value_from_python(const py::handle& o, const origin& where) {
   if (py::isinstance<py::array>(o)) return value(tensor_from_python(o, where));  // the common case first
   if (o.is_none()) return value();
@@ -143,6 +154,8 @@ value value_from_python(const py::handle& o, const origin& where) {
   if (py::isinstance<py::int_>(o)) return value(o.cast<std::int64_t>());
   if (py::isinstance<py::float_>(o)) return value(o.cast<double>());
   if (py::isinstance<py::str>(o)) return value(o.cast<std::string>());
+  if (py::isinstance<py_shape_tuple>(o)) return value::shape(o.cast<const py_shape_tuple&>().dims);
+  if (py::isinstance<py_vm_object>(o)) return o.cast<const py_vm_object&>().v;
   if (py::isinstance<py::tuple>(o) || py::isinstance<py::list>(o)) {
     std::vector<value> items;
     for (auto item : o.cast<py::sequence>()) items.push_back(value_from_python(item, where));
@@ -170,7 +183,7 @@ py::object value_to_python(const value& v) {
       for (std::size_t i = 0; i < items.size(); ++i) t[i] = value_to_python(items[i]);
       return t;
     }
-    default: return py::str("<kiln " + std::string(vm::name(v.kind())) + ">");
+    default: return py::cast(py_vm_object{v});
   }
 }
 
@@ -356,6 +369,33 @@ void init_runtime(py::module_& m) {
         std::snprintf(line, sizeof line, "BenchmarkResult(mean=%.6g s, median=%.6g s, min=%.6g s, max=%.6g s, std=%.3g s, %zu repeats of %d)",
                       t.r.mean(), t.r.median(), t.r.min(), t.r.max(), t.r.stddev(), t.r.results.size(), t.r.number);
         return std::string(line);
+      });
+
+  py::class_<py_shape_tuple>(rt, "ShapeTuple", "A shape, passed where a function takes R.Shape (TVM's tvm.runtime.ShapeTuple)")
+      .def(py::init([](const std::vector<std::int64_t>& dims) { return py_shape_tuple{runtime::shape_vector(dims.begin(), dims.end())}; }),
+           py::arg("shape"))
+      .def("__len__", [](const py_shape_tuple& s) { return s.dims.size(); })
+      .def("__getitem__",
+           [](const py_shape_tuple& s, std::int64_t i) {
+             const auto n = std::int64_t(s.dims.size());
+             if (i < -n || i >= n) throw py::index_error("kiln.runtime.ShapeTuple: index " + std::to_string(i) + " out of range for " + std::to_string(n) + " dimensions");
+             return s.dims[std::size_t(i < 0 ? i + n : i)];
+           })
+      .def("__eq__", [](const py_shape_tuple& a, const py_shape_tuple& b) { return a.dims == b.dims; })
+      .def("__repr__", [](const py_shape_tuple& s) {
+        std::string r = "ShapeTuple([";
+        for (std::size_t i = 0; i < s.dims.size(); ++i) r += (i ? ", " : "") + std::to_string(s.dims[i]);
+        return r + "])";
+      });
+
+  py::class_<py_vm_object>(rt, "Object",
+                           "A VM value with no Python form (a key/value cache, a closure, a storage), held as it is: pass it back "
+                           "to the VM as an argument")
+      .def_property_readonly("type_name", [](const py_vm_object& o) {
+        return o.v.holds_object() ? std::string(o.v.as_object().type_name()) : std::string(vm::name(o.v.kind()));
+      }, "The object's type, e.g. vm.AttentionKVCache")
+      .def("__repr__", [](const py_vm_object& o) {
+        return "<kiln.runtime.Object " + std::string(o.v.holds_object() ? o.v.as_object().type_name() : vm::name(o.v.kind())) + ">";
       });
 
   py::class_<py_vm_function>(rt, "Function", "A function of a virtual machine; call it with numpy arrays")

@@ -335,3 +335,42 @@ def test_instrument_results_are_checked_and_an_instrument_may_remove_itself():
     assert len(seen) == 2  # the first call's before and its after (reported to the instrument that saw it start)
     np.testing.assert_allclose(vm["main"](*x), mlp_reference(*x), rtol=1e-5, atol=1e-6)
     assert len(seen) == 2
+
+
+STATEFUL_CACHE = '''@I.ir_module
+class Module:
+    @R.function
+    def create_kv_cache() -> R.Object:
+        init: R.Tensor((2, 8, 4), "float32") = R.broadcast_to(R.const(0, "float32"), R.shape([2, 8, 4]))
+        kc: R.Object = R.call_packed("vm.builtin.attention_kv_cache_create", init, R.shape([2, 8, 4]), R.prim_value(0), R.prim_value(1), sinfo_args=R.Object)
+        return kc
+
+    @R.function
+    def step(k: R.Tensor((2, n, 4), "float32"), all_len: R.Shape([m]), cache: R.Object) -> R.Tuple(R.Tensor((2, m, 4), "float32"), R.Object):
+        c1: R.Object = R.call_packed("vm.builtin.attention_kv_cache_append", cache, k, sinfo_args=R.Object)
+        keys: R.Tensor((2, m, 4), "float32") = R.call_packed("vm.builtin.attention_kv_cache_view", c1, R.shape([2, m, 4]), sinfo_args=R.Tensor((2, m, 4), "float32"))
+        return (keys, c1)
+'''
+
+
+def test_vm_objects_and_shapes_pass_back_in():
+    """A key/value cache made by the program comes back as a kiln.runtime.Object and goes back in
+    unchanged; an R.Shape argument is a kiln.runtime.ShapeTuple."""
+    vm = VM(kiln.compile(kiln.ir.IRModule.from_text(STATEFUL_CACHE)))
+    cache = vm["create_kv_cache"]()
+    assert isinstance(cache, kiln.runtime.Object)
+    assert cache.type_name == "vm.AttentionKVCache"
+    assert repr(cache) == "<kiln.runtime.Object vm.AttentionKVCache>"
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((2, n, 4)).astype("float32") for n in (3, 1, 1)]
+    total = 0
+    for part in parts:
+        total += part.shape[1]
+        keys, cache = vm["step"](part, kiln.runtime.ShapeTuple([total]), cache)
+        np.testing.assert_array_equal(keys, np.concatenate(parts, axis=1)[:, :total])
+    shape = kiln.runtime.ShapeTuple([2, 5])
+    assert len(shape) == 2 and shape[1] == 5 and shape[-2] == 2 and repr(shape) == "ShapeTuple([2, 5])"
+    with pytest.raises(IndexError):
+        shape[2]
+    with pytest.raises(kiln.KilnError, match="attention_kv_cache_view"):
+        vm["step"](parts[0], kiln.runtime.ShapeTuple([99]), cache)

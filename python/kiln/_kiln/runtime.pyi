@@ -92,6 +92,30 @@ class Function:
         ...
 
 
+class Object:
+    """A VM value with no Python form (a key/value cache, a closure, a storage), held as it is: pass it back to the VM as an argument"""
+    def __repr__(self) -> str:
+        ...
+    @property
+    def type_name(self) -> str:
+        """The object's type, e.g. vm.AttentionKVCache"""
+        ...
+
+
+class ShapeTuple:
+    """A shape, passed where a function takes R.Shape (TVM's tvm.runtime.ShapeTuple)"""
+    def __eq__(self, arg0: ShapeTuple) -> bool:
+        ...
+    def __getitem__(self, arg0: int) -> int:
+        ...
+    def __init__(self, shape: List[int]) -> None:
+        ...
+    def __len__(self) -> int:
+        ...
+    def __repr__(self) -> str:
+        ...
+
+
 class VirtualMachine:
     """kiln's virtual machine running an executable.
     
