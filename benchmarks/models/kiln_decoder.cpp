@@ -132,6 +132,29 @@ void read_buffer(benchmark::State& state, const std::vector<float>& buffer, std:
   state.counters["bytes"] = double(chunk * threads * sizeof(float));
 }
 
+/// A case: `past` cached positions and `t` new ones, for `batch` sequences.
+struct bench_case {
+  std::int64_t past, t, batch;
+};
+
+/// prefill:N, decode:C, either with xB for a batch of B; anything else is an error naming it.
+bench_case parse_case(const std::string& c) {
+  const auto colon = c.find(':'), x = c.find('x');
+  const std::string kind = c.substr(0, colon);
+  std::int64_t n = -1, batch = 1;
+  try {
+    std::size_t used = 0;
+    if (colon != std::string::npos) n = std::stoll(c.substr(colon + 1), &used);
+    if (colon + 1 + used != (x == std::string::npos ? c.size() : x)) n = -1;
+    if (x != std::string::npos) batch = std::stoll(c.substr(x + 1), &used), batch = x + 1 + used == c.size() ? batch : 0;
+  } catch (const std::exception&) {
+    n = -1;
+  }
+  if ((kind != "prefill" && kind != "decode") || n < (kind == "prefill" ? 1 : 0) || batch < 1)
+    throw std::runtime_error("a case is prefill:N (N >= 1) or decode:C (C >= 0), with xB for a batch of B, not '" + c + "'");
+  return kind == "prefill" ? bench_case{0, n, batch} : bench_case{n, 1, batch};
+}
+
 /// What callgrind counts (--toggle-collect=kiln_measure): `reps` runs of `f`.
 extern "C" __attribute__((noinline)) void kiln_measure(const std::function<void()>& f, int reps) {
   for (int i = 0; i < reps; ++i) f();
@@ -175,9 +198,7 @@ void recording(vm::function_registry& r, std::shared_ptr<std::vector<recorded_ca
 /// kv_cache_in_place, so that every kernel call can be replayed as it was made (an append in place
 /// is not repeatable: it moves the cache's end).
 int callgrind_mode(const char* model, const std::string& c, const std::string& mode, int reps) {
-  const auto colon = c.find(':');
-  const std::string kind = c.substr(0, colon);
-  const std::int64_t n = std::stoll(c.substr(colon + 1));
+  const bench_case bc = parse_case(c);
   kiln::pass_context ctx;
   ctx.disable("kv_cache_in_place");
   std::shared_ptr<const vm::executable> ex;
@@ -190,7 +211,7 @@ int callgrind_mode(const char* model, const std::string& c, const std::string& m
   recording(rec, log);
   vm::virtual_machine machine(ex, {}, mode == "vm" ? kiln::kernels::global_registry() : rec);
   const vm::decoder_layout layout = vm::decoder(machine).layout();
-  const std::vector<vm::value> args = arguments(layout, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, 1);
+  const std::vector<vm::value> args = arguments(layout, bc.past, bc.t, bc.batch);
   const vm::function_handle f = machine.get_function("main");
   for (int i = 0; i < 2; ++i) f.call(args);  // warm-up: the arena
   if (mode == "vm") {
@@ -285,27 +306,14 @@ int main(int argc, char** argv) {
     }
     for (int i = 2; i < argc; ++i) {
       const std::string c = argv[i];
-      // kind:N, or kind:NxB for a batch of B sequences.
-      const auto colon = c.find(':'), x = c.find('x');
-      const std::string kind = c.substr(0, colon);
-      std::int64_t n = -1, batch = 1;
-      try {
-        std::size_t used = 0;
-        if (colon != std::string::npos) n = std::stoll(c.substr(colon + 1), &used);
-        if (colon + 1 + used != (x == std::string::npos ? c.size() : x)) n = -1;
-        if (x != std::string::npos) batch = std::stoll(c.substr(x + 1), &used), batch = x + 1 + used == c.size() ? batch : 0;
-      } catch (const std::exception&) {
-        n = -1;
-      }
-      if ((kind != "prefill" && kind != "decode") || n < (kind == "prefill" ? 1 : 0) || batch < 1)
-        throw std::runtime_error("a case is prefill:N (N >= 1) or decode:C (C >= 0), with xB for a batch of B, not '" + c + "'");
+      const bench_case bc = parse_case(c);
       for (std::size_t threads : {1, 2}) {
         add("kiln/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
-          call(s, m, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, batch, threads);
+          call(s, m, bc.past, bc.t, bc.batch, threads);
         });
         if (copying)
           add(label + "/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
-            call(s, copy, kind == "prefill" ? 0 : n, kind == "prefill" ? n : 1, batch, threads);
+            call(s, copy, bc.past, bc.t, bc.batch, threads);
           });
       }
     }
