@@ -53,6 +53,19 @@ TEST_CASE("size variables are matched one-to-one") {
   CHECK(ir::structural_hash(f(n, n)) != ir::structural_hash(f(n, m)));
 }
 
+TEST_CASE("size variables outside a function are free: equal only to themselves") {
+  // In one function's body, values over n and over m differ (common-subexpression elimination
+  // compares them so); only a function's parameters define size variables to match.
+  auto n = ir::make_size_var("n"), m = ir::make_size_var("m");
+  auto ones = [](ir::prim_expr d) { return ir::call_op("broadcast_to", {ir::make_constant(1.0, dtype::int64), ir::make_shape_expr({d})}); };
+  CHECK(ir::structural_equal(ones(n), ones(n)));
+  CHECK_FALSE(ir::structural_equal(ones(n), ones(m)));
+  CHECK(ir::structural_hash(ones(n)) == ir::structural_hash(ones(n)));
+  CHECK_FALSE(ir::structural_equal(ir::make_shape_expr({n}), ir::make_shape_expr({m})));
+  CHECK_FALSE(ir::structural_equal(f32({n}), f32({m})));
+  CHECK(ir::structural_equal(f32({n}), f32({n})));
+}
+
 TEST_CASE("modules compare function by function, in order, with attributes") {
   for (auto& entry : corpus()) {
     const auto& [name_, m] = entry;

@@ -118,6 +118,24 @@ class Module:
   CHECK(contains(out, "return (e, o)"));                                      // c is a dataflow variable: not visible here
 }
 
+TEST_CASE("eliminate_common_subexpr keeps values over different size variables apart") {
+  // Within one function n and m are two lengths: R.shape([n]) is not R.shape([m]), though a
+  // function over n equals one over m.
+  const std::string out = after(t::eliminate_common_subexpr{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((n,), "int64"), s: R.Shape([m])) -> R.Tuple(R.Tensor((m,), "int64"), R.Tensor((n,), "int64"), R.Tensor((m,), "int64")):
+        with R.dataflow():
+            a: R.Tensor((m,), "int64") = R.broadcast_to(R.const(1, "int64"), R.shape([m]))
+            b: R.Tensor((n,), "int64") = R.broadcast_to(R.const(1, "int64"), R.shape([n]))
+            c: R.Tensor((m,), "int64") = R.broadcast_to(R.const(1, "int64"), R.shape([m]))
+            R.output(a, b, c)
+        return (a, b, c)
+)");
+  CHECK(contains(out, "b: R.Tensor((n,), \"int64\") = R.broadcast_to(R.const(1, \"int64\"), R.shape([n]))"));
+  CHECK(contains(out, "c: R.Tensor((m,), \"int64\") = a"));
+}
+
 TEST_CASE("fold_constant computes constant calls with the kernels, through chains, and respects its size limit") {
   const std::string out = after(kiln::sequential<t::fold_constant, t::dead_code_elimination>{}, R"(@I.ir_module
 class Module:

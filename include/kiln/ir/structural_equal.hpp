@@ -4,10 +4,12 @@
 ///
 /// Two pieces of IR are structurally equal when they have the same shape and the same values,
 /// with variables compared by where they are bound rather than by identity or name (alpha
-/// equivalence): `fn(x) { y = x + 1; y }` equals `fn(a) { b = a + 1; b }`. Symbolic size
-/// variables are matched one-to-one in first-occurrence order. Variables used without being bound
-/// in the compared IR (free variables) must be the same object. `structural_hash` is consistent
-/// with `structural_equal`: equal IR hashes equally.
+/// equivalence): `fn(x) { y = x + 1; y }` equals `fn(a) { b = a + 1; b }`. Inside a function,
+/// whose parameters define them, symbolic size variables are matched one-to-one in first-occurrence
+/// order. Variables used without being bound in the compared IR (free variables) must be the same
+/// object, and so must size variables outside a function: `R.shape([n])` and `R.shape([m])` within
+/// one function are different values (TVM's `map_free_vars = false`). `structural_hash` is
+/// consistent with `structural_equal`: equal IR hashes equally.
 #pragma once
 
 #include <kiln/ir/module.hpp>
@@ -85,11 +87,13 @@ public:
       case node_kind::string_imm: return cast<string_imm_node>(a).value == cast<string_imm_node>(b).value;
       case node_kind::function: {
         auto &x = cast<function_node>(a), &y = cast<function_node>(b);
+        const in_function scope(*this);
         return x.attrs == y.attrs && defs_eq(x.params, y.params) && node_eq(x.ret_type.get(), y.ret_type.get()) &&
                node_eq(x.body.get(), y.body.get());
       }
       case node_kind::prim_func: {
         auto &x = cast<prim_func_node>(a), &y = cast<prim_func_node>(b);
+        const in_function scope(*this);
         return x.attrs == y.attrs && x.num_outputs == y.num_outputs && defs_eq(x.params, y.params) &&
                node_eq(x.body.get(), y.body.get());
       }
@@ -124,7 +128,16 @@ private:
     if (a.has_value() != b.has_value()) return false;
     return !a || list_eq(*a, *b);
   }
+  /// Marks the comparison of a function's parameters and body: size variables are defined there.
+  struct in_function {
+    explicit in_function(equal_checker& c) : c_(c) { ++c_.function_depth_; }
+    ~in_function() { --c_.function_depth_; }
+    in_function(const in_function&) = delete;
+    in_function& operator=(const in_function&) = delete;
+    equal_checker& c_;
+  };
   bool map_size_var(const node* a, const node* b) {
+    if (function_depth_ == 0) return a == b;  // free: the same variable
     auto ia = size_fwd_.find(a);
     auto ib = size_bwd_.find(b);
     if (ia == size_fwd_.end() && ib == size_bwd_.end()) {
@@ -164,6 +177,7 @@ private:
   }
 
   std::unordered_map<const node*, const node*> var_fwd_, var_bwd_, size_fwd_, size_bwd_;
+  int function_depth_ = 0;
 };
 
 class hasher {
@@ -174,7 +188,10 @@ public:
     boost::hash_combine(h, static_cast<int>(n->kind));
     switch (n->kind) {
       case node_kind::int_imm: mix(h, cast<int_imm_node>(n).value); break;
-      case node_kind::size_var: mix(h, index_of(size_ids_, n)); break;
+      case node_kind::size_var:
+        if (function_depth_ > 0) mix(h, index_of(size_ids_, n));
+        else mix(h, reinterpret_cast<std::uintptr_t>(n));  // free: identity, as structural_equal compares it
+        break;
       case node_kind::prim_binary: {
         auto& x = cast<prim_binary_node>(n);
         mix(h, static_cast<int>(x.op));
@@ -264,18 +281,22 @@ public:
       case node_kind::string_imm: mix(h, cast<string_imm_node>(n).value); break;
       case node_kind::function: {
         auto& x = cast<function_node>(n);
+        ++function_depth_;
         attrs(h, x.attrs);
         for (auto& p : x.params) def(h, p);
         mix(h, hash(x.ret_type.get()));
         mix(h, hash(x.body.get()));
+        --function_depth_;
         break;
       }
       case node_kind::prim_func: {
         auto& x = cast<prim_func_node>(n);
+        ++function_depth_;
         attrs(h, x.attrs);
         mix(h, x.num_outputs);
         for (auto& p : x.params) def(h, p);
         mix(h, hash(x.body.get()));
+        --function_depth_;
         break;
       }
       case node_kind::module: {
@@ -336,6 +357,7 @@ private:
   }
 
   std::unordered_map<const node*, std::size_t> var_ids_, size_ids_;
+  int function_depth_ = 0;  // > 0 while hashing a function: its size variables are numbered
   std::size_t next_var_ = 0;
 };
 
