@@ -113,3 +113,36 @@ TEST_CASE("the key/value cache built-ins say what is wrong") {
   // The cache is still as it was after each refused call.
   CHECK(attention_kv_cache_view(cache, vm::value::shape({2, 2, 8})).shape() == shape_vector{2, 2, 8});
 }
+
+TEST_CASE("attention_kv_cache_array_popn and _clear drop positions of every cache of a tuple, or refuse and change none") {
+  using kiln::runtime::attention_kv_cache;
+  auto call = [](auto f, std::vector<vm::value> args) {
+    std::vector<const vm::value*> ptrs;
+    for (const vm::value& a : args) ptrs.push_back(&a);
+    return f(vm::call_args(ptrs.data(), ptrs.size()));
+  };
+  auto make = [](std::int64_t n) {
+    return vm::value::from_object(kiln::runtime::make_object<attention_kv_cache>(sample({2, n, 8}, 0.5f, 0.0f), shape_vector{2, 16, 8}, -1, 1));
+  };
+  const vm::value caches = vm::value::tuple({make(5), make(3)});
+  auto lengths = [&] {
+    std::vector<std::int64_t> l;
+    for (const vm::value& c : caches.as_tuple()) l.push_back(c.as_object<attention_kv_cache>()->length());
+    return l;
+  };
+  using kiln::vm::builtin::attention_kv_cache_array_clear;
+  using kiln::vm::builtin::attention_kv_cache_array_popn;
+  CHECK(call(attention_kv_cache_array_popn, {caches, vm::value(std::int64_t(2))}).is_null());
+  CHECK(lengths() == std::vector<std::int64_t>{3, 1});
+  CHECK(message_of([&] { call(attention_kv_cache_array_popn, {caches, vm::value(std::int64_t(2))}); }) ==
+        "vm.builtin.attention_kv_cache_array_popn: cannot pop 2 positions of a cache of 1");
+  CHECK(lengths() == std::vector<std::int64_t>{3, 1});  // the first cache was not popped either
+  CHECK(message_of([&] { call(attention_kv_cache_array_popn, {caches}); }) ==
+        "vm.builtin.attention_kv_cache_array_popn: expects (caches, n), got 1 arguments");
+  CHECK(message_of([&] { call(attention_kv_cache_array_popn, {make(2), vm::value(std::int64_t(1))}); }) ==
+        "vm.builtin.attention_kv_cache_array_popn: expected a tuple of key/value caches, got object");
+  CHECK(message_of([&] { call(attention_kv_cache_array_clear, {vm::value::tuple({make(2), vm::value(std::int64_t(1))})}); }) ==
+        "vm.builtin.attention_kv_cache_array_clear: expected a key/value cache (vm.AttentionKVCache, from attention_kv_cache_create), got int");
+  CHECK(call(attention_kv_cache_array_clear, {caches}).is_null());
+  CHECK(lengths() == std::vector<std::int64_t>{0, 0});
+}

@@ -138,3 +138,58 @@ TEST_CASE("kv_cache_append refuses what concat would, naming both tensors") {
         "kiln::runtime::kv_cache_append: axis 4 is out of range for rank 4");
   CHECK(message_of([&] { kv_cache_append(past, tensor(), 2); }) == "kiln::runtime::kv_cache_append: a null tensor");
 }
+
+TEST_CASE("kv_cache_truncate rewinds the buffer when nothing else sees the dropped positions, and slices otherwise") {
+  tensor cache = kv_cache_reserve({1, 2, 0, 4}, 2, 16, dtype::float32);
+  cache = kv_cache_append(cache, iota({1, 2, 5, 4}, 0), 2);
+  const tensor before = cache;  // a second handle: the positions 3 and 4 are still seen
+  tensor sliced = kv_cache_truncate(cache, 2, 3);
+  CHECK(sliced.shape() == shape_vector{1, 2, 3, 4});
+  CHECK(buffer_of(sliced) == buffer_of(before));
+  const tensor after_slice = kv_cache_append(sliced, iota({1, 2, 1, 4}, 100), 2);
+  CHECK(buffer_of(after_slice) != buffer_of(before));  // copied: `before` keeps its positions
+  CHECK(before.to_vector<float>() == iota({1, 2, 5, 4}, 0).to_vector<float>());
+
+  // The only handle: the buffer is rewound, and the next append writes in place.
+  tensor only = kv_cache_append(kv_cache_reserve({1, 2, 0, 4}, 2, 16, dtype::float32), iota({1, 2, 5, 4}, 0), 2);
+  const kv_cache_buffer* buffer = buffer_of(only);
+  const std::vector<float> first3 = only.slice(2, 0, 3).contiguous().to_vector<float>();
+  tensor rewound = kv_cache_truncate(std::move(only), 2, 3);
+  CHECK(rewound.shape() == shape_vector{1, 2, 3, 4});
+  CHECK(buffer->frontier() == 3);
+  const tensor next = kv_cache_append(rewound, iota({1, 2, 1, 4}, 100), 2);
+  CHECK(buffer_of(next) == buffer);
+  CHECK(next.slice(2, 0, 3).contiguous().to_vector<float>() == first3);
+  CHECK(next.slice(2, 3, 4).contiguous().to_vector<float>() == iota({1, 2, 1, 4}, 100).to_vector<float>());
+
+  CHECK(message_of([&] { kv_cache_truncate(next, 2, 5); }) ==
+        "kiln::runtime::kv_cache_truncate: length 5 is outside [0, 4] (the positions of float32[1, 2, 4, 4] along axis 2)");
+  CHECK(message_of([&] { kv_cache_truncate(next, 7, 1); }) == "kiln::runtime::kv_cache_truncate: axis 7 is out of range for rank 4");
+  CHECK(kv_cache_truncate(iota({2, 3}, 0), 1, 2).to_vector<float>() == std::vector<float>{0, 1, 3, 4});  // any tensor: a slice
+}
+
+TEST_CASE("attention_kv_cache: pop_n and clear drop positions and append over them in place") {
+  const attention_kv_cache cache(iota({2, 0, 4}, 0), {2, 8, 4}, 0, 1);
+  cache.append(iota({2, 5, 4}, 0));
+  const void* buffer = cache.data().data();
+  cache.pop_n(2);
+  CHECK(cache.length() == 3);
+  cache.append(iota({2, 1, 4}, 50));
+  CHECK(cache.length() == 4);
+  CHECK(cache.data().data() == buffer);  // in place: nothing else held a view
+  CHECK(cache.data().slice(1, 3, 4).contiguous().to_vector<float>() == iota({2, 1, 4}, 50).to_vector<float>());
+  CHECK(message_of([&] { cache.pop_n(5); }) ==
+        "kiln::runtime::attention_kv_cache: cannot pop 5 positions of a cache of float32[2, 4, 4] (4 positions along axis 1)");
+  CHECK(cache.length() == 4);
+  {
+    const tensor held = cache.data();  // a view the caller keeps: popping then appending copies
+    cache.pop_n(1);
+    cache.append(iota({2, 1, 4}, 70));
+    CHECK(cache.data().data() != held.data());
+    CHECK(held.slice(1, 3, 4).contiguous().to_vector<float>() == iota({2, 1, 4}, 50).to_vector<float>());
+  }
+  cache.clear();
+  CHECK(cache.length() == 0);
+  cache.append(iota({2, 2, 4}, 0));
+  CHECK(cache.length() == 2);
+}

@@ -66,6 +66,7 @@ private:
   friend class kv_cache_view_lease;
   friend tensor kv_cache_append(const tensor& past, const tensor& x, std::int64_t axis, std::int64_t capacity);
   friend tensor kv_cache_reserve(shape_vector shape, std::int64_t axis, std::int64_t capacity, dtype t);
+  friend tensor kv_cache_truncate(tensor view, std::int64_t axis, std::int64_t length);
 
   /// The view of the first `length` positions, as the head (called with the mutex held).
   inline tensor make_head(std::int64_t base, std::int64_t length);
@@ -214,6 +215,33 @@ inline tensor kv_cache_reserve(shape_vector shape, std::int64_t axis, std::int64
   return buffer->make_head(0, 0);
 }
 
+/// `view`'s first `length` positions along `axis` (at most its length), to append to next. When
+/// `view` is the newest view of a capacity buffer and the handle passed is the only one of that
+/// buffer (no other view of it lives), the buffer is rewound: the next append writes at `length`,
+/// in place. Otherwise it is a slice, and the positions past `length` stay as the other views see
+/// them (the next append copies).
+inline tensor kv_cache_truncate(tensor view, std::int64_t axis, std::int64_t length) {
+  constexpr std::string_view what = "kiln::runtime::kv_cache_truncate";
+  if (!view.defined()) throw usage_error(std::string(what) + ": a null tensor");
+  const auto nd = std::int64_t(view.ndim());
+  if (axis < -nd || axis >= nd)
+    throw usage_error(std::string(what) + ": axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(nd));
+  const auto ax = std::size_t(axis < 0 ? axis + nd : axis);
+  if (length < 0 || length > view.shape()[ax])
+    throw usage_error(std::string(what) + ": length " + std::to_string(length) + " is outside [0, " + std::to_string(view.shape()[ax]) +
+                      "] (the positions of " + describe(view) + " along axis " + std::to_string(ax) + ")");
+  if (auto* lease = dynamic_cast<const kv_cache_view_lease*>(view.data_storage()->keeper())) {
+    kv_cache_buffer& b = lease->buffer();
+    // One handle of one view of the buffer: nothing else can see the positions being dropped.
+    if (view.handle()->use_count() == 1 && view.data_storage()->use_count() == 1 && b.use_count() == 1 && view.byte_offset() == 0 &&
+        b.axis() == ax) {
+      std::lock_guard<std::mutex> lock(b.mutex_);
+      if (b.head_ == lease) return b.make_head(length, length);
+    }
+  }
+  return view.slice(ax, 0, length);
+}
+
 /// A key or value cache as state a VM program keeps between calls (TVM's `AttentionKVCache`, which
 /// `vm.builtin.attention_kv_cache_create`, `_append` and `_view` work on): an object holding the
 /// positions appended so far along `axis` in a capacity buffer (`kv_cache_append`). A program
@@ -281,6 +309,26 @@ public:
   tensor data() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return view_;
+  }
+  /// Drops the last `n` positions (TVM's `PopN`): the next append writes where they were, in
+  /// place unless a view of them is still held elsewhere (`kv_cache_truncate`).
+  void pop_n(std::int64_t n) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::int64_t length = view_.shape()[std::size_t(axis_)];
+    if (n < 0 || n > length)
+      throw usage_error("kiln::runtime::attention_kv_cache: cannot pop " + std::to_string(n) + " positions of a cache of " + describe(view_) +
+                        " (" + std::to_string(length) + " positions along axis " + std::to_string(axis_) + ")");
+    view_ = kv_cache_truncate(std::move(view_), axis_, length - n);
+  }
+  /// Drops every position; the room stays.
+  void clear() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    view_ = kv_cache_truncate(std::move(view_), axis_, 0);
+  }
+  /// The number of positions so far.
+  std::int64_t length() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return view_.shape()[std::size_t(axis_)];
   }
   std::int64_t axis() const noexcept { return axis_; }
 

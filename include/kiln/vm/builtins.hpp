@@ -41,6 +41,8 @@
 ///         init's first fill_count positions along axis (default 0; -1: all), room for reserve_shape
 ///     vm.builtin.attention_kv_cache_append(cache, x) -> cache   x's positions written after the others
 ///     vm.builtin.attention_kv_cache_view(cache, shape) -> tensor  the positions so far (shape: the cache's)
+///     vm.builtin.attention_kv_cache_array_popn(caches, n)   drops the last n positions of each cache of a tuple
+///     vm.builtin.attention_kv_cache_array_clear(caches)     drops every position of each (the room stays)
 ///
 /// A mismatch throws `value_error` whose message starts with the built-in's name, then the
 /// error context the compiler passed (which function, which argument), then the expected and
@@ -378,6 +380,42 @@ inline tensor attention_kv_cache_view(const value& cache, const value& shape) {
   }
 }
 
+namespace detail {
+
+/// `f(cache)` for each cache of the tuple `a[0]`, after checking them all (a refused call changes none).
+template <class F>
+value for_each_kv_cache(call_args a, std::size_t arity, std::string_view fn, const char* signature, F&& f) {
+  if (a.size() != arity) builtin_fail(fn, "", std::string("expects ") + signature + ", got " + std::to_string(a.size()) + " arguments");
+  if (!a[0].is_tuple()) builtin_fail(fn, "", "expected a tuple of key/value caches, got " + std::string(name(a[0].kind())));
+  std::vector<object_ptr<const runtime::attention_kv_cache>> caches;
+  for (const value& v : a[0].as_tuple()) caches.push_back(kv_cache_of(v, fn));
+  try {
+    for (const auto& c : caches) f(*c);
+  } catch (const usage_error& e) {
+    builtin_fail(fn, "", e.what());
+  }
+  return value();
+}
+
+}  // namespace detail
+
+inline value attention_kv_cache_array_popn(call_args a) {
+  constexpr std::string_view fn = "attention_kv_cache_array_popn";
+  if (a.size() == 2 && !a[1].is_int()) builtin_fail(fn, "", "the count must be an integer, got " + std::string(name(a[1].kind())));
+  const std::int64_t n = a.size() == 2 ? a[1].as_int() : 0;
+  if (a.size() == 2 && a[0].is_tuple())
+    for (const value& v : a[0].as_tuple()) {  // every cache has n positions, or none is changed
+      const std::int64_t have = kv_cache_of(v, fn)->length();
+      if (n < 0 || n > have)
+        builtin_fail(fn, "", "cannot pop " + std::to_string(n) + " positions of a cache of " + std::to_string(have));
+    }
+  return detail::for_each_kv_cache(a, 2, fn, "(caches, n)", [n](const runtime::attention_kv_cache& c) { c.pop_n(n); });
+}
+
+inline value attention_kv_cache_array_clear(call_args a) {
+  return detail::for_each_kv_cache(a, 1, "attention_kv_cache_array_clear", "(caches)", [](const runtime::attention_kv_cache& c) { c.clear(); });
+}
+
 }  // namespace builtin
 
 /// Every built-in, for `register_builtins` and code generators: X(name) is "vm.builtin.<name>",
@@ -387,7 +425,7 @@ inline tensor attention_kv_cache_view(const value& cache, const value& shape) {
   X(shape_heap_load) X(check_upper_bound) X(copy) X(null_value) X(read_if_cond) X(alloc_storage) \
   X(alloc_tensor) X(tuple_getitem) X(tuple_size) X(shape_of) X(make_closure) X(invoke_closure) \
   X(check_tensor_info) X(check_shape_info) X(check_tuple_info) X(make_tuple) X(attention_kv_cache_create) \
-  X(attention_kv_cache_append) X(attention_kv_cache_view)
+  X(attention_kv_cache_append) X(attention_kv_cache_view) X(attention_kv_cache_array_popn) X(attention_kv_cache_array_clear)
 
 #define KILN_VM_BUILTIN_NAME(name) #name,
 /// The names of the built-ins, without the "vm.builtin." prefix.
