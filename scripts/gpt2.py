@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A GPT-2 decoder in PyTorch, exported to ONNX in the "decoder with past" form.
 
-    scripts/gpt2.py OUT.onnx [--size test|small] [--reference STEM --prompt-lengths 2,5 --steps 64]
+    scripts/gpt2.py OUT.onnx [--size test|small] [--reference STEM --prompt-lengths 2,5 --steps 64] [--weights DIR]
 
 The model is GPT-2's architecture as Hugging Face's GPT2LMHeadModel writes it: token and position
 embeddings, pre-LayerNorm blocks of causal self-attention and a tanh-GELU MLP, a final LayerNorm and
@@ -21,10 +21,18 @@ with the batch and both lengths symbolic. A prefill passes an empty past (past_s
 
 --reference STEM writes PyTorch's greedy decoding of random prompts with its own cache: for each
 prompt length L, STEM.prompt_L.npy (int64 [1, L]), STEM.tokens_L.npy (int64 [steps]) and
-STEM.logits_L.npy (float32 [steps, vocab], the logits each token was chosen from). Needs Debian's python3-torch and python3-onnx (run with
-/usr/bin/python3).
+STEM.logits_L.npy (float32 [steps, vocab], the logits each token was chosen from).
+
+--weights DIR writes the same model's weights for a program that builds it in kiln's IR
+(examples/gpt2_ir.hpp): DIR/config.json with Hugging Face's GPT2Config names (n_layer, n_embd,
+n_head, vocab_size, n_positions, layer_norm_epsilon) and one DIR/NAME.npy per parameter, named as
+PyTorch's state_dict names them (wte.weight, h.0.attn.c_attn.weight, ...; nn.Linear's [out, in]
+layout).
+
+Needs Debian's python3-torch and python3-onnx (run with /usr/bin/python3).
 """
 import argparse
+import json
 import math
 import os
 
@@ -162,6 +170,18 @@ def greedy(model, prompt, steps):
     return np.array(tokens, dtype=np.int64), np.stack(chosen_from).astype(np.float32)
 
 
+def save_weights(model, directory):
+    """The model's configuration (config.json) and its parameters, one .npy file each."""
+    os.makedirs(directory, exist_ok=True)
+    config = {"n_layer": model.layers, "n_embd": model.d, "n_head": model.heads, "vocab_size": model.vocab,
+              "n_positions": model.context, "layer_norm_epsilon": model.ln_f.eps}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+        f.write("\n")
+    for name, tensor in model.state_dict().items():
+        np.save(os.path.join(directory, name + ".npy"), tensor.numpy())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
@@ -171,11 +191,14 @@ def main():
     # difference in the last bits cannot flip a token.
     parser.add_argument("--prompt-lengths", default="2,5,13,31")
     parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--weights", help="write config.json and one NAME.npy per parameter to this directory")
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     model = build(args.size)
     export(model, args.out)
+    if args.weights:
+        save_weights(model, args.weights)
     if args.reference:
         for length in (int(s) for s in args.prompt_lengths.split(",")):
             gen = torch.Generator().manual_seed(1)
