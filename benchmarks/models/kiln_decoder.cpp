@@ -9,6 +9,9 @@
 //                                   as compiled without kv_cache_in_place: "kiln-copying/CASE")
 //     kiln_decoder_bench MODEL.onnx --without PASS CASE...   (also each case compiled without the
 //                                   pass PASS, e.g. fuse_attention: "kiln-without-PASS/CASE")
+//     kiln_decoder_bench MODEL.onnx --ir WEIGHTS_DIR CASE...   (also each case on the same model
+//                                   built in kiln's IR with its caches as VM state, examples/gpt2_ir.hpp,
+//                                   on the weights scripts/gpt2.py --weights wrote: "kiln-ir/CASE")
 //     kiln_decoder_bench read:MiB      (the machine's memory read bandwidth, 1 and 2 threads)
 //     kiln_decoder_bench MODEL.onnx --callgrind CASE vm|replay REPS   (for benchmarks/models/callgrind.sh:
 //                                   REPS calls inside kiln_measure, on the VM or as the kernel calls
@@ -31,6 +34,8 @@
 #include <kiln/vm/generate.hpp>
 #include <kiln/vm/vm.hpp>
 
+#include "../../examples/gpt2_ir.hpp"
+
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -40,6 +45,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -98,6 +104,37 @@ void call(benchmark::State& state, std::shared_ptr<shared_model> m, std::int64_t
   const vm::function_handle f = machine.get_function("main");
   for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(f.call(args));  // warm-up: the arena, the caches
   for (auto _ : state) benchmark::DoNotOptimize(f.call(args));
+  kiln::kernels::set_num_threads(1);
+}
+
+/// One forward() of the model in kiln's IR (gpt2_ir.hpp) with `past` positions cached and `t` new
+/// ones. Its caches are objects the call appends to; after each call the `t` positions are popped
+/// again (attention_kv_cache::pop_n, timed with the call: microseconds), so that every call
+/// appends at the same position, in place, as a generation loop's step does.
+void call_ir(benchmark::State& state, std::shared_ptr<const vm::executable> ex, gpt2_ir::config c, std::int64_t past, std::int64_t t,
+             std::size_t threads) {
+  kiln::kernels::set_num_threads(threads);
+  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const std::int64_t hd = c.n_embd / c.n_head;
+  tensor init = tensor::empty({c.n_head, past, hd}, kiln::dtype::float32);
+  for (std::int64_t i = 0; i < init.numel(); ++i) init.data<float>()[i] = u(gen);
+  std::vector<std::int64_t> ids;
+  for (std::int64_t i = 0; i < t; ++i) ids.push_back(std::int64_t(gen() % 1000));
+  std::vector<vm::value> caches;
+  for (std::int64_t i = 0; i < 2 * c.n_layer; ++i)
+    caches.push_back(vm::value::from_object(
+        kiln::runtime::make_object<kiln::runtime::attention_kv_cache>(init, kiln::runtime::shape_vector{c.n_head, c.n_positions, hd}, -1, 1)));
+  const vm::value args[] = {vm::value(tensor::from_values<std::int64_t>({1, t}, std::span<const std::int64_t>(ids))),
+                            vm::value::shape({past + t}), vm::value::tuple(caches)};
+  const vm::function_handle f = machine.get_function("forward");
+  auto step = [&] {
+    benchmark::DoNotOptimize(f.call(args));
+    for (const vm::value& cache : caches) cache.as_object<kiln::runtime::attention_kv_cache>()->pop_n(t);
+  };
+  for (int i = 0; i < 2; ++i) step();  // warm-up: the arena, the caches
+  for (auto _ : state) step();
   kiln::kernels::set_num_threads(1);
 }
 
@@ -281,7 +318,11 @@ int main(int argc, char** argv) {
     // --copy-cache, --without PASS: also the executable compiled without kv_cache_in_place (each
     // step copies the cache, as the model is written) or without PASS, as "kiln-copying/CASE" or
     // "kiln-without-PASS/CASE", taking turns with "kiln/CASE".
-    std::string without, label;
+    std::string without, label, ir_weights;
+    if (argc > 3 && std::string(argv[2]) == "--ir") {
+      ir_weights = argv[3];
+      std::rotate(argv + 2, argv + 4, argv + argc), argc -= 2;
+    }
     if (argc > 2 && std::string(argv[2]) == "--copy-cache") {
       without = "kv_cache_in_place", label = "kiln-copying";
       std::rotate(argv + 2, argv + 3, argv + argc--);
@@ -299,6 +340,13 @@ int main(int argc, char** argv) {
       kiln::pass_context_scope scope(ctx);
       copy->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1])));
     }
+    std::shared_ptr<const vm::executable> ir_ex;
+    std::optional<gpt2_ir::config> ir_config;
+    if (!ir_weights.empty()) {
+      const gpt2_ir::weights w(ir_weights);
+      ir_ex = std::make_shared<const vm::executable>(kiln::compile(gpt2_ir::build(w)));
+      ir_config = w.cfg();
+    }
     {
       vm::virtual_machine probe(m->ex, {}, kiln::kernels::global_registry());
       m->layout = vm::decoder(probe).layout();
@@ -315,6 +363,13 @@ int main(int argc, char** argv) {
           add(label + "/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
             call(s, copy, bc.past, bc.t, bc.batch, threads);
           });
+        if (ir_ex) {
+          if (bc.batch != 1 || bc.past + bc.t > ir_config->n_positions)
+            throw std::runtime_error("--ir runs batch 1 within n_positions " + std::to_string(ir_config->n_positions) + ", not '" + c + "'");
+          add("kiln-ir/" + c + "/threads:" + std::to_string(threads), [=](benchmark::State& s) {
+            call_ir(s, ir_ex, *ir_config, bc.past, bc.t, threads);
+          });
+        }
       }
     }
   } catch (const std::exception& e) {
