@@ -844,6 +844,10 @@ struct epilogue_operand {
 
 namespace detail {
 
+/// The strides with which `t` is read at each index of `shape` (0 along the axes it is broadcast
+/// over, numpy's rule), or nothing when `t` does not broadcast to `shape`.
+KILN_DECL std::optional<std::vector<std::int64_t>> broadcast_strides(const tensor& t, std::span<const std::int64_t> shape);
+
 /// Checks the operands of a kernel's fused epilogue against its output `out`, and returns each
 /// operand's strides along the output's axes (0 where it is broadcast).
 KILN_DECL std::vector<std::vector<std::int64_t>> check_epilogue(std::string_view op, const fused_expr& e, std::span<const tensor> operands, const tensor& out);

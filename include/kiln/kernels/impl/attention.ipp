@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kiln/kernels/attention.hpp>
+#include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/reduce.hpp>
@@ -12,23 +13,10 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace kiln::kernels::detail {
-
-/// The strides with which `t` is read at each index of `shape` (0 along the axes it broadcasts
-/// over), or an empty vector when it does not broadcast to `shape`.
-inline std::vector<std::int64_t> strides_broadcast_to(const tensor& t, std::span<const std::int64_t> shape) {
-  if (t.ndim() > shape.size()) return {};
-  std::vector<std::int64_t> s(shape.size(), 0);
-  for (std::size_t d = 0; d < t.ndim(); ++d) {
-    const std::size_t o = shape.size() - t.ndim() + d;
-    if (t.shape(d) == shape[o]) s[o] = shape[o] == 1 ? 0 : t.strides()[d];
-    else if (t.shape(d) != 1) return {};
-  }
-  if (s.empty()) s.push_back(0);  // a scalar broadcasts to a scalar shape too
-  return s;
-}
 
 /// `fill` as a T: beyond T's range, the infinity of its sign (a float32 kernel given
 /// -3.4028234663852886e+38 keeps it; given -1e300, -inf).
@@ -89,9 +77,10 @@ KILN_DECL void attention_into(const tensor& q, const tensor& k, const tensor& v,
   std::vector<std::int64_t> mask_strides;
   if (sc.mask.defined()) {
     if (sc.mask.type() != dtype::bool_) fail(op, "the mask must be a bool tensor, got " + describe_operand(sc.mask));
-    mask_strides = strides_broadcast_to(sc.mask, scores_shape);
-    if (mask_strides.empty())
+    std::optional<std::vector<std::int64_t>> s = broadcast_strides(sc.mask, scores_shape);
+    if (!s)
       fail(op, kiln::detail::concat("the mask ", describe_operand(sc.mask), " does not broadcast to the scores' shape ", runtime::shape_to_string(scores_shape)));
+    mask_strides = std::move(*s);
   }
   if (operands.size() + 1 > max_fused_inputs)
     fail(op, kiln::detail::concat("the score expressions take at most ", max_fused_inputs - 1, " operands, ", operands.size(), " given"));
@@ -105,9 +94,10 @@ KILN_DECL void attention_into(const tensor& q, const tensor& k, const tensor& v,
     const std::string which = kiln::detail::concat("score operand x", i + 1);
     if (!t.defined()) fail(op, which + " is undefined");
     if (t.type() != q.type()) fail(op, kiln::detail::concat(which, " is ", describe_operand(t), " but q is ", name(q.type())));
-    op_strides.push_back(strides_broadcast_to(t, scores_shape));
-    if (op_strides.back().empty())
+    std::optional<std::vector<std::int64_t>> s = broadcast_strides(t, scores_shape);
+    if (!s)
       fail(op, kiln::detail::concat(which, " ", describe_operand(t), " does not broadcast to the scores' shape ", runtime::shape_to_string(scores_shape)));
+    op_strides.push_back(std::move(*s));
   }
   if (overlaps(out, q) || overlaps(out, k) || overlaps(out, v) || (sc.mask.defined() && overlaps(out, sc.mask)))
     fail(op, kiln::detail::concat("the output ", describe_operand(out), " overlaps an input; write into a separate tensor"));
