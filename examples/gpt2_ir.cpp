@@ -37,10 +37,12 @@ int main(int argc, char** argv) try {
     return 2;
   }
 
-  const gpt2_ir::weights weights(argv[1]);
-  const kiln::ir::ir_module model = gpt2_ir::build(weights);
-  if (print_ir) std::cout << kiln::ir::print(model, kiln::ir::print_options::readable()) << std::endl;
-  kiln::vm::executable ex = kiln::compile(model, {.mode = compiled ? kiln::exec_mode::compiled : kiln::exec_mode::bytecode});
+  kiln::vm::executable ex = [&] {  // the weights as read live until compiled, then only the executable's
+    const gpt2_ir::weights weights(argv[1]);
+    const kiln::ir::ir_module model = gpt2_ir::build(weights);
+    if (print_ir) std::cout << kiln::ir::print(model, kiln::ir::print_options::readable()) << std::endl;
+    return kiln::compile(model, {.mode = compiled ? kiln::exec_mode::compiled : kiln::exec_mode::bytecode});
+  }();
   if (compiled) {  // the compiled mode's functions live in a shared library
     const auto lib = std::filesystem::temp_directory_path() / ("gpt2_ir-" + std::to_string(::getpid()) + ".so");
     kiln::vm::export_library(ex, lib);

@@ -166,7 +166,9 @@ inline config read_config(const std::filesystem::path& file) {
   return c;
 }
 
-/// A directory of weights: its config.json and, on demand, its NAME.npy files.
+/// A directory of weights: its config.json and, on demand, its NAME.npy files. It keeps the
+/// constants it made (as the module built from it does): drop both once compiled, and only the
+/// executable's copies of the weights stay.
 class weights {
 public:
   explicit weights(std::filesystem::path dir) : dir_(std::move(dir)), config_(read_config(dir_ / "config.json")) {}
