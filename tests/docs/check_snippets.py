@@ -6,8 +6,14 @@
 
 must equal that file after its opening comment lines (the license line and a note on what the
 file is): the file is built and run by the tests, so the block compiles and works as shown, as
-Boost.Hana's and xsimd's documentation is cut from compiled examples. A marker naming a file
-that does not exist, or not followed by a code block, fails too.
+Boost.Hana's and xsimd's documentation is cut from compiled examples. A marker may name a region
+of the file instead, for a page that shows part of a program:
+
+    <!-- snippet: examples/docs/kernels_tour.cpp#tour -->
+
+is the lines between the file's two lines `// [tour]` (`# [tour]` in Python), without their
+common indentation. A marker naming a file or region that does not exist, or not followed by a
+code block, fails too.
 
     python3 tests/docs/check_snippets.py REPOSITORY_ROOT
 """
@@ -26,6 +32,18 @@ def body(path):
     return "".join(lines[i:])
 
 
+def region(path, name):
+    """The lines between the file's two `// [name]` (or `# [name]`) lines, dedented; None when
+    the file does not have exactly two."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    marks = [i for i, line in enumerate(lines) if line.strip() in ("// [%s]" % name, "# [%s]" % name)]
+    if len(marks) != 2:
+        return None
+    inner = lines[marks[0] + 1:marks[1]]
+    indent = min((len(l) - len(l.lstrip(" ")) for l in inner if l.strip()), default=0)
+    return "".join(l[indent:] if l.strip() else l.lstrip(" ") for l in inner)
+
+
 def check(root):
     problems, count = [], 0
     pages = [root / "README.md", root / "CONTRIBUTING.md"] + sorted((root / "docs").glob("*.md"))
@@ -38,6 +56,7 @@ def check(root):
                 continue
             where = "%s:%d" % (page.relative_to(root), n + 1)
             name = line[len(MARKER):].split("-->")[0].strip()
+            name, _, part = name.partition("#")
             source = root / name
             if not source.is_file():
                 problems.append("%s: the snippet's file %s does not exist" % (where, name))
@@ -50,7 +69,11 @@ def check(root):
                 end += 1
             block = "".join(lines[n + 2:end])
             count += 1
-            if block != body(source):
+            want = region(source, part) if part else body(source)
+            if want is None:
+                problems.append("%s: %s has no region '%s' (two lines '// [%s]')" % (where, name, part, part))
+                continue
+            if block != want:
                 problems.append("%s: the code block differs from %s (copy the file's code into the page, or the page's into the file)"
                                 % (where, name))
     return problems, count

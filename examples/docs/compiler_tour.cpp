@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// docs/compiler.md shows the region "tour" of this program (tests/docs/check_snippets.py); CTest
+// builds and runs it on a two-layer perceptron.
+#include <kiln/kiln.hpp>
+
+#include <iostream>
+
+namespace ir = kiln::ir;
+namespace vm = kiln::vm;
+
+/// A pass of the user's own, registered by name so that pipeline text can name it.
+struct my_pass {
+  static constexpr std::string_view name = "my_pass";
+  ir::ir_module operator()(const ir::ir_module& m) const { return ir::with_module_attrs(m, {{"seen_by_my_pass", 1}}); }
+};
+using my_static_pipeline = kiln::sequential<my_pass, kiln::transform::default_pipeline>;
+
+const char* text = R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((n, 4), "float32"), w1: R.Tensor((4, 8), "float32"), b1: R.Tensor((8,), "float32")) -> R.Tensor((n, 8), "float32"):
+        with R.dataflow():
+            h: R.Tensor((n, 8), "float32") = R.matmul(x, w1)
+            y: R.Tensor((n, 8), "float32") = R.nn.relu(R.add(h, b1))
+            R.output(y)
+        return y
+)";
+
+int main() {
+  kiln::pass_registry<ir::ir_module>::global().add<my_pass>();
+  using kiln::runtime::tensor;
+  const tensor x = tensor::from_values<float>({3, 4}, std::vector<float>(12, 0.5f)),
+               w1 = tensor::from_values<float>({4, 8}, std::vector<float>(32, 0.25f)),
+               b1 = tensor::from_values<float>({8}, std::vector<float>(8, -0.25f));
+  // [tour]
+  ir::ir_module m = ir::parse_module(text);                       // or built with ir::block_builder
+  vm::executable ex = kiln::compile(m);                           // the design's tvm.compile / relax.build
+  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  vm::value y = machine.invoke("main", x, w1, b1);                // tensors in, tensors out
+
+  kiln::pass_context ctx(0);                                      // opt level, instruments, config as usual
+  ctx.set_instruments({kiln::instrument(kiln::pass_timing{}), kiln::instrument(kiln::verify_ir{})});
+  kiln::pass_context_scope scope(ctx);
+  vm::executable ex0 = kiln::compile(m, {.pipeline = "my_pass,kiln.default"});   // any textual pipeline
+  vm::executable ex1 = kiln::compile(m, my_static_pipeline{}, ctx);              // or a static one
+  // [tour]
+  const std::vector<float> got = y.as_tensor().to_vector<float>();  // relu(4 * 0.5 * 0.25 - 0.25) = 0.25
+  std::cout << got.size() << " outputs, the first " << got[0] << "\n";
+  return got.size() == 24 && got[0] == 0.25f && ex0.num_instructions() > 0 && ex1.num_instructions() > 0 ? 0 : 1;
+}
