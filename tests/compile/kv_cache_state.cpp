@@ -135,8 +135,14 @@ TEST_CASE("attention_kv_cache_array_popn and _clear drop positions of every cach
   CHECK(call(attention_kv_cache_array_popn, {caches, vm::value(std::int64_t(2))}).is_null());
   CHECK(lengths() == std::vector<std::int64_t>{3, 1});
   CHECK(message_of([&] { call(attention_kv_cache_array_popn, {caches, vm::value(std::int64_t(2))}); }) ==
-        "vm.builtin.attention_kv_cache_array_popn: cannot pop 2 positions of a cache of 1");
+        "vm.builtin.attention_kv_cache_array_popn: cannot pop 2 positions of a cache holding 1");
   CHECK(lengths() == std::vector<std::int64_t>{3, 1});  // the first cache was not popped either
+  const vm::value twice = vm::value::tuple({caches.as_tuple()[0], caches.as_tuple()[0]});  // one cache named twice: popped twice
+  CHECK(message_of([&] { call(attention_kv_cache_array_popn, {twice, vm::value(std::int64_t(2))}); }) ==
+        "vm.builtin.attention_kv_cache_array_popn: cannot pop 2 positions 2 times (the tuple holds it 2 times) of a cache holding 3");
+  CHECK(lengths() == std::vector<std::int64_t>{3, 1});
+  call(attention_kv_cache_array_popn, {twice, vm::value(std::int64_t(1))});
+  CHECK(lengths() == std::vector<std::int64_t>{1, 1});
   CHECK(message_of([&] { call(attention_kv_cache_array_popn, {caches}); }) ==
         "vm.builtin.attention_kv_cache_array_popn: expects (caches, n), got 1 arguments");
   CHECK(message_of([&] { call(attention_kv_cache_array_popn, {make(2), vm::value(std::int64_t(1))}); }) ==

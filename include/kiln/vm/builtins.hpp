@@ -60,6 +60,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -403,12 +404,18 @@ inline value attention_kv_cache_array_popn(call_args a) {
   constexpr std::string_view fn = "attention_kv_cache_array_popn";
   if (a.size() == 2 && !a[1].is_int()) builtin_fail(fn, "", "the count must be an integer, got " + std::string(name(a[1].kind())));
   const std::int64_t n = a.size() == 2 ? a[1].as_int() : 0;
-  if (a.size() == 2 && a[0].is_tuple())
-    for (const value& v : a[0].as_tuple()) {  // every cache has n positions, or none is changed
-      const std::int64_t have = kv_cache_of(v, fn)->length();
-      if (n < 0 || n > have)
-        builtin_fail(fn, "", "cannot pop " + std::to_string(n) + " positions of a cache of " + std::to_string(have));
+  if (a.size() == 2 && a[0].is_tuple()) {
+    // Every cache holds n positions for each time the tuple names it, or none is changed.
+    std::map<const runtime::attention_kv_cache*, std::int64_t> times;
+    for (const value& v : a[0].as_tuple()) ++times[kv_cache_of(v, fn).get()];
+    for (const auto& [cache, k] : times) {
+      const std::int64_t have = cache->length();
+      if (n < 0 || n > have / k) {
+        const std::string repeated = k > 1 ? " " + std::to_string(k) + " times (the tuple holds it " + std::to_string(k) + " times)" : "";
+        builtin_fail(fn, "", "cannot pop " + std::to_string(n) + " positions" + repeated + " of a cache holding " + std::to_string(have));
+      }
     }
+  }
   return detail::for_each_kv_cache(a, 2, fn, "(caches, n)", [n](const runtime::attention_kv_cache& c) { c.pop_n(n); });
 }
 
