@@ -51,11 +51,11 @@ int main(int argc, char** argv) try {
   }
   kiln::vm::virtual_machine machine(std::move(ex), {}, kiln::kernels::global_registry());
 
-  gpt2_ir::session chat(machine);  // create_kv_cache(): the caches, empty
-  std::int64_t token = gpt2_ir::argmax(chat.step(prompt));  // the prefill
+  gpt2_ir::sequence seq(machine);  // create_kv_cache(): empty caches
+  std::int64_t token = gpt2_ir::argmax(seq.step(prompt));  // the prefill
   for (std::int64_t i = 0; i < new_tokens; ++i) {
     std::cout << token << ' ' << std::flush;  // as they come
-    if (i + 1 < new_tokens) token = gpt2_ir::argmax(chat.step(std::span(&token, 1)));
+    if (i + 1 < new_tokens) token = gpt2_ir::argmax(seq.step(std::span(&token, 1)));
   }
   std::cout << "\n";
 } catch (const std::exception& e) {

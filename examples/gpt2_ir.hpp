@@ -23,6 +23,7 @@
 
 #include <kiln/kiln.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -334,12 +335,11 @@ inline ir::ir_module build(const weights& w) {
   return bb.module();
 }
 
-/// A conversation with the model: the caches (the VM's state between calls) and the length so far.
-class session {
+/// A sequence being decoded: its caches (the VM's state between calls) and its length.
+class sequence {
 public:
-  explicit session(vm::virtual_machine& machine) : machine_(machine), forward_(machine.get_function("forward")) {
-    caches_ = machine_.invoke_span("create_kv_cache", std::span<const vm::value>{});
-  }
+  explicit sequence(vm::virtual_machine& machine)
+      : forward_(machine.get_function("forward")), caches_(machine.invoke_span("create_kv_cache", std::span<const vm::value>{})) {}
 
   /// Appends `ids` (the prompt, or the one token chosen last) and returns the logits of the last
   /// position, float32 [1, 1, vocab].
@@ -352,11 +352,11 @@ public:
     return result.as_tuple()[0].as_tensor();
   }
 
-  /// Drops the last `n` positions (to take another continuation from an earlier point, as
-  /// TVM's vm.builtin.attention_kv_cache_array_popn does); the next step appends where they were.
+  /// Drops the last `n` positions (as TVM's vm.builtin.attention_kv_cache_array_popn does), so
+  /// that decoding resumes from an earlier position; the next step appends where they were.
   void pop(std::int64_t n) {
     if (n < 0 || n > length_)
-      throw kiln::error("gpt2_ir::session::pop: cannot drop " + std::to_string(n) + " of " + std::to_string(length_) + " positions");
+      throw kiln::error("gpt2_ir::sequence::pop: cannot drop " + std::to_string(n) + " of " + std::to_string(length_) + " positions");
     for (const vm::value& c : caches_.as_tuple()) c.as_object<kiln::runtime::attention_kv_cache>()->pop_n(n);
     length_ -= n;
   }
@@ -367,7 +367,6 @@ public:
   const vm::value& caches() const noexcept { return caches_; }
 
 private:
-  vm::virtual_machine& machine_;
   vm::function_handle forward_;
   vm::value caches_;
   std::int64_t length_ = 0;
@@ -378,10 +377,7 @@ inline std::int64_t argmax(const kiln::runtime::tensor& logits) {
   const kiln::runtime::tensor t = logits.contiguous();
   const std::int64_t vocab = t.shape().back();
   const float* p = t.data<float>() + (t.numel() - vocab);
-  std::int64_t best = 0;
-  for (std::int64_t i = 1; i < vocab; ++i)
-    if (p[i] > p[best]) best = i;
-  return best;
+  return std::int64_t(std::max_element(p, p + vocab) - p);
 }
 
 }  // namespace gpt2_ir

@@ -35,22 +35,21 @@ void check_gpt2_ir_greedy(vm::virtual_machine& machine, int length) {
   const std::vector<std::int64_t> want = gpt2_ir_ints(stem + ".tokens_" + l + ".npy");
   const runtime::tensor want_logits = runtime::load_npy(stem + ".logits_" + l + ".npy");  // [steps, vocab]
   const std::int64_t vocab = want_logits.shape()[1];
-  gpt2_ir::session chat(machine);
+  gpt2_ir::sequence seq(machine);
   std::vector<std::int64_t> got;
-  double worst = 0;
   std::vector<std::int64_t> ids = prompt;
   for (std::size_t step = 0; step < want.size(); ++step) {
-    const runtime::tensor logits = chat.step(ids).contiguous();
+    CAPTURE(step);
+    const runtime::tensor logits = seq.step(ids);
     REQUIRE(logits.shape() == runtime::shape_vector{1, 1, vocab});
-    const float* g = logits.data<float>();
-    const float* w = want_logits.data<float>() + std::int64_t(step) * vocab;
-    for (std::int64_t v = 0; v < vocab; ++v) worst = std::max(worst, double(std::abs(g[v] - w[v])) / (1.0 + std::abs(double(w[v]))));
+    const auto s = std::int64_t(step);
+    const runtime::closeness c = runtime::compare_close(logits.contiguous().view({1, vocab}), want_logits.slice(0, s, s + 1), 1e-4, 1e-4);
+    CHECK_MESSAGE(c.ok(), c.describe());
     got.push_back(gpt2_ir::argmax(logits));
     ids = {got.back()};
   }
   CHECK(got == want);
-  CHECK(worst < 1e-4);
-  CHECK(chat.length() == std::int64_t(prompt.size() + want.size() - 1));
+  CHECK(seq.length() == std::int64_t(prompt.size() + want.size() - 1));
 }
 
 }  // namespace
@@ -80,7 +79,7 @@ TEST_CASE("GPT-2 in kiln's IR: the compiled mode decodes as PyTorch does") {
 TEST_CASE("GPT-2 in kiln's IR: the caches stay in place, no step after the first allocates, popping goes back, and the bound is enforced") {
   const gpt2_ir::weights weights(gpt2_ir_weights());
   vm::virtual_machine machine(kiln::compile(gpt2_ir::build(weights)), {}, kernels::global_registry());
-  gpt2_ir::session chat(machine);
+  gpt2_ir::sequence seq(machine);
   const std::vector<std::int64_t> prompt = gpt2_ir_ints(gpt2_ir_stem().string() + ".prompt_13.npy");
   std::vector<std::int64_t> ids = prompt;
   std::vector<const void*> buffers;
@@ -88,13 +87,13 @@ TEST_CASE("GPT-2 in kiln's IR: the caches stay in place, no step after the first
   std::vector<std::int64_t> tokens;
   for (int step = 0; step < 24; ++step) {
     CAPTURE(step);
-    tokens.push_back(gpt2_ir::argmax(chat.step(ids)));
+    tokens.push_back(gpt2_ir::argmax(seq.step(ids)));
     ids = {tokens.back()};
-    const auto caches = chat.caches().as_tuple();
+    const auto caches = seq.caches().as_tuple();
     REQUIRE(caches.size() == std::size_t(2 * weights.cfg().n_layer));
     for (std::size_t i = 0; i < caches.size(); ++i) {
       const runtime::tensor data = caches[i].as_object<runtime::attention_kv_cache>()->data();
-      CHECK(data.shape() == runtime::shape_vector{weights.cfg().n_head, chat.length(), weights.cfg().n_embd / weights.cfg().n_head});
+      CHECK(data.shape() == runtime::shape_vector{weights.cfg().n_head, seq.length(), weights.cfg().n_embd / weights.cfg().n_head});
       if (step == 0) buffers.push_back(data.data());
       else CHECK(data.data() == buffers[i]);  // appended in place: room for n_positions was reserved
     }
@@ -104,19 +103,19 @@ TEST_CASE("GPT-2 in kiln's IR: the caches stay in place, no step after the first
 
   // Back 6 positions: feeding the tokens that followed them again continues as before, in the
   // same buffers (nothing else held a view of the dropped positions).
-  REQUIRE(chat.length() == 13 + 23);
-  chat.pop(6);  // positions 0..29 stay; 30 was where step 18 fed tokens[17]
+  REQUIRE(seq.length() == 13 + 23);
+  seq.pop(6);  // positions 0..29 stay; 30 was where step 18 fed tokens[17]
   for (std::size_t step = 18; step < 23; ++step) {
     CAPTURE(step);
-    CHECK(gpt2_ir::argmax(chat.step(std::span(&tokens[step - 1], 1))) == tokens[step]);
-    CHECK(chat.caches().as_tuple()[0].as_object<runtime::attention_kv_cache>()->data().data() == buffers[0]);
+    CHECK(gpt2_ir::argmax(seq.step(std::span(&tokens[step - 1], 1))) == tokens[step]);
+    CHECK(seq.caches().as_tuple()[0].as_object<runtime::attention_kv_cache>()->data().data() == buffers[0]);
   }
-  CHECK(kiln_test::message_of<kiln::error>([&] { chat.pop(99); }) == "gpt2_ir::session::pop: cannot drop 99 of 35 positions");
+  CHECK(kiln_test::message_of<kiln::error>([&] { seq.pop(99); }) == "gpt2_ir::sequence::pop: cannot drop 99 of 35 positions");
 
   // A prompt longer than n_positions is refused before anything runs, naming the bound.
-  gpt2_ir::session other(machine);
+  gpt2_ir::sequence fresh(machine);
   const std::vector<std::int64_t> too_long(std::size_t(weights.cfg().n_positions + 1), 1);
-  const std::string msg = kiln_test::message_of<kiln::error>([&] { other.step(too_long); });
+  const std::string msg = kiln_test::message_of<kiln::error>([&] { fresh.step(too_long); });
   CHECK(msg.find("n = 257 exceeds its upper bound 256") != std::string::npos);
 }
 
