@@ -2,8 +2,11 @@
 // The ONNX importer: bytes that import give a module that verifies and compiles, or a kiln error.
 // A small model is also run (its inputs zero), so that the kernels meet fuzzed shapes and
 // attributes: one whose every value has a static shape of at most `max_elements` elements.
+// The same bytes go through import_file's wire-format walk (mapped_model.hpp), which must give
+// back a model that, with the weights it noted put back, is the one protobuf parses.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/frontend/onnx/mapped_model.hpp>
 #include <kiln/ir/verifier.hpp>
 #include <kiln/ir/visitor.hpp>
 #include <kiln/kernels/register.hpp>
@@ -56,9 +59,25 @@ void run_if_small(const kiln::ir::ir_module& m, const kiln::vm::executable& ex) 
   (void)machine.invoke_span("main", args);
 }
 
+/// The walk import_file maps weights with, on `bytes`: nothing, or a skeleton that parses when
+/// they do and is, with each raw_data it noted put back, the model they hold.
+void check_skeleton(std::span<const std::byte> bytes) {
+  const auto s = kiln::frontend::onnx::detail::skeleton_of(bytes, 1);
+  if (!s) return;
+  ::onnx::ModelProto whole, skeleton;
+  const bool parsed = whole.ParseFromArray(bytes.data(), int(bytes.size()));
+  kiln_fuzz::fuzz_check(parsed == skeleton.ParseFromString(s->bytes), "the skeleton parses exactly when the model does");
+  if (!parsed) return;
+  for (auto& t : *skeleton.mutable_graph()->mutable_initializer())
+    if (auto it = s->raw_data.find(t.name()); it != s->raw_data.end())
+      t.set_raw_data(std::string(reinterpret_cast<const char*>(it->second.data()), it->second.size()));
+  kiln_fuzz::fuzz_check(whole.SerializeAsString() == skeleton.SerializeAsString(), "the skeleton with its weights put back is the model");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  check_skeleton(kiln_fuzz::bytes(data, size));
   return kiln_fuzz::guarded([&] {
     const kiln::ir::ir_module m = kiln::frontend::onnx::import_bytes(kiln_fuzz::bytes(data, size));
     kiln_fuzz::fuzz_check(kiln::ir::verify(m).empty(), "an imported module is well formed");

@@ -12,6 +12,8 @@
 //     kiln_decoder_bench MODEL.onnx --ir WEIGHTS_DIR CASE...   (also each case on the same model
 //                                   built in kiln's IR with its caches as VM state, examples/gpt2_ir.hpp,
 //                                   on the weights scripts/gpt2.py --weights wrote: "kiln-ir/CASE")
+//     kiln_decoder_bench MODEL.onnx --read-weights CASE...   (the weights read into memory at import,
+//                                   import_options::map_weights = false, instead of mapped)
 //     kiln_decoder_bench read:MiB      (the machine's memory read bandwidth, 1 and 2 threads)
 //     kiln_decoder_bench MODEL.onnx --callgrind CASE vm|replay REPS   (for benchmarks/models/callgrind.sh:
 //                                   REPS calls inside kiln_measure, on the VM or as the kernel calls
@@ -25,7 +27,7 @@
 //
 // Protocol (the same in ort_decoder.js and torch_decoder.py): repetitions of at least 50 ms each,
 // the median and the minimum over repetitions of the mean time per call; peak resident memory of
-// the process at the end, on stderr.
+// the process once the model is compiled and at the end, on stderr.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
 #include <kiln/kernels/isa.hpp>
@@ -319,6 +321,11 @@ int main(int argc, char** argv) {
     // step copies the cache, as the model is written) or without PASS, as "kiln-copying/CASE" or
     // "kiln-without-PASS/CASE", taking turns with "kiln/CASE".
     std::string without, label, ir_weights;
+    kiln::frontend::onnx::import_options import;
+    if (argc > 2 && std::string(argv[2]) == "--read-weights") {
+      import.map_weights = false;
+      std::rotate(argv + 2, argv + 3, argv + argc--);
+    }
     if (argc > 3 && std::string(argv[2]) == "--ir") {
       ir_weights = argv[3];
       std::rotate(argv + 2, argv + 4, argv + argc), argc -= 2;
@@ -332,13 +339,18 @@ int main(int argc, char** argv) {
     }
     const bool copying = !without.empty();
     auto m = std::make_shared<shared_model>();
-    m->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1])));
+    m->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1], import)));
+    {
+      rusage u{};
+      ::getrusage(RUSAGE_SELF, &u);
+      std::cerr << "kiln_decoder_bench: peak resident memory once compiled " << u.ru_maxrss / 1024 << " MiB\n";
+    }
     auto copy = std::make_shared<shared_model>();
     if (copying) {
       kiln::pass_context ctx;
       ctx.disable(without);
       kiln::pass_context_scope scope(ctx);
-      copy->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1])));
+      copy->ex = std::make_shared<const vm::executable>(kiln::compile(kiln::frontend::onnx::import_file(argv[1], import)));
     }
     std::shared_ptr<const vm::executable> ir_ex;
     std::optional<gpt2_ir::config> ir_config;

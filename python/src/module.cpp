@@ -104,18 +104,21 @@ PYBIND11_MODULE(_kiln, m) {
   o.def(
       "import_file",
       [](const std::string& path, const std::map<std::string, std::vector<std::int64_t>>& shapes, bool keep_params_in_input,
-         const std::map<std::string, std::int64_t>& upper_bounds) {
+         const std::map<std::string, std::int64_t>& upper_bounds, bool map_weights) {
         onnx::import_options opt;
         opt.shapes = shapes;
         opt.keep_params_in_input = keep_params_in_input;
         opt.upper_bounds = upper_bounds;
+        opt.map_weights = map_weights;
         kp::py::gil_scoped_release release;
         return onnx::import_file(path, opt);
       },
       kp::py::arg("path"), kp::py::arg("shapes") = std::map<std::string, std::vector<std::int64_t>>{},
       kp::py::arg("keep_params_in_input") = false, kp::py::arg("upper_bounds") = std::map<std::string, std::int64_t>{},
+      kp::py::arg("map_weights") = true,
       "The kiln IR of the ONNX model in `path` (one function, main); `shapes` fixes input shapes by name, `upper_bounds` bounds "
-      "symbolic dimensions by name (main's tir_var_upper_bound)");
+      "symbolic dimensions by name (main's tir_var_upper_bound); `map_weights`: large weights stay in the file, mapped, until "
+      "compiled (the file must not be written in place meanwhile)");
   o.def(
       "import_bytes",
       [](const kp::py::bytes& data, const std::map<std::string, std::vector<std::int64_t>>& shapes, bool keep_params_in_input,

@@ -5,6 +5,7 @@
 
 #include <kiln/support/dtype.hpp>
 #include <kiln/support/error.hpp>
+#include <kiln/support/paged_bytes.hpp>
 
 #include <boost/container_hash/hash.hpp>
 
@@ -16,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::ir {
@@ -53,6 +55,37 @@ public:
     a.nbytes_ = nbytes;
     a.hash_ = hash_bytes(a.bytes());
     return a;
+  }
+
+  /// Bytes where they lie in a mapped file (`range`, a part of `file->bytes()`), without a copy:
+  /// the array keeps the file mapped. Its pages are evicted once the content hash is computed,
+  /// so that an array made this way costs no memory until it is read; `to_tensor` copies it and
+  /// evicts it again, and `evict` is there for any other reader done with it.
+  static ndarray map(dtype dt, std::vector<std::int64_t> shape, std::shared_ptr<const kiln::detail::paged_bytes> file,
+                     std::span<const std::byte> range) {
+    if (!file) throw error("kiln::ir::ndarray::map: no file");
+    const std::span<const std::byte> all = file->bytes();
+    const auto begin = reinterpret_cast<std::uintptr_t>(all.data()), at = reinterpret_cast<std::uintptr_t>(range.data());
+    if (at < begin || at - begin > all.size() || range.size() > all.size() - (at - begin))
+      throw error("kiln::ir::ndarray::map: the range is not inside the bytes of " + std::string(file->name()));
+    const kiln::detail::paged_bytes* mapping = file.get();
+    ndarray a = share(dt, std::move(shape), std::shared_ptr<const std::byte>(std::move(file), range.data()), range.size());
+    a.mapping_ = mapping;
+    a.evict();
+    return a;
+  }
+
+  /// Whether the bytes lie in a mapped file (`map`).
+  bool is_mapped() const noexcept { return mapping_ != nullptr; }
+  /// A hint that the bytes will not be read soon: the pages of a mapped array leave the resident
+  /// set (a read maps them in again); nothing for any other.
+  void evict() const noexcept {
+    if (mapping_) mapping_->evict(bytes());
+  }
+  /// For a mapped array, throws a `kiln::error` when its file was truncated or written in place
+  /// since it was mapped (`mapped_file::check_unchanged`); nothing for any other.
+  void check_source(std::string_view who) const {
+    if (mapping_) mapping_->check_unchanged(who);
   }
 
   /// A tensor of `shape` holding `values` converted to `dt`.
@@ -122,7 +155,10 @@ public:
     if (a.dt_ != b.dt_ || a.shape_ != b.shape_ || a.hash_ != b.hash_) return false;
     if (a.data_ == b.data_) return true;
     auto x = a.bytes(), y = b.bytes();
-    return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size()) == 0);
+    const bool same = x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size()) == 0);
+    a.evict();  // mapped bytes read for the comparison only
+    b.evict();
+    return same;
   }
 
   /// Writes `v` converted to `dt` at `p`.
@@ -197,6 +233,7 @@ private:
   std::shared_ptr<const std::byte> data_;
   std::size_t nbytes_ = 0;
   std::size_t hash_ = 0;  ///< content_hash()
+  const kiln::detail::paged_bytes* mapping_ = nullptr;  ///< the file the bytes lie in (`map`), kept mapped by data_
 };
 
 }  // namespace kiln::ir

@@ -29,10 +29,19 @@ public:
 
 /// `a` as a contiguous tensor: over `a`'s own bytes, without a copy, when they are aligned as a
 /// tensor's (every ndarray kiln allocates is), else a copy. The tensor must not be written: it
-/// is the constant.
+/// is the constant. Bytes mapped from a file (`ir::ndarray::map`) are always copied, and then
+/// evicted: what the compiler makes of a constant (an executable's pool, a packed weight, a
+/// folded result) never reads the file again, and the file's pages never count twice.
 inline runtime::tensor to_tensor(const ir::ndarray& a) {
   runtime::shape_vector shape(a.shape().begin(), a.shape().end());
   const std::span<const std::byte> b = a.bytes();
+  if (a.is_mapped()) {
+    a.check_source("kiln::transform::to_tensor");
+    runtime::tensor t = runtime::tensor::empty(std::move(shape), a.dt());
+    if (!b.empty()) std::memcpy(t.data(), b.data(), b.size());
+    a.evict();
+    return t;
+  }
   if (!b.empty() && reinterpret_cast<std::uintptr_t>(b.data()) % runtime::storage_alignment == 0) {
     auto keeper = runtime::make_object<detail::ndarray_bytes>(a.shared_bytes());
     auto st = runtime::make_object<runtime::storage>(runtime::object_ptr<const runtime::object>(std::move(keeper)), runtime::default_allocator(),

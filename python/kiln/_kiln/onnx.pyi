@@ -10,6 +10,6 @@ def import_bytes(data: bytes, shapes: Dict[str, List[int]] = ..., keep_params_in
     ...
 
 
-def import_file(path: str, shapes: Dict[str, List[int]] = ..., keep_params_in_input: bool = ..., upper_bounds: Dict[str, int] = ...) -> kiln._kiln.ir.IRModule:
-    """The kiln IR of the ONNX model in `path` (one function, main); `shapes` fixes input shapes by name, `upper_bounds` bounds symbolic dimensions by name (main's tir_var_upper_bound)"""
+def import_file(path: str, shapes: Dict[str, List[int]] = ..., keep_params_in_input: bool = ..., upper_bounds: Dict[str, int] = ..., map_weights: bool = ...) -> kiln._kiln.ir.IRModule:
+    """The kiln IR of the ONNX model in `path` (one function, main); `shapes` fixes input shapes by name, `upper_bounds` bounds symbolic dimensions by name (main's tir_var_upper_bound); `map_weights`: large weights stay in the file, mapped, until compiled (the file must not be written in place meanwhile)"""
     ...

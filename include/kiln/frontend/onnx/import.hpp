@@ -74,6 +74,13 @@ struct import_options {
   /// (TVM's): the compiler then plans memory for the largest sizes, so that calls at every length
   /// up to them reuse one arena, and the VM refuses a call beyond a bound by name.
   std::map<std::string, std::int64_t> upper_bounds = {};
+  /// `import_file` only: the main graph's large initializers (64 KiB and more) become constants
+  /// over the file's own pages, mapped read-only, instead of being read into memory; the compiler
+  /// copies or packs each one and gives its pages back, so that the weights are never in memory
+  /// twice (mapped_model.hpp). The file must then not be truncated or written in place while the
+  /// module is in use (replacing it by a rename is safe); the compiler refuses, naming the file,
+  /// when it was. False reads every weight into memory.
+  bool map_weights = true;
 };
 
 /// Reads every tensor of `model` stored as external data (initializers and Constant nodes'
@@ -133,6 +140,9 @@ struct import_state {
   /// initializer's data is then freed once it is a constant, so that a model's weights are not held
   /// twice while it is imported.
   ::onnx::ModelProto* owned = nullptr;
+  /// The main graph's initializers whose raw_data lies in the mapped file (import_file with
+  /// import_options::map_weights): the model holds a one-byte placeholder instead.
+  const std::map<std::string, mapped_raw_data>* mapped = nullptr;
 };
 
 /// Mends what ONNX 1.12's version converter writes wrongly: its Reshape 4 -> 5 adapter makes the
@@ -195,7 +205,10 @@ public:
     }
     for (int i = 0; i < g.initializer_size(); ++i) {
       const ::onnx::TensorProto& t = g.initializer(i);
-      ir::ndarray a = to_ndarray(t, "initializer '" + t.name() + "'");
+      const mapped_raw_data* raw = nullptr;
+      if (state_.mapped)
+        if (auto it = state_.mapped->find(t.name()); it != state_.mapped->end()) raw = &it->second;
+      ir::ndarray a = to_ndarray(t, "initializer '" + t.name() + "'", raw);
       if (state_.owned) release_data(*state_.owned->mutable_graph()->mutable_initializer(i));
       if (options_.keep_params_in_input) {
         ir::var v = ir::make_var(sanitize(t.name()), ir::make_constant(a)->checked_type);
@@ -486,7 +499,8 @@ KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const impo
 KILN_DECL ir::ir_module import_bytes(std::span<const std::byte> bytes, const std::string& source = "model bytes",
                                      const import_options& options = {});
 
-/// The IR of the ONNX model in file `path`.
+/// The IR of the ONNX model in file `path`. Its large weights stay in the file, mapped, until the
+/// compiler reads them (import_options::map_weights).
 KILN_DECL ir::ir_module import_file(const std::filesystem::path& path, const import_options& options = {});
 
 }  // namespace kiln::frontend::onnx

@@ -15,12 +15,15 @@
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/support/dtype.hpp>
 #include <kiln/support/error.hpp>
+#include <kiln/support/paged_bytes.hpp>
 
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,8 +66,17 @@ inline dtype require_dtype(int onnx_type, const std::string& what) {
                      ", which kiln does not support (supported: FLOAT, DOUBLE, FLOAT16, INT8, UINT8, INT32, INT64, BOOL)");
 }
 
+/// Where a tensor's raw_data lies in the mapped model file it was read from (`map_model`).
+struct mapped_raw_data {
+  std::shared_ptr<const kiln::detail::paged_bytes> file;
+  std::span<const std::byte> bytes;  ///< within file->bytes()
+};
+
 /// The contents of `t` as an `ir::ndarray`; `what` names it in errors ("initializer 'fc.weight'").
-inline ir::ndarray to_ndarray(const ::onnx::TensorProto& t, const std::string& what) {
+/// With `mapped`, the raw_data is `mapped->bytes`, not `t`'s own (a placeholder `map_model` left),
+/// and the array holds it where it lies in the file (`ir::ndarray::map`), bool tensors apart
+/// (their bytes are normalized to 0 and 1, so copied).
+inline ir::ndarray to_ndarray(const ::onnx::TensorProto& t, const std::string& what, const mapped_raw_data* mapped = nullptr) {
   auto fail = [&](const std::string& msg) -> void { throw import_error("kiln::frontend::onnx: " + what + ": " + msg); };
   if (t.data_location() == ::onnx::TensorProto::EXTERNAL)
     fail("its data is stored outside the model file (external data); import the model with import_file, or give "
@@ -82,13 +94,16 @@ inline ir::ndarray to_ndarray(const ::onnx::TensorProto& t, const std::string& w
   auto count_error = [&](const char* field, std::size_t have) {
     fail(std::string(field) + " holds " + std::to_string(have) + " values for " + std::to_string(numel) + " elements");
   };
-  if (t.has_raw_data()) {
-    if (t.raw_data().size() != numel * item)
-      fail("raw_data holds " + std::to_string(t.raw_data().size()) + " bytes for " + std::to_string(numel) + " elements of " +
+  if (mapped || t.has_raw_data()) {
+    const std::span<const std::byte> raw =
+        mapped ? mapped->bytes : std::span<const std::byte>(reinterpret_cast<const std::byte*>(t.raw_data().data()), t.raw_data().size());
+    if (raw.size() != numel * item)
+      fail("raw_data holds " + std::to_string(raw.size()) + " bytes for " + std::to_string(numel) + " elements of " +
            std::to_string(item) + " bytes");
-    const std::span<const std::byte> raw(reinterpret_cast<const std::byte*>(t.raw_data().data()), numel * item);
+    if (mapped && dt != dtype::bool_) return ir::ndarray::map(dt, std::move(shape), mapped->file, raw);
     if (dt != dtype::bool_) return ir::ndarray::copy(dt, std::move(shape), raw);  // one copy, into the constant's own block
     std::vector<std::byte> bits(raw.begin(), raw.end());
+    if (mapped) mapped->file->evict(raw);
     for (auto& b : bits) b = std::byte(b != std::byte{0});
     return ir::ndarray(dt, std::move(shape), bits);
   }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/frontend/onnx/mapped_model.hpp>
 #include <kiln/support/file.hpp>
+#include <kiln/support/mapped_file.hpp>
 #include <kiln/support/strings.hpp>
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -130,11 +132,16 @@ KILN_DECL void load_external_data(::onnx::ModelProto& model, const std::filesyst
 namespace detail {
 /// `model` imported; `owned` is the same model when the caller owns it and the importer may free
 /// its initializers' data as it converts them.
-inline ir::ir_module import_checked_model(const ::onnx::ModelProto& model, const import_options& options, ::onnx::ModelProto* owned = nullptr);
+inline ir::ir_module import_checked_model(const ::onnx::ModelProto& model, const import_options& options, ::onnx::ModelProto* owned = nullptr,
+                                          const std::map<std::string, mapped_raw_data>* mapped = nullptr);
 /// The model in `bytes`, parsed (`source` names it in errors).
 inline ::onnx::ModelProto parse_model(std::span<const std::byte> bytes, const std::string& source);
 /// `model`, which the caller gives up, with its external data read, imported.
-inline ir::ir_module import_owned(::onnx::ModelProto&& model, const std::string& source, const import_options& options);
+inline ir::ir_module import_owned(::onnx::ModelProto&& model, const std::string& source, const import_options& options,
+                                  const std::map<std::string, mapped_raw_data>* mapped = nullptr);
+/// The model in file `path` with its large weights mapped (import_options::map_weights); nothing
+/// when the file cannot be mapped or walked, or has no large weight (then it is read as it is).
+inline std::optional<ir::ir_module> import_mapped(const std::filesystem::path& path, const std::string& source, const import_options& options);
 }  // namespace detail
 
 KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const import_options& options) {
@@ -145,7 +152,8 @@ KILN_DECL ir::ir_module import_model(const ::onnx::ModelProto& model, const impo
   }
 }
 
-inline ir::ir_module detail::import_checked_model(const ::onnx::ModelProto& model, const import_options& options, ::onnx::ModelProto* owned) {
+inline ir::ir_module detail::import_checked_model(const ::onnx::ModelProto& model, const import_options& options, ::onnx::ModelProto* owned,
+                                                  const std::map<std::string, mapped_raw_data>* mapped) {
   // before ONNX's checker, which would look for the files relative to the working directory
   if (const auto* t = detail::find_external(model.graph()))
     throw import_error("kiln::frontend::onnx: tensor '" + t->name() +
@@ -163,12 +171,14 @@ inline ir::ir_module detail::import_checked_model(const ::onnx::ModelProto& mode
     } catch (const std::exception& e) {
       why = e.what();
     }
-    if (why.empty()) return detail::importer(upgraded, options, {.owned = &upgraded}).run();
+    if (why.empty()) return detail::importer(upgraded, options, {.owned = &upgraded, .mapped = mapped}).run();
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     const std::string from_to = "from opset " + std::to_string(detail::default_opset(model)) + " to " + std::to_string(target);
-    return detail::importer(model, options, {.checked = true, .upgrade_failure = "ONNX's version converter could not bring the model " + from_to + ": " + why}).run();
+    return detail::importer(model, options,
+                            {.checked = true, .upgrade_failure = "ONNX's version converter could not bring the model " + from_to + ": " + why, .mapped = mapped})
+        .run();
   }
-  return detail::importer(model, options, {.owned = owned}).run();
+  return detail::importer(model, options, {.owned = owned, .mapped = mapped}).run();
 }
 
 inline ::onnx::ModelProto detail::parse_model(std::span<const std::byte> bytes, const std::string& source) {
@@ -181,11 +191,12 @@ inline ::onnx::ModelProto detail::parse_model(std::span<const std::byte> bytes, 
   return model;
 }
 
-inline ir::ir_module detail::import_owned(::onnx::ModelProto&& model, const std::string& source, const import_options& options) {
+inline ir::ir_module detail::import_owned(::onnx::ModelProto&& model, const std::string& source, const import_options& options,
+                                         const std::map<std::string, mapped_raw_data>* mapped) {
   try {
     if (!options.external_data_dir.empty()) load_external_data(model, options.external_data_dir);
     try {
-      return detail::import_checked_model(model, options, &model);
+      return detail::import_checked_model(model, options, &model, mapped);
     } catch (const import_error& e) {  // names from the file, shown without their control characters
       throw import_error(kiln::detail::escape_controls(e.what()));
     }
@@ -198,8 +209,33 @@ KILN_DECL ir::ir_module import_bytes(std::span<const std::byte> bytes, const std
   return detail::import_owned(detail::parse_model(bytes, source), source, options);
 }
 
+inline std::optional<ir::ir_module> detail::import_mapped(const std::filesystem::path& path, const std::string& source,
+                                                        const import_options& options) {
+  constexpr std::size_t min_bytes = std::size_t(64) << 10;  // smaller weights are read: a page each would be mostly waste
+  std::shared_ptr<const kiln::detail::mapped_file> file;
+  try {
+    file = kiln::detail::mapped_file::open(path, "kiln::frontend::onnx::import_file");
+  } catch (const kiln::error&) {
+    return std::nullopt;  // the read that follows says why
+  }
+  if (file->bytes().size() > std::size_t(std::numeric_limits<int>::max())) return std::nullopt;
+  std::optional<model_skeleton> skeleton = skeleton_of(file->bytes(), min_bytes);
+  file->evict();  // the pages the walk read
+  if (!skeleton) return std::nullopt;
+  std::map<std::string, mapped_raw_data> mapped;
+  for (const auto& [name, bytes] : skeleton->raw_data) mapped.emplace(name, mapped_raw_data{file, bytes});
+  ::onnx::ModelProto model = parse_model(std::as_bytes(std::span<const char>(skeleton->bytes)), source);
+  std::string().swap(skeleton->bytes);
+  import_options with_dir = options;
+  if (with_dir.external_data_dir.empty())
+    with_dir.external_data_dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  return import_owned(std::move(model), source, with_dir, &mapped);
+}
+
 KILN_DECL ir::ir_module import_file(const std::filesystem::path& path, const import_options& options) {
   const std::string source = kiln::detail::quote(path.string());
+  if (options.map_weights)
+    if (std::optional<ir::ir_module> m = detail::import_mapped(path, source, options)) return std::move(*m);
   ::onnx::ModelProto model;
   {  // parsed as it is read, in blocks: the file's bytes are never held beside the model
     const kiln::detail::readable_file file(path, "kiln::frontend::onnx::import_file");
