@@ -63,7 +63,11 @@ async function main() {
     means.sort((a, b) => a - b);
     console.log(JSON.stringify({ engine: 'onnxruntime', version, case: c, threads: Number(threads), median_ms: means[3], min_ms: means[0] }));
   }
-  console.log(JSON.stringify({ engine: 'onnxruntime', peak_mib: process.resourceUsage().maxRSS / 1024 }));
+  // VmHWM, the high-water mark of this process's own address space: resourceUsage().maxRSS is
+  // getrusage's, which Linux carries over from the parent across fork and exec.
+  const hwm = /^VmHWM:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+  if (!hwm) throw new Error('/proc/self/status has no VmHWM line');
+  console.log(JSON.stringify({ engine: 'onnxruntime', peak_mib: Number(hwm[1]) / 1024 }));
 }
 
 main().catch((e) => { console.error(`ort_decoder.js: ${e.message}`); process.exit(1); });

@@ -14,7 +14,6 @@ not 7 (Debian's PyTorch on the reference BLAS takes tens of seconds for a long p
 import json
 import re
 import os
-import resource
 import sys
 import time
 
@@ -59,7 +58,18 @@ def main():
         means.sort()
         print(json.dumps({"engine": "pytorch", "version": torch.__version__, "case": case, "threads": threads,
                           "median_ms": means[len(means) // 2], "min_ms": means[0]}), flush=True)
-    print(json.dumps({"engine": "pytorch", "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"engine": "pytorch", "peak_mib": peak_mib()}))
+
+
+def peak_mib():
+    """The process's peak resident memory since it began: VmHWM, the high-water mark of its own
+    address space. (getrusage's ru_maxrss is not: Linux carries it over from the parent across
+    fork and exec, so a child of a large process reports the parent's size.)"""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise SystemExit("torch_decoder.py: /proc/self/status has no VmHWM line")
 
 
 if __name__ == "__main__":
