@@ -10,6 +10,7 @@
 // second on stderr. kiln::vm::decoder (kiln/vm/generate.hpp) does the work.
 #include "common.hpp"
 
+#include <kiln/kernels/parallel.hpp>
 #include <kiln/vm/generate.hpp>
 #include <kiln/vm/vm.hpp>
 

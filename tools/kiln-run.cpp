@@ -12,6 +12,7 @@
 #include "common.hpp"
 
 #include <kiln/kernels/isa.hpp>
+#include <kiln/kernels/parallel.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/vm/vm.hpp>
 

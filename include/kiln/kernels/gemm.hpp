@@ -34,6 +34,7 @@
 #pragma once
 
 #include <kiln/kernels/common.hpp>
+#include <kiln/kernels/packing.hpp>
 #include <kiln/kernels/parallel.hpp>
 
 #include <algorithm>
@@ -653,16 +654,7 @@ void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool
 
 // ---- B packed ahead of time ------------------------------------------------------------------------
 
-/// The layout of a B (K x N) packed ahead of time, as a constant weight is at compile time: K is
-/// cut into blocks of `kc` rows (the last may be shorter), each block into panels of `nr`
-/// columns (the last zero-padded), and each panel stored k-major — the panels `pack_b` writes,
-/// all of them, one block after another. Element (p, j) of B is at `packed_b_index`. The GEMM
-/// reads its panels in place (`gemm_prepacked`); a layout that is not this build's
-/// (`native_packed_b_layout`: another vector width) is readable too, through `unpack_b`.
-struct packed_b_layout {
-  std::int64_t nr = 0, kc = 0;
-  friend bool operator==(const packed_b_layout&, const packed_b_layout&) = default;
-};
+// packed_b_layout, the layout of a B packed ahead of time, is in packing.hpp.
 
 /// The layout this build's GEMM reads in place, for element type T and a B of `k` rows.
 template <class T>

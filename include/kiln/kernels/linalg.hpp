@@ -22,6 +22,7 @@
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/ops.hpp>
+#include <kiln/kernels/packing.hpp>
 
 #include <span>
 
@@ -74,27 +75,6 @@ KILN_DECL void matmul_fused(const tensor& a, const tensor& b, const fused_expr& 
 
 // ---- weights packed ahead of time ------------------------------------------------------------------
 
-/// What a weight packed by `prepack_weight` holds: the K x N matrix B and the panel layout it is
-/// stored in (`packed_b_layout` in `gemm.hpp`). The compiler records it beside the packed
-/// constant, so that an executable built where vectors have another width still runs.
-struct packed_weight_layout {
-  std::int64_t k = 0, n = 0;
-  packed_b_layout panels;
-  friend bool operator==(const packed_weight_layout&, const packed_weight_layout&) = default;
-};
-
-/// A layout from its four numbers [K, N, nr, kc], as the compiler passes it to the kernels
-/// (`kernels.matmul_prepacked`); checked where it is used.
-KILN_DECL packed_weight_layout packed_layout(std::string_view op, std::span<const std::int64_t> v);
-
-/// The layout `prepack_weight` writes in this build for a K x N weight of dtype `t` (float32 or
-/// float64).
-KILN_DECL packed_weight_layout native_weight_layout(dtype t, std::int64_t k, std::int64_t n);
-
-/// `b` (2-D, float32 or float64; used transposed when `transpose_b`) packed for
-/// `matmul_prepacked` in this build's layout (`native_weight_layout`): a 1-D tensor. Packing a
-/// constant weight once, at compile time, saves the GEMM packing it on every call.
-KILN_DECL tensor prepack_weight(const tensor& b, bool transpose_b = false);
 
 /// out = a @ B (numpy matmul, `a` used transposed when `transpose_a`) for the K x N weight B that
 /// `packed` holds in `layout` (`prepack_weight`). In this build's layout the GEMM reads the

@@ -47,8 +47,11 @@
 /// operand, grouped and 1 x 1 convolutions.
 #pragma once
 
+#include <kiln/kernels/packing.hpp>
+#if !defined(KILN_SEPARATE_COMPILATION)  // header-only: the definitions of packing.hpp's functions (support/config.hpp)
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/nn.hpp>
+#endif
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
 #include <kiln/transform/detail/fusion.hpp>
