@@ -66,14 +66,14 @@ inline dtype require_dtype(int onnx_type, const std::string& what) {
                      ", which kiln does not support (supported: FLOAT, DOUBLE, FLOAT16, INT8, UINT8, INT32, INT64, BOOL)");
 }
 
-/// Where a tensor's raw_data lies in the mapped model file it was read from (`map_model`).
+/// Where a tensor's raw_data lies in the mapped model file it was read from (`skeleton_of`, mapped_model.hpp).
 struct mapped_raw_data {
   std::shared_ptr<const kiln::detail::paged_bytes> file;
   std::span<const std::byte> bytes;  ///< within file->bytes()
 };
 
 /// The contents of `t` as an `ir::ndarray`; `what` names it in errors ("initializer 'fc.weight'").
-/// With `mapped`, the raw_data is `mapped->bytes`, not `t`'s own (a placeholder `map_model` left),
+/// With `mapped`, the raw_data is `mapped->bytes`, not `t`'s own (the placeholder `skeleton_of` left),
 /// and the array holds it where it lies in the file (`ir::ndarray::map`), bool tensors apart
 /// (their bytes are normalized to 0 and 1, so copied).
 inline ir::ndarray to_ndarray(const ::onnx::TensorProto& t, const std::string& what, const mapped_raw_data* mapped = nullptr) {

@@ -139,7 +139,8 @@ inline ::onnx::ModelProto parse_model(std::span<const std::byte> bytes, const st
 /// `model`, which the caller gives up, with its external data read, imported.
 inline ir::ir_module import_owned(::onnx::ModelProto&& model, const std::string& source, const import_options& options,
                                   const std::map<std::string, mapped_raw_data>* mapped = nullptr);
-/// The model in file `path` with its large weights mapped (import_options::map_weights); nothing
+/// The model in file `path` with its large weights mapped (import_options::map_weights; `options`
+/// name the folder external data is read from); nothing
 /// when the file cannot be mapped or walked, or has no large weight (then it is read as it is).
 inline std::optional<ir::ir_module> import_mapped(const std::filesystem::path& path, const std::string& source, const import_options& options);
 }  // namespace detail
@@ -226,16 +227,16 @@ inline std::optional<ir::ir_module> detail::import_mapped(const std::filesystem:
   for (const auto& [name, bytes] : skeleton->raw_data) mapped.emplace(name, mapped_raw_data{file, bytes});
   ::onnx::ModelProto model = parse_model(std::as_bytes(std::span<const char>(skeleton->bytes)), source);
   std::string().swap(skeleton->bytes);
-  import_options with_dir = options;
-  if (with_dir.external_data_dir.empty())
-    with_dir.external_data_dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
-  return import_owned(std::move(model), source, with_dir, &mapped);
+  return import_owned(std::move(model), source, options, &mapped);
 }
 
 KILN_DECL ir::ir_module import_file(const std::filesystem::path& path, const import_options& options) {
   const std::string source = kiln::detail::quote(path.string());
+  import_options with_dir = options;  // external data is looked up beside the model unless told otherwise
+  if (with_dir.external_data_dir.empty())
+    with_dir.external_data_dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
   if (options.map_weights)
-    if (std::optional<ir::ir_module> m = detail::import_mapped(path, source, options)) return std::move(*m);
+    if (std::optional<ir::ir_module> m = detail::import_mapped(path, source, with_dir)) return std::move(*m);
   ::onnx::ModelProto model;
   {  // parsed as it is read, in blocks: the file's bytes are never held beside the model
     const kiln::detail::readable_file file(path, "kiln::frontend::onnx::import_file");
@@ -248,9 +249,6 @@ KILN_DECL ir::ir_module import_file(const std::filesystem::path& path, const imp
       throw import_error("kiln::frontend::onnx: " + source + " is not an ONNX model (the protobuf does not parse: truncated or not ONNX)");
     if (!model.has_graph()) throw import_error("kiln::frontend::onnx: " + source + " has no graph");
   }
-  if (!options.external_data_dir.empty()) return detail::import_owned(std::move(model), source, options);
-  import_options with_dir = options;
-  with_dir.external_data_dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
   return detail::import_owned(std::move(model), source, with_dir);
 }
 
