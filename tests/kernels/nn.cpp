@@ -492,6 +492,39 @@ TEST_CASE("conv2d_fused: bias, activation, per-channel scale and residual per bl
   }
 }
 
+TEST_CASE("conv2d: depthwise planes of one to several vectors per row, 3x3 and 5x5 at strides 1 and 2, against the direct loop") {
+  // The depthwise kernel's tiles: 4 rows by 2 vectors at stride 1 (3x3, 5x5), 4 rows of one
+  // vector or 2 rows of two, else 4 vectors of a row, taken from the right; rows that end inside
+  // a vector, heights that are not a multiple of 4, groups of several planes whose last plane
+  // ends inside a vector, a channel multiplier, a window of more than 16 columns.
+  std::vector<conv_case> cases;
+  for (const std::int64_t w : {5, 7, 14, 16, 17, 31, 40, 56, 70})
+    for (const std::int64_t k : {3, 5})
+      for (const std::int64_t stride : {1, 2}) {
+        const std::int64_t h = 3 + (w + k + stride) % 7;
+        cases.push_back({{1, 6, h, w}, {6, 1, k, k}, conv(stride, k / 2, 1, 6), (w + k) % 2 == 0});
+      }
+  cases.push_back({{2, 3, 9, 21}, {6, 1, 3, 3}, conv(1, 1, 1, 3), true});   // multiplier 2, batch 2
+  cases.push_back({{1, 4, 6, 40}, {4, 1, 1, 17}, conv(1, 8, 1, 4), false});  // 17 columns
+  cases.push_back({{1, 5, 12, 12}, {5, 1, 3, 3}, conv(3, 0, 1, 5), true});   // stride 3, no padding
+  cases.push_back({{1, 64, 7, 7}, {64, 1, 3, 3}, conv(1, 1, 1, 64), true});  // 16 planes of 49 per group
+  unsigned seed = 700;
+  for (const auto& k : cases) {
+    check_conv<float>(k, seed, false);
+    check_conv<float>(k, seed + 1, true);
+    seed += 3;
+  }
+  check_conv<double>(cases[0], 800, false);
+  check_conv<double>(cases[14], 801, true);
+  check_conv<double>(cases[cases.size() - 1], 802, false);
+  // With an epilogue over each group of planes, and a residual read along the planes.
+  for (const std::size_t i : {std::size_t(1), std::size_t(9), cases.size() - 1}) {
+    check_conv_fused(cases[i], "(clip x0 0 6)", {}, unsigned(900 + i));
+    check_conv_fused(cases[i], "(relu (add x0 x1))", {{}}, unsigned(950 + i));
+    check_conv_fused(cases[i], "(add x0 x1)", {{}}, unsigned(990 + i), true);
+  }
+}
+
 TEST_CASE("conv2d_fused: operands that do not fit the output are clear errors") {
   const tensor x = random_tensor<float>({1, 3, 8, 8}, -1, 1, 1), w = random_tensor<float>({4, 3, 3, 3}, -1, 1, 2);
   const tensor out = tensor::empty({1, 4, 6, 6}, dtype::float32);

@@ -909,30 +909,40 @@ public:
       }
       return b;
     };
-    for (std::int64_t j0 = 0; j0 < n; j0 += chunk) {
-      const std::int64_t len = std::min(chunk, n - j0), padded = (len + W - 1) / W * W;
+    // Elements [j0, j0 + len) of row i: in place when they are whole vectors of a row with
+    // contiguous columns, else gathered into a buffer and written back.
+    auto run = [&](std::int64_t i, std::int64_t j0, std::int64_t len) {
+      const std::int64_t padded = (len + W - 1) / W * W;
       const bool whole = len == padded;
+      T* row = c + i * rs + j0 * cs;
+      const bool direct = whole && cs == 1;
+      src[0] = direct ? row : gather(buffer(0), row, cs, len, padded);
+      for (std::size_t k = 0; k < operands_.size(); ++k) {
+        const epilogue_operand<T>& o = operands_[k];
+        const T* at = o.data + (row0 + i) * o.row_stride + (col0 + j0) * o.col_stride;
+        src[k + 1] = whole && o.col_stride == 1 ? at : gather(buffer(k + 1), at, o.col_stride, len, padded);
+      }
+      for (std::size_t s = 0; s < p.code.size(); ++s) {
+        const fused_expr::instr& in = p.code[s];
+        const bool last = s + 1 == p.code.size();
+        T* d = last && direct ? row : buffer(in.dst);
+        const auto& st = steps[s];
+        st.fn(st, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], padded);
+        if (!last) src[in.dst] = d;
+      }
+      if (!direct) {
+        const T* r = buffer(p.code.back().dst);
+        for (std::int64_t j = 0; j < len; ++j) row[j * cs] = r[j];
+      }
+    };
+    for (std::int64_t j0 = 0; j0 < n; j0 += chunk) {
+      const std::int64_t len = std::min(chunk, n - j0);
+      // With contiguous columns, the whole vectors in place and only the rest through a buffer
+      // (a 7 x 7 plane is 3 vectors and one element).
+      const std::int64_t body = cs == 1 ? len / W * W : 0;
       for (std::int64_t i = 0; i < m; ++i) {
-        T* row = c + i * rs + j0 * cs;
-        src[0] = whole && cs == 1 ? row : gather(buffer(0), row, cs, len, padded);
-        for (std::size_t k = 0; k < operands_.size(); ++k) {
-          const epilogue_operand<T>& o = operands_[k];
-          const T* at = o.data + (row0 + i) * o.row_stride + (col0 + j0) * o.col_stride;
-          src[k + 1] = whole && o.col_stride == 1 ? at : gather(buffer(k + 1), at, o.col_stride, len, padded);
-        }
-        const bool direct = whole && cs == 1;
-        for (std::size_t s = 0; s < p.code.size(); ++s) {
-          const fused_expr::instr& in = p.code[s];
-          const bool last = s + 1 == p.code.size();
-          T* d = last && direct ? row : buffer(in.dst);
-          const auto& st = steps[s];
-          st.fn(st, d, st.ka ? nullptr : src[in.a], st.kb ? nullptr : src[in.b], padded);
-          if (!last) src[in.dst] = d;
-        }
-        if (!direct) {
-          const T* r = buffer(p.code.back().dst);
-          for (std::int64_t j = 0; j < len; ++j) row[j * cs] = r[j];
-        }
+        if (body > 0) run(i, j0, body);
+        if (body < len) run(i, j0 + body, len - body);
       }
     }
   }

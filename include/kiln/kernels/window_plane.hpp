@@ -61,10 +61,12 @@ public:
   static constexpr std::int64_t slack = 64;
   /// The first element of padded row r.
   const T* row(std::int64_t r) const { return buf_.data() + r * row_; }
+  /// Where in a row output column 0 finds padded column `q`.
+  std::int64_t tap(std::int64_t q) const { return q % s_ * phase_ + q / s_; }
   /// Where in a row output column 0 finds its taps: padded columns j * dilation for j < k.
   void taps(std::int64_t k, std::int64_t dilation, std::vector<std::int64_t>& out) const {
     out.resize(std::size_t(k));
-    for (std::int64_t j = 0; j < k; ++j) out[std::size_t(j)] = j * dilation % s_ * phase_ + j * dilation / s_;
+    for (std::int64_t j = 0; j < k; ++j) out[std::size_t(j)] = tap(j * dilation);
   }
 
 private:

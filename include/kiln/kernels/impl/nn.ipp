@@ -118,10 +118,19 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
   const tensor dst = direct ? out : new_output(out.shape(), out.type());
   visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
     if constexpr (std::is_floating_point_v<T>) {
-      // The bias is an epilogue of its own, one value per row (output channel).
-      static const fused_expr add_bias = fused_expr::parse("(add x0 x1)");
-      const epilogue_operand<T> b{bias.defined() ? static_cast<const T*>(bias.data()) : nullptr, bias.defined() ? bias.strides()[0] : 0, 0};
-      const fused_epilogue<T> bias_epi = bias.defined() ? fused_epilogue<T>(add_bias, {&b, 1}) : fused_epilogue<T>();
+      // The bias: one value per row (output channel), added to each block before the epilogue.
+      const T* const b = bias.defined() ? static_cast<const T*>(bias.data()) : nullptr;
+      const std::int64_t b_stride = bias.defined() ? bias.strides()[0] : 0;
+      const auto add_bias = [b, b_stride](T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t m, std::int64_t len) {
+        for (std::int64_t i = 0; i < m; ++i) {
+          const T v = b[(o + i) * b_stride];
+          T* row = c + i * rs;
+          if (cs == 1)
+            for (std::int64_t j = 0; j < len; ++j) row[j] += v;
+          else
+            for (std::int64_t j = 0; j < len; ++j) row[j * cs] += v;
+        }
+      };
       std::vector<fused_epilogue<T>> per_image;
       if (epilogue) {
         std::vector<epilogue_operand<T>> ops;
@@ -133,7 +142,12 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
       }
       const auto apply = [&](std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m,
                              std::int64_t len) {
-        if (bias_epi) bias_epi(c, rs, cs, o, j, m, len);
+        if (b) add_bias(c, rs, cs, o, m, len);
+        if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
+      };
+      // The depthwise kernel starts its sums from the bias.
+      const auto apply_epilogue = [&](std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m,
+                                      std::int64_t len) {
         if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
       };
       if (form == conv_weight::winograd2 || form == conv_weight::winograd4) {
@@ -145,7 +159,9 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
         if (form == conv_weight::winograd2) conv2d_winograd_packed<2, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
         else conv2d_winograd_packed<4, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
       } else if (form == conv_weight::direct_packed) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
-      else if (depthwise) conv2d_depthwise<T>(x, wt, p, g, dst, apply);
+      else if (depthwise)
+        conv2d_depthwise<T>(x, wt, bias.defined() ? static_cast<const T*>(bias.data()) : nullptr, bias.defined() ? bias.strides()[0] : 0, p, g, dst,
+                            apply_epilogue);
       else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
       else conv2d_gemm<T>(x, wt, p, g, dst, apply);
     }
