@@ -104,6 +104,41 @@ TEST_CASE("matmul with at most four rows reads B in place: row-major and transpo
   }
 }
 
+TEST_CASE("gemm reads a B with contiguous rows in place for few panels of rows: the packed product, bit for bit") {
+  // Up to gemm_detail::in_place_b_panels panels of MR rows, B's whole NR-column panels are read
+  // from its rows and only a partial last panel is packed. The same product through a B that
+  // must be packed (the same values, columns 1 apart in memory no longer) gives the same sums in
+  // the same order. B is the last columns of a wider matrix, so that its last row ends where the
+  // allocation does: a whole-vector read past the row would be caught by AddressSanitizer.
+  constexpr std::int64_t MR = gemm_detail::shape<float>::MR, NR = gemm_detail::shape<float>::NR;
+  unsigned seed = 4000;
+  for (const std::int64_t m : {gemm_detail::small_m_rows + 1, MR + 4, 2 * MR, 5 * MR + 1, gemm_detail::in_place_b_panels * MR, gemm_detail::in_place_b_panels * MR + 1})
+    for (const std::int64_t n : {NR / 2, NR, 2 * NR + 5, 4 * NR, 70 * NR + 3})
+      for (const std::int64_t k : {std::int64_t(1), std::int64_t(16), std::int64_t(500)}) {
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(k);
+        const tensor a = random_tensor<float>({m, k}, -1, 1, seed++);
+        const tensor wide = random_tensor<float>({k, n + 3}, -1, 1, seed++);
+        const tensor b = wide.slice(1, 3, n + 3);
+        const tensor bt = b.permute({1, 0}).contiguous().permute({1, 0});  // column-major: packed
+        const matrix_view<const float> av{static_cast<const float*>(a.data()), m, k, k, 1};
+        const matrix_view<const float> bv{static_cast<const float*>(b.data()), k, n, n + 3, 1};
+        const matrix_view<const float> btv{static_cast<const float*>(bt.data()), k, n, 1, k};
+        tensor c = tensor::empty({m, n}, dtype::float32), want = tensor::empty({m, n}, dtype::float32);
+        gemm<float>(av, bv, {static_cast<float*>(c.data()), m, n, n, 1});
+        gemm<float>(av, btv, {static_cast<float*>(want.data()), m, n, n, 1});
+        CHECK(c.to_vector<float>() == want.to_vector<float>());
+        if (m * n * k < 2'000'000) check_all_close(c.to_vector<float>(), reference_matmul<float>(a, b, false, false), 0, 4e-6 * double(k + 1));
+        // Accumulating into a C with a column stride.
+        const tensor c0 = random_tensor<float>({n, m}, -1, 1, seed++);
+        tensor ct = c0.clone(), wantt = c0.clone();
+        gemm<float>(av, bv, {static_cast<float*>(ct.data()), m, n, 1, m}, true);
+        gemm<float>(av, btv, {static_cast<float*>(wantt.data()), m, n, 1, m}, true);
+        CHECK(ct.to_vector<float>() == wantt.to_vector<float>());
+      }
+}
+
 TEST_CASE("batch axes that step by whole matrices over a shared B are folded into rows, with the same result") {
   // [B, M, K] @ [K, N]: one product of B*M rows when A and the output are contiguous, one per
   // matrix otherwise; both must give the reference.

@@ -39,6 +39,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <vector>
 
 // How the blocked loops take the micro-kernels (`block_kernel`, `micro_kernel_wide`): inlined,
@@ -159,20 +160,24 @@ void pack_b(const matrix_view<const T>& b, std::int64_t p0, std::int64_t kc, std
 /// rate (48 bytes of A per 24 FMAs). Prefetching a panel packed into L2 instead costs a little.
 inline constexpr std::int64_t prefetch_bytes = 4096;
 
-/// The micro-kernel: acc = sum over k of A(i, k) * b[k*NR + j] for the R x NR block (R = MR, or
+/// The micro-kernel: acc = sum over k of A(i, k) * b[k*ldb + j] for the R x NR block (R = MR, or
 /// fewer for the last rows of A); then C = acc (when `first`) or C += acc, into the `m` x `n`
 /// corner of C at `c` (m <= R). A(i, k) is a[k*MR + i] in a packed panel (`lda` == 0), or
-/// a[i*lda + k] read in place from a row-major A. `Prefetch`: the packed panel comes from memory
+/// a[i*lda + k] read in place from a row-major A; B's rows are a packed panel's (`ldb` == NR)
+/// or, read in place, a row-major B's (`ldb` its row stride). `Prefetch`: the packed panel comes from memory
 /// (`prefetch_bytes`). `Narrow`: C's block has at most W columns (n <= W): only the first vector
 /// of B's panel is read and multiplied (a product with few columns, such as a classifier's last
 /// layer of 10, would otherwise compute 2W columns for each W).
 template <class T, std::int64_t R = shape<T>::MR, bool Prefetch = false, bool Narrow = false>
-__attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b, T* c,
-                                                        std::int64_t rs, std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
+__attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b,
+                                                        std::int64_t ldb, T* c, std::int64_t rs, std::int64_t cs, std::int64_t m, std::int64_t n,
+                                                        bool first) {
   using S = shape<T>;
   using V = typename S::V;
   constexpr std::int64_t MR = S::MR, W = S::W, NR = S::NR;
   static_assert(R >= 1 && R <= MR);
+  // (A packed panel is aligned, B's rows in place need not be: an unaligned load of an aligned
+  // address costs the same.)
   V acc0[R], acc1[R];
   [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
     ((acc0[I] = V(T(0)), acc1[I] = V(T(0))), ...);
@@ -182,31 +187,31 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
     const std::int64_t step = lda == 0 ? MR : 1, row = lda == 0 ? 1 : lda;
     for (std::int64_t k = 0; k < kc; ++k) {
       if constexpr (Prefetch) __builtin_prefetch(a + prefetch_bytes / std::int64_t(sizeof(T)));
-      const V b0 = V::load_aligned(b);
+      const V b0 = V::load_unaligned(b);
       [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
         ((acc0[I] = xsimd::fma(V(a[std::int64_t(I) * row]), b0, acc0[I])), ...);
       }(std::make_index_sequence<R>{});
       a += step;
-      b += NR;
+      b += ldb;
     }
   } else if (lda == 0) {
     for (std::int64_t k = 0; k < kc; ++k) {
       if constexpr (Prefetch) __builtin_prefetch(a + prefetch_bytes / std::int64_t(sizeof(T)));
-      const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W);
+      const V b0 = V::load_unaligned(b), b1 = V::load_unaligned(b + W);
       [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
         ((acc0[I] = xsimd::fma(V(a[I]), b0, acc0[I]), acc1[I] = xsimd::fma(V(a[I]), b1, acc1[I])), ...);
       }(std::make_index_sequence<R>{});
       a += MR;
-      b += NR;
+      b += ldb;
     }
   } else {
     for (std::int64_t k = 0; k < kc; ++k) {
-      const V b0 = V::load_aligned(b), b1 = V::load_aligned(b + W);
+      const V b0 = V::load_unaligned(b), b1 = V::load_unaligned(b + W);
       [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
         ((acc0[I] = xsimd::fma(V(a[std::int64_t(I) * lda]), b0, acc0[I]), acc1[I] = xsimd::fma(V(a[std::int64_t(I) * lda]), b1, acc1[I])), ...);
       }(std::make_index_sequence<R>{});
       a += 1;
-      b += NR;
+      b += ldb;
     }
   }
   if (!Narrow && m == R && n == NR && cs == 1) {
@@ -249,23 +254,23 @@ __attribute__((always_inline)) inline void in_register([[maybe_unused]] V&... v)
 }
 
 /// The micro-kernel for the last, short panel of A (R = MR / 3 rows, of which `m` are C's) over
-/// two column panels at once (`b` and `b2`, each kc x NR): R x 4 accumulators, so that the
+/// two column panels at once (`b` and `b2`, each kc x NR, rows `ldb` apart): R x 4 accumulators, so that the
 /// broadcasts of A and the loads of B keep the FMA units as busy as MR x 2 do (with R x 2 alone,
 /// the 4 rows left of M = 64 cost 1.8x as much per row as the others). A(i, k) is a[k*MR + i] in
 /// a packed panel (`lda` == 0), or a[i*lda + k] read in place from a row-major A (rows past `m`
 /// read row m - 1 again, and are not stored).
 template <class T, bool Prefetch = false>
 KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b,
-                                               const T* __restrict b2, T* c, std::int64_t rs, std::int64_t m, bool first) {
+                                               const T* __restrict b2, std::int64_t ldb, T* c, std::int64_t rs, std::int64_t m, bool first) {
   using S = shape<T>;
   using V = typename S::V;
-  constexpr std::int64_t MR = S::MR, W = S::W, NR = S::NR, R = MR / 3;
+  constexpr std::int64_t MR = S::MR, W = S::W, R = MR / 3;
   V acc[R][4];
   for (std::int64_t i = 0; i < R; ++i)
     for (std::int64_t v = 0; v < 4; ++v) acc[i][v] = V(T(0));
   // One step of k: A's column as a(i), B's two panels' rows at b and b2.
   const auto step = [&](const auto& a_at, const T* bk, const T* b2k) __attribute__((always_inline)) {
-    V b0 = V::load_aligned(bk), b1 = V::load_aligned(bk + W), b2v = V::load_aligned(b2k), b3 = V::load_aligned(b2k + W);
+    V b0 = V::load_unaligned(bk), b1 = V::load_unaligned(bk + W), b2v = V::load_unaligned(b2k), b3 = V::load_unaligned(b2k + W);
     in_register(b0, b1, b2v, b3);
     for (std::int64_t i = 0; i < R; ++i) {
       const V ai(a_at(i));
@@ -276,14 +281,14 @@ KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restr
     }
   };
   if (lda == 0) {
-    for (std::int64_t k = 0; k < kc; ++k, a += MR, b += NR, b2 += NR) {
+    for (std::int64_t k = 0; k < kc; ++k, a += MR, b += ldb, b2 += ldb) {
       if constexpr (Prefetch) __builtin_prefetch(a + prefetch_bytes / std::int64_t(sizeof(T)));
       step([a](std::int64_t i) __attribute__((always_inline)) { return a[i]; }, b, b2);
     }
   } else {
     std::array<const T*, R> row;
     for (std::int64_t i = 0; i < R; ++i) row[std::size_t(i)] = a + std::min(i, m - 1) * lda;
-    for (std::int64_t k = 0; k < kc; ++k, b += NR, b2 += NR)
+    for (std::int64_t k = 0; k < kc; ++k, b += ldb, b2 += ldb)
       step([&row, k](std::int64_t i) __attribute__((always_inline)) { return row[std::size_t(i)][k]; }, b, b2);
   }
   for (std::int64_t i = 0; i < m; ++i)  // C's columns: the first panel's NR, then the second's
@@ -296,22 +301,26 @@ KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restr
 /// The micro-kernel for an `m`-row block: a shorter one when m is at most a third or two
 /// thirds of MR (the last rows of A), so that few zero rows are multiplied.
 template <class T, bool Prefetch = false>
-KILN_GEMM_KERNEL_INLINE void block_kernel(std::int64_t kc, const T* a, std::int64_t lda, const T* b, T* c, std::int64_t rs,
+KILN_GEMM_KERNEL_INLINE void block_kernel(std::int64_t kc, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, std::int64_t rs,
                                           std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
   constexpr std::int64_t MR = shape<T>::MR;
   static_assert(MR % 3 == 0);
   if (n <= shape<T>::W)
-    micro_kernel<T, MR, Prefetch, true>(kc, a, lda, b, c, rs, cs, m, n, first);
+    micro_kernel<T, MR, Prefetch, true>(kc, a, lda, b, ldb, c, rs, cs, m, n, first);
   else if (m <= MR / 3)
-    micro_kernel<T, MR / 3, Prefetch>(kc, a, lda, b, c, rs, cs, m, n, first);
+    micro_kernel<T, MR / 3, Prefetch>(kc, a, lda, b, ldb, c, rs, cs, m, n, first);
   else if (m <= 2 * MR / 3)
-    micro_kernel<T, 2 * MR / 3, Prefetch>(kc, a, lda, b, c, rs, cs, m, n, first);
+    micro_kernel<T, 2 * MR / 3, Prefetch>(kc, a, lda, b, ldb, c, rs, cs, m, n, first);
   else
-    micro_kernel<T, MR, Prefetch>(kc, a, lda, b, c, rs, cs, m, n, first);
+    micro_kernel<T, MR, Prefetch>(kc, a, lda, b, ldb, c, rs, cs, m, n, first);
 }
 
 /// The most rows of A the unpacked small-M paths take (`gemm` below).
 inline constexpr std::int64_t small_m_rows = 4;
+
+/// The most panels of A's rows (MR each) for which `gemm` reads a B with contiguous rows in
+/// place (`in_place_b`) rather than packing it.
+inline constexpr std::int64_t in_place_b_panels = 8;
 
 /// Columns [j, j + NV W) of C[0..R) = A[0..R) * B for a B with contiguous rows: R x NV vector
 /// accumulators run down all of K (one broadcast of A and NV loads of B per k).
@@ -437,6 +446,11 @@ struct packing {
     pack(p0, kc, j0, nc, buffer);
     return buffer;
   }
+  /// The panel of columns [jr, jr + NR) of the block at `block`, and the distance between its rows.
+  template <class T>
+  std::pair<const T*, std::int64_t> panel(const T* block, std::int64_t jr, std::int64_t kc, std::int64_t, const T*) const {
+    return {block + jr * kc, shape<T>::NR};
+  }
 };
 template <class T>
 struct prepacked {
@@ -447,6 +461,30 @@ struct prepacked {
     // Block p0 follows p0 whole rows of every panel; column j0 (a panel's first) follows j0 / NR
     // panels of this block's kc rows.
     return data + p0 * padded_n + j0 * kc;
+  }
+  std::pair<const T*, std::int64_t> panel(const T* block, std::int64_t jr, std::int64_t kc, std::int64_t, const T*) const {
+    return {block + jr * kc, shape<T>::NR};
+  }
+};
+
+/// A B with contiguous rows read in place, not packed: each whole panel of NR columns is read
+/// straight from B's rows (`ldb` = its row stride) by the micro-kernels; a last, partial panel
+/// is packed (with its zero padding), since whole vectors of it would read past B's columns.
+/// Packing B copies all of it once per block of rows of A: where few panels of A's rows share
+/// each of B's panels (a 1x1 convolution with few output channels: M = 16 to 96 over N = 784 to
+/// 12,544 positions) the copy costs about as much as the multiply-adds.
+template <class T>
+struct in_place_b {
+  static constexpr bool needs_buffer = true;
+  matrix_view<const T> b;
+  const T* operator()(std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* buffer) const {
+    constexpr std::int64_t NR = shape<T>::NR;
+    if (const std::int64_t full = nc / NR * NR; full < nc) pack_b(b, p0, kc, j0 + full, nc - full, buffer);
+    return b.data + p0 * b.row_stride + j0;
+  }
+  std::pair<const T*, std::int64_t> panel(const T* block, std::int64_t jr, std::int64_t, std::int64_t nc, const T* buffer) const {
+    if (jr + shape<T>::NR <= nc) return {block + jr, b.row_stride};
+    return {buffer, shape<T>::NR};
   }
 };
 
@@ -485,6 +523,7 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
       const bool first = pc == 0 && !accumulate;
       [[maybe_unused]] const bool last = pc + kc == K;
       const T* b_block = b_panels(pc, kc, jc, nc, packed_b.data());
+      const auto b_panel = [&](std::int64_t jr) { return b_panels.panel(b_block, jr, kc, nc, static_cast<const T*>(packed_b.data())); };
       for (std::int64_t ic = i0; ic < i1; ic += MC) {
         const std::int64_t mc = std::min(MC, i1 - ic);
         // A row-major A is read in place when few column panels share each of its panels, so
@@ -520,7 +559,7 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
         for (std::int64_t js = 0; js < nc; js += step) {
           const std::int64_t js_end = std::min(nc, js + step);
           for (std::int64_t jr = js; jr < js_end; jr += NR) {
-            const T* bp = b_block + jr * kc;
+            const auto [bp, ldb] = b_panel(jr);
             for (std::int64_t ir = 0; ir < tall; ir += MR) {
               const T* ap = nullptr;
               std::int64_t lda = 0;
@@ -529,7 +568,7 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
               }
               if (!ap) ap = a_panel(ir);
               T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
-              block_kernel<T, a_prepacked>(kc, ap, lda, bp, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
+              block_kernel<T, a_prepacked>(kc, ap, lda, bp, ldb, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
             }
           }
           if (short_rows > 0) {
@@ -541,10 +580,13 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
                 if (short_in_place) ap = a.data + (ic + tall) * a.row_stride + pc, lda = a.row_stride;
               }
               if (!ap) ap = a_panel(tall);
-              micro_kernel_wide<T, a_prepacked>(kc, ap, lda, b_block + js * kc, b_block + (js + NR) * kc, cp + js, c.row_stride, short_rows, first);
+              const auto [b0, ldb] = b_panel(js);
+              micro_kernel_wide<T, a_prepacked>(kc, ap, lda, b0, b_panel(js + NR).first, ldb, cp + js, c.row_stride, short_rows, first);
             } else {
-              for (std::int64_t jr = js; jr < js_end; jr += NR)
-                block_kernel<T, a_prepacked>(kc, a_panel(tall), 0, b_block + jr * kc, cp + jr, c.row_stride, 1, short_rows, std::min(NR, nc - jr), first);
+              for (std::int64_t jr = js; jr < js_end; jr += NR) {
+                const auto [bp, ldb] = b_panel(jr);
+                block_kernel<T, a_prepacked>(kc, a_panel(tall), 0, bp, ldb, cp + jr, c.row_stride, 1, short_rows, std::min(NR, nc - jr), first);
+              }
             }
           }
         }
@@ -645,6 +687,10 @@ void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool
       });
       if constexpr (!std::is_same_v<Epilogue, no_epilogue>) epilogue(c.data + j0 * c.col_stride, c.row_stride, c.col_stride, 0, j0, M, j1 - j0);
     });
+    return;
+  }
+  if (b.col_stride == 1 && (M + gemm_detail::shape<T>::MR - 1) / gemm_detail::shape<T>::MR <= gemm_detail::in_place_b_panels) {
+    gemm_detail::gemm_blocked<T>(a, c.cols, gemm_detail::in_place_b<T>{b}, c, accumulate, epilogue);
     return;
   }
   gemm_packed<T>(
