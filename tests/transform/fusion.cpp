@@ -263,6 +263,49 @@ class Module:
   CHECK(contains(out, R"(gv: R.Tensor((2, 4, 9, 9), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused"), (lv3, w, R.null_value(), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.prim_value(1), R.str("(multiply x0 x1) ; lv4 gv"), s))"));
 }
 
+TEST_CASE("fuse_epilogue: a bias add that SiLU or hard-swish reads twice is computed once per use inside the epilogue") {
+  // x * sigmoid(x) and x * clip(x / 6 + 0.5, 0, 1) over conv + bias (EfficientNet, MobileNet-V3
+  // as the ONNX importer writes them): the bias add is one arithmetic operator on inputs, used
+  // only inside the group, so the group takes it in twice rather than leave the convolution's
+  // output to a kernel of its own.
+  const std::string out = fused(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 4, 9, 9), "float32"), w: R.Tensor((4, 4, 3, 3), "float32"), b: R.Tensor((4, 1, 1), "float32")) -> R.Tensor((1, 4, 9, 9), "float32"):
+        with R.dataflow():
+            lv: R.Tensor((1, 4, 9, 9), "float32") = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
+            lv1: R.Tensor((1, 4, 9, 9), "float32") = R.add(lv, b)
+            lv2: R.Tensor((1, 4, 9, 9), "float32") = R.sigmoid(lv1)
+            lv3: R.Tensor((1, 4, 9, 9), "float32") = R.multiply(lv1, lv2)
+            lv4: R.Tensor((1, 4, 9, 9), "float32") = R.nn.conv2d(lv3, w, padding=[1, 1, 1, 1])
+            lv5: R.Tensor((1, 4, 9, 9), "float32") = R.add(lv4, b)
+            gv: R.Tensor((1, 4, 9, 9), "float32") = R.multiply(lv5, R.clip(R.add(R.multiply(lv5, R.const(0.16666667, "float32")), R.const(0.5, "float32")), min=0.0, max=1.0))
+            R.output(gv)
+        return gv
+)");
+  CHECK(contains(out, R"(lv3: R.Tensor((1, 4, 9, 9), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused"), (x, w, R.null_value(), R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.prim_value(1), R.str("(multiply (add x0 x1) (sigmoid (add x0 x1))) ; lv lv1 lv2 lv3"), b))"));
+  CHECK(contains(out, R"(R.str("(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1)) ; lv4 lv5 gv"), b))"));
+  // Used outside the group too, or more than one operator, or not arithmetic: computed once,
+  // by a kernel of its own.
+  const std::string kept = fused(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 5), "float32"), y: R.Tensor((4, 5), "float32")) -> R.Tuple(R.Tensor((4, 5), "float32"), R.Tensor((4, 5), "float32"), R.Tensor((4, 5), "float32"), R.Tensor((4, 5), "float32")):
+        with R.dataflow():
+            a: R.Tensor((4, 5), "float32") = R.add(x, y)
+            b: R.Tensor((4, 5), "float32") = R.multiply(a, R.sigmoid(a))
+            c: R.Tensor((4, 5), "float32") = R.add(R.multiply(x, y), x)
+            d: R.Tensor((4, 5), "float32") = R.multiply(c, R.tanh(c))
+            e: R.Tensor((4, 5), "float32") = R.maximum(x, y)
+            f: R.Tensor((4, 5), "float32") = R.multiply(e, R.exp(e))
+            R.output(a, b, d, f)
+        return (a, b, d, f)
+)");
+  CHECK(contains(kept, R"(b: R.Tensor((4, 5), "float32") = R.call_dps_packed(R.ExternFunc("kernels.fused"), (R.str("(multiply x0 (sigmoid x0)) ; b"), a))"));
+  CHECK(contains(kept, R"(R.str("(multiply x0 (tanh x0)) ; d"), c))"));
+  CHECK(contains(kept, R"(R.str("(multiply x0 (exp x0)) ; f"), e))"));
+}
+
 TEST_CASE("the default pipeline fuses at opt level 1 and not at 0, each fusion can be disabled by name") {
   const ir::ir_module m = ir::parse_module(R"(@I.ir_module
 class Module:

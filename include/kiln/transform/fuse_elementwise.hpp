@@ -14,8 +14,10 @@
 /// so printed IR and profiles stay readable. A group is one rewrite (`pattern_rewrite.hpp`) whose
 /// root is the last elementwise binding of a chain; it takes in the elementwise calls nested in
 /// its operands (`R.nn.relu(R.add(x, b))`), and absorbs an earlier elementwise binding of the
-/// same block when its one use is inside the group (a value used twice stays a kernel of its
-/// own: the description has no shared subexpressions, so it would be computed twice). So a group never crosses
+/// same block when all its uses are inside the group. The description has no shared
+/// subexpressions, so a value used more than once is computed once per use: only one add,
+/// subtract, multiply or divide of inputs is taken in that way (the bias add that SiLU or
+/// hard-swish reads twice); anything else used twice stays a kernel of its own. So a group never crosses
 /// an `if` or a block, never removes a value used elsewhere or returned, and never changes dtype
 /// (all of a group's tensors are float32, or all float64). Rank-0 constants become numbers in the
 /// description. A group has at most 8 inputs and 48 operators, and at least two operators (one

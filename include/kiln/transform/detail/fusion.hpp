@@ -68,7 +68,7 @@ inline std::optional<fused_op> fused_operator(const ir::expr& e, dtype dt) {
 
 /// A group of elementwise bindings that one fused kernel computes: the root (the binding being
 /// rewritten), the elementwise calls nested in its operands, and the bindings it absorbs, each
-/// used once, inside the group.
+/// used only inside the group (once, or for one arithmetic operator on inputs, more than once).
 class elementwise_group {
 public:
   /// Grows the group from the current binding of `ctx`, whose value `root` is an elementwise
@@ -87,9 +87,12 @@ public:
       for (const ir::var_node* v : order) {
         if (members_.count(v) || rejected.count(v)) continue;
         const ir::binding* b = ctx_.producer(*v);
-        // Used once, here: a value used twice would be computed twice (a description has no
-        // shared subexpressions), so it stays a kernel of its own.
-        if (!b || !fused_operator(b->value, dt_) || refs[v] != 1 || ctx_.uses(*v) != 1) continue;
+        // Used only here. A value used more than once is computed once per use (a description
+        // has no shared subexpressions), so only one arithmetic operator on inputs is taken in
+        // that way: the bias add a hard-swish or SiLU reads twice, x * sigmoid(x) over a
+        // convolution's output (else the convolution's output would make a trip through memory
+        // for one addition).
+        if (!b || !fused_operator(b->value, dt_) || refs[v] != ctx_.uses(*v) || (refs[v] > 1 && !shareable(b->value))) continue;
         members_.emplace(v, b);
         if (operations() > max_fused_operations || inputs().size() > max_fused_inputs) {
           members_.erase(v);
@@ -161,6 +164,15 @@ private:
     };
     walk(walk, root_);
     for (auto& [v, b] : members_) walk(walk, b->value);
+  }
+  /// Whether `value` is cheap enough to compute once per use: one add, subtract, multiply or
+  /// divide whose operands are not calls.
+  static bool shareable(const ir::expr& value) {
+    const ir::op_node* o = callee_op(value);
+    if (!o || (o->name() != "add" && o->name() != "subtract" && o->name() != "multiply" && o->name() != "divide")) return false;
+    for (const ir::expr& a : static_cast<const ir::call_node&>(*value).args)
+      if (ir::isa<ir::call_node>(a)) return false;
+    return true;
   }
   static bool is_number(const ir::expr& e) {
     auto* c = ir::dyn_cast<ir::constant_node>(e);
