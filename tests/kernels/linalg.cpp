@@ -105,8 +105,9 @@ TEST_CASE("matmul with at most four rows reads B in place: row-major and transpo
 }
 
 TEST_CASE("gemm reads a B with contiguous rows in place for few panels of rows: the packed product, bit for bit") {
-  // Up to gemm_detail::in_place_b_panels panels of MR rows, B's whole NR-column panels are read
-  // from its rows and only a partial last panel is packed. The same product through a B that
+  // Up to gemm_detail::in_place_b_panels panels of MR rows, and where a panel of B fits the L1
+  // cache (gemm_detail::read_b_in_place: K = 1 and 16 here; 500 is packed), B's whole NR-column
+  // panels are read from its rows and only a partial last panel is packed. The same product through a B that
   // must be packed (the same values, columns 1 apart in memory no longer) gives the same sums in
   // the same order. B is the last columns of a wider matrix, so that its last row ends where the
   // allocation does: a whole-vector read past the row would be caught by AddressSanitizer.
