@@ -843,20 +843,14 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
     if (!in_place) grow(buffer, m * positions);
     T* const planes = in_place ? dst : buffer.data();
-    std::array<std::int64_t, 16> fixed_taps;
+    // Where each window column starts in a built plane: the same for every plane of the call.
     thread_local std::vector<std::int64_t> taps;
     for (std::int64_t o = o0; o < o0 + m; ++o) {
       const std::int64_t c = o / g.og;
       if (o == o0 || o % g.og == 0)  // a channel multiplier above 1 reads each input plane for several outputs
         plane.build(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, sw, T(0));
-      std::int64_t* tap = fixed_taps.data();
-      if (g.kw <= std::int64_t(fixed_taps.size())) {
-        for (std::int64_t j = 0; j < g.kw; ++j) fixed_taps[std::size_t(j)] = plane.tap(j * dw);
-      } else {
-        plane.taps(g.kw, dw, taps);
-        tap = taps.data();
-      }
-      plane_kernel(plane, wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), tap, g.kh, g.kw, sh, dh, g.oh, g.ow,
+      if (o == o0) plane.taps(g.kw, dw, taps);
+      plane_kernel(plane, wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), taps.data(), g.kh, g.kw, sh, dh, g.oh, g.ow,
                    planes + (o - o0) * positions);
     }
     apply(n, planes, positions, 1, o0, 0, m, positions);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The definitions of <kiln/kernels/nn.hpp>'s functions. Included by that header, or, with
-// KILN_SEPARATE_COMPILATION, once by <kiln/kernels/impl/register.ipp>, where the kernels are compiled.
+// KILN_SEPARATE_COMPILATION, once by <kiln/vm/impl/kernels.ipp>, where the kernels are compiled.
 #pragma once
 
 #include <kiln/kernels/nn.hpp>
@@ -160,8 +160,7 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
         else conv2d_winograd_packed<4, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
       } else if (form == conv_weight::direct_packed) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
       else if (depthwise)
-        conv2d_depthwise<T>(x, wt, bias.defined() ? static_cast<const T*>(bias.data()) : nullptr, bias.defined() ? bias.strides()[0] : 0, p, g, dst,
-                            apply_epilogue);
+        conv2d_depthwise<T>(x, wt, b, b_stride, p, g, dst, apply_epilogue);
       else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
       else conv2d_gemm<T>(x, wt, p, g, dst, apply);
     }
