@@ -67,7 +67,7 @@ int main() {
   const std::vector<vm::value> args{random_tensor({batch, 784}, 1.f, gen),  random_tensor({784, 512}, 0.05f, gen), random_tensor({512}, 0.1f, gen),
                                     random_tensor({512, 512}, 0.05f, gen), random_tensor({512}, 0.1f, gen),      random_tensor({512, 10}, 0.05f, gen),
                                     random_tensor({10}, 0.1f, gen)};
-  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
   const kiln::runtime::tensor probs = machine.invoke_span("main", args).as_tensor();
 
   // The reference evaluator walks the IR itself, one kernel per operator: the oracle.

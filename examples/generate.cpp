@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // One executable for every prompt length and every step: the lengths stay symbolic.
-  vm::virtual_machine machine(kiln::compile(kiln::frontend::onnx::import_file(argv[1])), {}, kiln::kernels::global_registry());
+  vm::virtual_machine machine(kiln::compile(kiln::frontend::onnx::import_file(argv[1])), {}, kiln::vm::kernel_registry());
   vm::decoder dec(machine);  // finds input_ids, attention_mask, position_ids and the past_* caches
 
   std::vector<std::int64_t> prompt;

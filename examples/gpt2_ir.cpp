@@ -49,7 +49,7 @@ int main(int argc, char** argv) try {
     ex = kiln::vm::load_module(lib);
     std::filesystem::remove(lib);  // a loaded library stays mapped
   }
-  kiln::vm::virtual_machine machine(std::move(ex), {}, kiln::kernels::global_registry());
+  kiln::vm::virtual_machine machine(std::move(ex), {}, kiln::vm::kernel_registry());
 
   gpt2_ir::sequence seq(machine);  // create_kv_cache(): empty caches
   std::int64_t token = gpt2_ir::argmax(seq.step(prompt));  // the prefill

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   std::cout << "== executable ==\n  @main" << f.signature_text() << "\n  " << f.end_instr - f.start_instr << " instructions, " << f.register_file_size
             << " registers, " << ex.constants.size() << " constants (the weights among them)\n\n";
 
-  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
   const tensor out = machine.invoke("main", input).as_tensor();
   const kiln::runtime::closeness c = kiln::runtime::compare_close(out, reference, 1e-4, 1e-4);
   std::cout << "== run ==\n  input " << kiln::runtime::shape_to_string(input.shape()) << ", output " << kiln::runtime::shape_to_string(out.shape())

@@ -21,7 +21,7 @@ int main() {
   }
   vm::save_executable(ex, "resnet18.kx");                     // or keep it in memory
 
-  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
   kiln::runtime::tensor x = kiln::runtime::load_npy("cat.npy");
   kiln::runtime::tensor y = machine.invoke("main", x).as_tensor();
   std::cout << kiln::runtime::shape_to_string(y.shape()) << "\n";

@@ -3,7 +3,7 @@
 // function that can only run forward (no backward Goto: no loop the fuzzer would take for a hang)
 // is invoked with float32 scalars for its arguments; it returns or raises a kiln error. A loaded
 // executable serializes to bytes that load to an equal one.
-#include <kiln/kernels/register.hpp>
+#include <kiln/vm/kernels.hpp>
 #include <kiln/vm/serialize.hpp>
 #include <kiln/vm/virtual_machine.hpp>
 
@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                           "a loaded executable serializes to bytes that load to the same executable");
     kiln::vm::vm_options options;
     options.max_call_depth = 64;  // recursion ends quickly
-    kiln::vm::virtual_machine machine(e, options, kiln::kernels::global_registry());
+    kiln::vm::virtual_machine machine(e, options, kiln::vm::kernel_registry());
     for (const kiln::vm::function_info& f : e.functions) {
       if (f.kind != kiln::vm::function_kind::bytecode || f.num_args > 16) continue;
       bool loops = false;

@@ -9,7 +9,7 @@
 #include <kiln/frontend/onnx/mapped_model.hpp>
 #include <kiln/ir/verifier.hpp>
 #include <kiln/ir/visitor.hpp>
-#include <kiln/kernels/register.hpp>
+#include <kiln/vm/kernels.hpp>
 #include <kiln/vm/vm.hpp>
 
 #include "fuzz.hpp"
@@ -55,7 +55,7 @@ void run_if_small(const kiln::ir::ir_module& m, const kiln::vm::executable& ex) 
     for (int i = 0; i < tt->ndim; ++i) shape.push_back(*tt->static_dim(i));
     args.emplace_back(kiln::runtime::tensor::zeros(shape, tt->dt));
   }
-  kiln::vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  kiln::vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
   (void)machine.invoke_span("main", args);
 }
 

@@ -6,7 +6,7 @@
 // order of the symbol list cmake/kiln-isa-objects.cmake wrote. That script also made, for each
 // such function, a global entry point of the same name that jumps through `kiln_kernels_slots`;
 // the constructor below fills the slots from the chosen level's table before any program code
-// runs, so a call to kernels::conv2d, kernels::register_kernels or kernels::prepack_weight from
+// runs, so a call to kernels::conv2d, vm::register_kernels or kernels::prepack_weight from
 // anywhere reaches the chosen level's code (one indirect jump), and calls inside the kernels stay
 // inside their level.
 #include <kiln/kernels/isa.hpp>

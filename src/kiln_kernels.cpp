@@ -15,4 +15,4 @@
 #error "src/kiln_kernels.cpp is compiled with KILN_SEPARATE_COMPILATION"
 #endif
 
-#include <kiln/kernels/impl/register.ipp>
+#include <kiln/vm/impl/kernels.ipp>

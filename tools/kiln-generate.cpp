@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     if (stop_token >= 0) options.stop_token = stop_token;
     std::map<std::string, std::int64_t> bounds;
     for (auto& b : bound_options) bounds.insert(parse_bound_option(b));
-    vm::virtual_machine machine(load_model(input, {}, bounds), {}, kiln::kernels::global_registry());
+    vm::virtual_machine machine(load_model(input, {}, bounds), {}, kiln::vm::kernel_registry());
     vm::decoder dec(machine, function);
 
     // Timing: the prefill is the first step; each later step decodes one token per row.

@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
       }
     }
 
-    vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+    vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
     const vm::value result = machine.invoke_span(function, args);
     std::vector<tensor> outs;
     flatten(result, outs);

@@ -299,7 +299,7 @@ struct compiled {
       ex = vm::load_module(lib);
       std::filesystem::remove(lib);
     }
-    machine = std::make_unique<vm::virtual_machine>(ex, vm::vm_options{}, kiln::kernels::global_registry());
+    machine = std::make_unique<vm::virtual_machine>(ex, vm::vm_options{}, kiln::vm::kernel_registry());
   }
   /// Kernel calls of `main` (one per call of a registered kernel in the lowered IR).
   int kernel_calls() const {

@@ -101,7 +101,7 @@ std::vector<vm::value> arguments(const vm::decoder_layout& layout, std::int64_t 
 
 void call(benchmark::State& state, std::shared_ptr<shared_model> m, std::int64_t past, std::int64_t t, std::int64_t batch, std::size_t threads) {
   kiln::kernels::set_num_threads(threads);
-  vm::virtual_machine machine(m->ex, {}, kiln::kernels::global_registry());
+  vm::virtual_machine machine(m->ex, {}, kiln::vm::kernel_registry());
   const std::vector<vm::value> args = arguments(m->layout, past, t, batch);
   const vm::function_handle f = machine.get_function("main");
   for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(f.call(args));  // warm-up: the arena, the caches
@@ -116,7 +116,7 @@ void call(benchmark::State& state, std::shared_ptr<shared_model> m, std::int64_t
 void call_ir(benchmark::State& state, std::shared_ptr<const vm::executable> ex, gpt2_ir::config c, std::int64_t past, std::int64_t t,
              std::size_t threads) {
   kiln::kernels::set_num_threads(threads);
-  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> u(-1, 1);
   const std::int64_t hd = c.n_embd / c.n_head;
@@ -208,7 +208,7 @@ struct recorded_call {
 
 /// Fills `r` with the kernels' registry, whose kernels.* functions also append each call to `log`.
 void recording(vm::function_registry& r, std::shared_ptr<std::vector<recorded_call>> log) {
-  const vm::function_registry& base = kiln::kernels::global_registry();
+  const vm::function_registry& base = kiln::vm::kernel_registry();
   for (const std::string& name : base.names()) {
     vm::native_function f = *base.find(name);
     if (!name.starts_with("kernels.")) {
@@ -248,7 +248,7 @@ int callgrind_mode(const char* model, const std::string& c, const std::string& m
   auto log = std::make_shared<std::vector<recorded_call>>();
   vm::function_registry rec;
   recording(rec, log);
-  vm::virtual_machine machine(ex, {}, mode == "vm" ? kiln::kernels::global_registry() : rec);
+  vm::virtual_machine machine(ex, {}, mode == "vm" ? kiln::vm::kernel_registry() : rec);
   const vm::decoder_layout layout = vm::decoder(machine).layout();
   const std::vector<vm::value> args = arguments(layout, bc.past, bc.t, bc.batch);
   const vm::function_handle f = machine.get_function("main");
@@ -366,7 +366,7 @@ int main(int argc, char** argv) {
       ir_config = w.cfg();
     }
     {
-      vm::virtual_machine probe(m->ex, {}, kiln::kernels::global_registry());
+      vm::virtual_machine probe(m->ex, {}, kiln::vm::kernel_registry());
       m->layout = vm::decoder(probe).layout();
       copy->layout = m->layout;
     }

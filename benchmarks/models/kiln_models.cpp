@@ -48,7 +48,7 @@ model load(const fs::path& onnx) {
   in.replace_extension(".input.npy");
   out.replace_extension(".output.npy");
   m.input = kiln::runtime::load_npy(in);
-  kiln::vm::virtual_machine machine(m.ex, {}, kiln::kernels::global_registry());
+  kiln::vm::virtual_machine machine(m.ex, {}, kiln::vm::kernel_registry());
   const kiln::vm::value y = machine.invoke("main", m.input);
   const kiln::runtime::closeness c = kiln::runtime::compare_close(y.as_tensor(), kiln::runtime::load_npy(out), 1e-4, 1e-4);
   if (!c.ok()) throw std::runtime_error(onnx.filename().string() + ": kiln's output differs from PyTorch's: " + c.describe());
@@ -57,7 +57,7 @@ model load(const fs::path& onnx) {
 
 void run(benchmark::State& state, std::shared_ptr<model> m, std::size_t threads) {
   kiln::kernels::set_num_threads(threads);
-  kiln::vm::virtual_machine machine(m->ex, {}, kiln::kernels::global_registry());
+  kiln::vm::virtual_machine machine(m->ex, {}, kiln::vm::kernel_registry());
   for (int i = 0; i < 3; ++i) benchmark::DoNotOptimize(machine.invoke("main", m->input));  // warm-up: the arena, the caches
   for (auto _ : state) benchmark::DoNotOptimize(machine.invoke("main", m->input));
   kiln::kernels::set_num_threads(1);

@@ -35,7 +35,7 @@ int main() {
   // [tour]
   ir::ir_module m = ir::parse_module(text);                       // or built with ir::block_builder
   vm::executable ex = kiln::compile(m);                           // the design's tvm.compile / relax.build
-  vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
   vm::value y = machine.invoke("main", x, w1, b1);                // tensors in, tensors out
 
   kiln::pass_context ctx(0);                                      // opt level, instruments, config as usual

@@ -2,7 +2,7 @@
 // docs/kernels.md shows the region "tour" of this program (tests/docs/check_snippets.py); CTest
 // builds and runs it.
 #include <kiln/kernels/kernels.hpp>
-#include <kiln/kernels/register.hpp>
+#include <kiln/vm/kernels.hpp>
 
 #include <iostream>
 
@@ -45,7 +45,7 @@ int main() {
   tensor t = k::permute_dims(x, {0, 2, 1});      // also reshape (a view when possible), concat,
   tensor p = k::pad(img, {0, 0, 0, 0, 1, 1, 1, 1}, k::pad_mode::reflect);   // split, take, ...
 
-  k::register_kernels(registry);                 // "kernels.add"(a, b, out), "kernels.fused"(text, ..., out), ...
+  kiln::vm::register_kernels(registry);          // "kernels.add"(a, b, out), "kernels.fused"(text, ..., out), ...
   // [tour]
   k::set_num_threads(1);
   for (const tensor* r : {&y, &s, &sc, &f, &m, &t, &p}) std::cout << kiln::runtime::shape_to_string(r->shape()) << "\n";

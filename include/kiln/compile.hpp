@@ -6,7 +6,7 @@
 /// \code
 /// ir::ir_module m = ir::parse_module(text);
 /// vm::executable ex = kiln::compile(m);                              // the default pipeline, opt level 2
-/// vm::virtual_machine vm(ex, {}, kiln::kernels::global_registry());
+/// vm::virtual_machine vm(ex, {}, kiln::vm::kernel_registry());
 /// vm::value y = vm.invoke("main", x, w);
 ///
 /// kiln::pass_context ctx(3);                                         // instruments see every pass
@@ -25,11 +25,11 @@
 
 #include <kiln/codegen/cpp_codegen.hpp>
 #include <kiln/codegen/vm_codegen.hpp>
-#include <kiln/kernels/register.hpp>
 #include <kiln/pass/run.hpp>
 #include <kiln/support/config.hpp>
 #include <kiln/transform/default_pipeline.hpp>
 #include <kiln/vm/executable.hpp>
+#include <kiln/vm/kernels.hpp>
 
 #include <optional>
 #include <string>
@@ -62,7 +62,7 @@ template <class Pipeline>
   requires pass_for<std::remove_cvref_t<Pipeline>, ir::ir_module>
 vm::executable compile(const ir::ir_module& m, Pipeline&& pipeline, pass_context& ctx, codegen::vm_codegen_options codegen = {},
                        ir::ir_module* lowered = nullptr) {
-  kernels::global_registry();  // executables call kernels.*: make sure the default registry has them
+  vm::kernel_registry();  // executables call kernels.*: make sure the default registry has them
   ir::ir_module out = kiln::run(pipeline, m, ctx);
   if (lowered) *lowered = out;
   return codegen::vm_codegen(out, codegen);

@@ -10,7 +10,6 @@
 #include <kiln/ir/ir.hpp>
 #include <kiln/ir/pass_traits.hpp>
 #include <kiln/kernels/kernels.hpp>
-#include <kiln/kernels/register.hpp>
 #include <kiln/pass/pass.hpp>
 #include <kiln/runtime/allocator.hpp>
 #include <kiln/runtime/compare.hpp>
@@ -22,4 +21,5 @@
 #include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/version.hpp>
 #include <kiln/vm/compiled_fused.hpp>
+#include <kiln/vm/kernels.hpp>
 #include <kiln/vm/vm.hpp>

@@ -12,5 +12,5 @@
 
 #include <kiln/impl/compile.ipp>
 #include <kiln/impl/runtime.ipp>
-#include <kiln/kernels/impl/register.ipp>
 #include <kiln/transform/impl/register_passes.ipp>
+#include <kiln/vm/impl/kernels.ipp>

@@ -203,7 +203,7 @@ struct py_vm {
   py_handle instrument;  // the Python callback set_instrument installed, if any
 
   explicit py_vm(std::shared_ptr<const vm::executable> e) : exec(std::move(e)) {
-    machine = std::make_unique<vm::virtual_machine>(exec, vm::vm_options{}, kernels::global_registry());
+    machine = std::make_unique<vm::virtual_machine>(exec, vm::vm_options{}, vm::kernel_registry());
   }
 
   py::object call(const std::string& name, const py::args& args) {

@@ -155,8 +155,8 @@ class Module:
   CHECK(!contains(src, "rt::call("));  // no call of the interpreting kernel (or any other) is left
 
   const vm::executable& loaded = compiled_mode(m);
-  vm::virtual_machine compiled(loaded, {}, kernels::global_registry());
-  vm::virtual_machine bytecode(kiln::compile(m), {}, kernels::global_registry());
+  vm::virtual_machine compiled(loaded, {}, vm::kernel_registry());
+  vm::virtual_machine bytecode(kiln::compile(m), {}, vm::kernel_registry());
   for (std::int64_t n : {1, 3, 17}) {
     const auto args = arguments_for(m, "f32", {{"n", n}}, unsigned(n));
     const vm::value got = compiled.invoke_span("f32", args), want = bytecode.invoke_span("f32", args);
@@ -212,7 +212,7 @@ class Module:
   const auto args = arguments_for(m, "main", {}, 7);
   kiln::pass_context ctx(2);
   kiln::pass_context_scope scope(ctx);
-  vm::virtual_machine bytecode(kiln::compile(m), {}, kernels::global_registry());
+  vm::virtual_machine bytecode(kiln::compile(m), {}, vm::kernel_registry());
   std::vector<event> want;
   record(bytecode, want);
   const vm::value expected = bytecode.invoke_span("main", args);
@@ -226,7 +226,7 @@ class Module:
   vm::export_library(ex, lib);
   const vm::executable loaded = vm::load_module(lib);
   std::filesystem::remove(lib);
-  vm::virtual_machine compiled(loaded, {}, kernels::global_registry());
+  vm::virtual_machine compiled(loaded, {}, vm::kernel_registry());
   std::vector<event> got;
   record(compiled, got);
   CHECK(max_difference(compiled.invoke_span("main", args), expected, true) <= fused_tolerance);
@@ -245,7 +245,7 @@ class Module:
   CHECK(skipped.size() < got.size());  // nothing inside the skipped call ran
 
   // The plain variant: the instrument sees nothing inside compiled functions (as in TVM).
-  vm::virtual_machine plain(compiled_mode(m), {}, kernels::global_registry());
+  vm::virtual_machine plain(compiled_mode(m), {}, vm::kernel_registry());
   std::vector<event> none;
   record(plain, none);
   (void)plain.invoke_span("main", args);
@@ -267,7 +267,7 @@ TEST_CASE("export_library and load_module: the loaded executable runs as the byt
   CHECK(loaded.functions.size() == ex.functions.size());
 
   const vm::executable bytecode = kiln::compile(m);
-  vm::virtual_machine a(loaded, {}, kernels::global_registry()), b(bytecode, {}, kernels::global_registry());
+  vm::virtual_machine a(loaded, {}, vm::kernel_registry()), b(bytecode, {}, vm::kernel_registry());
   for (std::int64_t n : {1, 4}) {
     const auto args = arguments_for(m, "main", {{"n", n}}, unsigned(n));
     CHECK(max_difference(a.invoke_span("main", args), b.invoke_span("main", args)) == 0);
@@ -295,7 +295,7 @@ TEST_CASE("export_library and load_module: the loaded executable runs as the byt
 
 TEST_CASE("a compiled executable without its code: the VM says where the code comes from") {
   const vm::executable ex = kiln::compile(ir::parse_module(two_functions), {.mode = exec_mode::compiled});
-  const std::string msg = message_of<kiln::error>([&] { vm::virtual_machine machine(ex, {}, kernels::global_registry()); });
+  const std::string msg = message_of<kiln::error>([&] { vm::virtual_machine machine(ex, {}, vm::kernel_registry()); });
   CHECK(contains(msg, "'__vmtir__helper'"));
   CHECK(contains(msg, "load it with vm::load_module"));
   // attach() checks that code and executable belong together.
@@ -390,7 +390,7 @@ class Module:
   CHECK(contains(ex.generated_source, "stays in the arena for the next call"));
   // b is made in rec's arena and used after the nested call: the nested call must not reuse it.
   const vm::executable& loaded = compiled_mode(m);
-  vm::virtual_machine a(loaded, {}, kernels::global_registry()), b(loaded, {}, kernels::global_registry());
+  vm::virtual_machine a(loaded, {}, vm::kernel_registry()), b(loaded, {}, vm::kernel_registry());
   transform::reference_evaluator eval(m);
   const tensor x = tensor::from_values<float>({4}, {0.5f, -1, 2, 0.25f});
   for (std::int64_t n : {0, 1, 3}) {
@@ -422,6 +422,6 @@ class Module:
   CHECK(first.find_function("main"));
   CHECK(!second.find_function("main"));
   REQUIRE(second.find_function("other"));
-  vm::virtual_machine machine(second, {}, kernels::global_registry());
+  vm::virtual_machine machine(second, {}, vm::kernel_registry());
   CHECK(machine.invoke("other", tensor::from_values<float>({2}, {1, -2})).as_tensor().to_vector<float>() == std::vector<float>{-1, 2});
 }

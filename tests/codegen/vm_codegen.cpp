@@ -34,7 +34,7 @@ TEST_CASE("registers are reused after a value's last use: a long chain needs a h
   const vm::executable one_each = compile_text(chain(50), {.reuse_registers = false});
   CHECK(fn(reused, "main").register_file_size <= 5);
   CHECK(fn(one_each, "main").register_file_size >= 50);
-  vm::virtual_machine a(reused, {}, kernels::global_registry()), b(one_each, {}, kernels::global_registry());
+  vm::virtual_machine a(reused, {}, vm::kernel_registry()), b(one_each, {}, vm::kernel_registry());
   const runtime::tensor x = runtime::tensor::from_values<float>({4}, {0.f, 0.01f, -0.5f, 0.1f});
   CHECK(a.invoke("main", x).as_tensor().to_vector<float>() == b.invoke("main", x).as_tensor().to_vector<float>());
 }
@@ -94,7 +94,7 @@ class Module:
   const std::string text = ex.as_text();
   CHECK(text.find("if    %1") != std::string::npos);
   CHECK(text.find("goto") != std::string::npos);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const runtime::tensor x = runtime::tensor::from_values<float>({2}, {0.f, 1.f});
   CHECK(machine.invoke("main", x, true).as_tensor().to_vector<float>() == std::vector<float>{-0.f, -1.f});
   CHECK(machine.invoke("main", x, false).as_tensor().to_vector<float>()[0] == 1.f);

@@ -13,7 +13,7 @@ struct compiled_mlp {
   explicit compiled_mlp(bool compiled = false) : ex(compiled ? compiled_mode(m) : kiln::compile(m)) {}
   ir::ir_module m = make_mlp();
   vm::executable ex;
-  vm::virtual_machine machine{ex, {}, kernels::global_registry()};
+  vm::virtual_machine machine{ex, {}, vm::kernel_registry()};
   std::vector<vm::value> args = arguments_for(m, "main", {{"n", 2}});
   /// The error of main with argument `i` replaced.
   std::string error_with(std::size_t i, vm::value v) {
@@ -52,7 +52,7 @@ class Module:
         return z
 )");
   const vm::executable ex = kiln::compile(m);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const std::string msg = message_of<vm::vm_error>([&] { machine.invoke("main", tensor::zeros({3, 4}, dtype::float32), tensor::zeros({5, 4}, dtype::float32)); });
   CHECK(contains(msg, "vm.builtin.match_shape: main: parameter 'y' (R.Tensor((n, 4), \"float32\")): dimension 0 of shape [5, 4] is 5, expected 3"));
   CHECK(machine.invoke("main", tensor::zeros({5, 4}, dtype::float32), tensor::zeros({5, 4}, dtype::float32)).as_tensor().shape() == shape_vector{5, 4});
@@ -68,7 +68,7 @@ class Module:
         return z
 )");
   const vm::executable ex = kiln::compile(m);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   CHECK(machine.invoke("main", tensor::zeros({4, 3}, dtype::float32)).as_tensor().to_vector<float>() == std::vector<float>(12, 1.f));
   CHECK(contains(message_of<vm::vm_error>([&] { machine.invoke("main", tensor::zeros({4, 2}, dtype::float32)); }),
                  "vm.builtin.match_shape: main: match_cast 'y' (R.Tensor((k, 3), \"float32\")): dimension 1 of shape [4, 2] is 2, expected 3"));
@@ -83,7 +83,7 @@ class Module:
         return y
 )");
   const vm::executable ex = kiln::compile(m);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const std::string msg = message_of<vm::vm_error>([&] {
     machine.invoke("main", tensor::from_values<std::int64_t>({3}, {1, 2, 3}), tensor::from_values<std::int64_t>({2}, {0, 7}));
   });

@@ -4,10 +4,10 @@
 // with symbolic lengths, a cache appended in place, bytecode and compiled mode.
 #include <kiln/compile.hpp>
 #include <kiln/ir/ir.hpp>
-#include <kiln/kernels/register.hpp>
 #include <kiln/pass/run.hpp>
 #include <kiln/pass/sequential.hpp>
 #include <kiln/transform/default_pipeline.hpp>
+#include <kiln/vm/kernels.hpp>
 
 #include "helpers.hpp"
 
@@ -113,7 +113,7 @@ TEST_CASE("fuse_attention: compiled steps over a growing cache equal the unfused
   // The fused program in bytecode and in compiled mode, each fed its own cache back, against the unfused one.
   std::vector<std::unique_ptr<vm::virtual_machine>> machines;
   for (const vm::executable* ex : {&plain_ex, &fused_ex, &fused_compiled})
-    machines.push_back(std::make_unique<vm::virtual_machine>(*ex, vm::vm_options{}, kiln::kernels::global_registry()));
+    machines.push_back(std::make_unique<vm::virtual_machine>(*ex, vm::vm_options{}, kiln::vm::kernel_registry()));
   std::vector<std::pair<vm::value, vm::value>> caches(3, {vm::value(tensor::empty({1, 2, 0, 8}, dtype::float32)), vm::value(tensor::empty({1, 2, 0, 8}, dtype::float32))});
   std::int64_t total = 0;
   for (int step = 0; step < 6; ++step) {

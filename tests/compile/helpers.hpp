@@ -148,14 +148,14 @@ inline void check_against_evaluator(const ir::ir_module& m, const std::string& f
     kiln::pass_context ctx(opt_level);
     kiln::pass_context_scope scope(ctx);
     const vm::executable ex = kiln::compile(m);
-    vm::virtual_machine machine(ex, {}, kiln::kernels::global_registry());
+    vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
     got = machine.invoke_span(fn, args);
   }
   kiln::transform::reference_evaluator eval(m);
   const vm::value want = eval.call(fn, args);
   CHECK_MESSAGE(max_difference(got, want) <= tolerance, "function " << fn << " at opt level " << opt_level);
   if (which == modes::both) {
-    vm::virtual_machine machine(compiled_mode(m, opt_level), {}, kiln::kernels::global_registry());
+    vm::virtual_machine machine(compiled_mode(m, opt_level), {}, kiln::vm::kernel_registry());
     const vm::value compiled = machine.invoke_span(fn, args);
     CHECK_MESSAGE(compiled_agrees(compiled_mode(m, opt_level), compiled, got),
                   "function " << fn << " at opt level " << opt_level << ": the compiled mode differs from the bytecode by " << max_difference(compiled, got, true));

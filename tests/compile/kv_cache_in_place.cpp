@@ -4,11 +4,11 @@
 // in place and computes what concat does — in bytecode and in the memory the planner gives it.
 #include <kiln/compile.hpp>
 #include <kiln/ir/ir.hpp>
-#include <kiln/kernels/register.hpp>
 #include <kiln/pass/run.hpp>
 #include <kiln/pass/sequential.hpp>
 #include <kiln/runtime/kv_cache.hpp>
 #include <kiln/transform/default_pipeline.hpp>
+#include <kiln/vm/kernels.hpp>
 
 #include "helpers.hpp"
 
@@ -90,7 +90,7 @@ TEST_CASE("kv_cache_in_place: a compiled step fed its own cache back appends in 
     CHECK(contains(in_place.as_text(), "kernels.kv_cache_append"));
     vm::executable copying = compile_without(m, "kv_cache_in_place");
     CHECK_FALSE(contains(copying.as_text(), "kernels.kv_cache_append"));
-    vm::virtual_machine a(in_place, {}, kiln::kernels::global_registry()), b(copying, {}, kiln::kernels::global_registry());
+    vm::virtual_machine a(in_place, {}, kiln::vm::kernel_registry()), b(copying, {}, kiln::vm::kernel_registry());
 
     vm::value past_a(tensor::empty({1, 2, 0, 4}, dtype::float32)), past_b = past_a;
     const void* buffer = nullptr;

@@ -5,9 +5,9 @@
 // buffer throughout, and the built-ins' errors.
 #include <kiln/compile.hpp>
 #include <kiln/ir/ir.hpp>
-#include <kiln/kernels/register.hpp>
 #include <kiln/runtime/kv_cache.hpp>
 #include <kiln/vm/builtins.hpp>
+#include <kiln/vm/kernels.hpp>
 
 #include "../common/message_of.hpp"
 #include "helpers.hpp"
@@ -60,7 +60,7 @@ TEST_CASE("a cache kept as state: created once, appended to and viewed by each s
   std::vector<std::unique_ptr<vm::virtual_machine>> machines;
   std::vector<vm::value> caches;
   for (const vm::executable* ex : {&plain_ex, &fused_ex, &compiled}) {
-    machines.push_back(std::make_unique<vm::virtual_machine>(*ex, vm::vm_options{}, kiln::kernels::global_registry()));
+    machines.push_back(std::make_unique<vm::virtual_machine>(*ex, vm::vm_options{}, kiln::vm::kernel_registry()));
     caches.push_back(machines.back()->invoke_span("create_kv_cache", std::vector<vm::value>{}));
   }
   const void* buffer = nullptr;

@@ -51,7 +51,7 @@ class Module:
         return r
 )");
   const vm::executable ex = kiln::compile(sign);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const tensor x = tensor::from_values<float>({2}, {1.5f, -2.f});
   CHECK(machine.invoke("main", x, true).as_tensor().to_vector<float>() == std::vector<float>{-1.5f, 2.f});
   CHECK(machine.invoke("main", x, false).as_tensor().to_vector<float>() == std::vector<float>{1.5f, -2.f});
@@ -76,7 +76,7 @@ class Module:
         return cls.pow2(n)
 )");
   const vm::executable ex = kiln::compile(m);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   transform::reference_evaluator eval(m);
   for (std::int64_t n : {0, 1, 5, 20}) {
     const tensor arg = tensor::from_values<std::int64_t>({}, {n});
@@ -104,7 +104,7 @@ class Module:
 )");
   check_against_evaluator(m, "main", arguments_for(m, "main", {}));
   const vm::executable ex = kiln::compile(m);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const tensor x = tensor::from_values<float>({3}, {1, 2, 3}), s = tensor::from_values<float>({3}, {2, 2, 2}), b = tensor::from_values<float>({3}, {1, 0, -1});
   CHECK(machine.invoke("main", x, s, b).as_tensor().to_vector<float>() == std::vector<float>{7, 8, 9});
 }
@@ -155,7 +155,7 @@ class Module:
   const vm::executable ex = kiln::compile(m, {.lowered = &lowered});
   CHECK(transform::memory_plan_of(lowered->lookup("main")).storage_tokens == 0);
   CHECK(transform::memory_plan_of(lowered->lookup("main")).planned_bytes > 0);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const auto too_big = arguments_for(m, "main", {{"n", 17}});
   CHECK(message_of<vm::vm_error>([&] { machine.invoke_span("main", too_big); })
             .find("vm.builtin.check_upper_bound: main: parameter 'x' (R.Tensor((n, 4), \"float32\")): size variable n = 17 exceeds its upper "
@@ -169,7 +169,7 @@ TEST_CASE("a serialized executable, loaded back, gives the same results") {
   const vm::executable ex = kiln::compile(m);
   const vm::executable back = vm::deserialize(vm::serialize(ex));
   const auto args = arguments_for(m, "main", {{"n", 2}});
-  vm::virtual_machine a(ex, {}, kernels::global_registry()), b(back, {}, kernels::global_registry());
+  vm::virtual_machine a(ex, {}, vm::kernel_registry()), b(back, {}, vm::kernel_registry());
   CHECK(max_difference(a.invoke_span("main", args), b.invoke_span("main", args)) == 0);
   CHECK(back.functions[*back.find_function("main")].param_names == std::vector<std::string>{"data", "conv1_w", "conv2_w", "fc_w"});
 }
@@ -177,7 +177,7 @@ TEST_CASE("a serialized executable, loaded back, gives the same results") {
 TEST_CASE("running a compiled function many times reuses its memory: the pool stops growing") {
   const ir::ir_module m = make_mlp();
   const vm::executable ex = kiln::compile(m);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const auto args = arguments_for(m, "main", {{"n", 4}});
   machine.invoke_span("main", args);
   const auto after_one = machine.allocator_stats();
@@ -207,7 +207,7 @@ TEST_CASE("a long chain of bindings (not nesting) compiles and runs: passes walk
     kiln::compile_options options;
     options.opt_level = opt;
     const vm::executable ex = kiln::compile(m, options);
-    vm::virtual_machine machine(ex, {}, kernels::global_registry());
+    vm::virtual_machine machine(ex, {}, vm::kernel_registry());
     CHECK(machine.invoke("main", tensor::from_values<float>({4}, {1, 2, 3, 4})).as_tensor().to_vector<float>() ==
           std::vector<float>{1, 2, 3, 4});
   }

@@ -146,8 +146,8 @@ TEST_CASE("every operator in the compiled mode gives what the bytecode gives") {
   }
   const ir::ir_module m = ir::parse_module(text);
   const vm::executable ex = kiln::compile(m);
-  vm::virtual_machine bytecode(ex, {}, kernels::global_registry());
-  vm::virtual_machine compiled(compiled_mode(m), {}, kernels::global_registry());
+  vm::virtual_machine bytecode(ex, {}, vm::kernel_registry());
+  vm::virtual_machine compiled(compiled_mode(m), {}, vm::kernel_registry());
   for (std::size_t i = 0; i < cases().size(); ++i) {
     INFO(cases()[i].call);
     const std::string fn = "case_" + std::to_string(i);
@@ -160,7 +160,7 @@ TEST_CASE("every operator in the compiled mode gives what the bytecode gives") {
 TEST_CASE("compiled operators give what calling the kernels directly gives") {
   auto run = [](const std::string& params, const std::string& call, const std::string& result, const std::vector<vm::value>& args) {
     const vm::executable ex = kiln::compile(ir::parse_module(module_text({"", params, call, result})));
-    vm::virtual_machine machine(ex, {}, kernels::global_registry());
+    vm::virtual_machine machine(ex, {}, vm::kernel_registry());
     return machine.invoke_span("main", args);
   };
   std::mt19937 gen(7);

@@ -46,7 +46,7 @@ vm::value run(const ir::ir_module& m, const std::vector<vm::value>& args, bool d
   vm::executable ex = kiln::compile(m, {.pipeline = pipeline});
   if (packed) *packed = ctx.statistic("prepack_weights", "weights packed");
   if (text) *text = ex.as_text();
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   return machine.invoke_span("main", args);
 }
 
@@ -184,7 +184,7 @@ class Module:
   const vm::executable ex = kiln::compile(m);
   CHECK(contains(ex.as_text(), "kernels.matmul_fused_prepacked"));
   const vm::executable back = vm::deserialize(vm::serialize(ex));
-  vm::virtual_machine machine(back, {}, kernels::global_registry());
+  vm::virtual_machine machine(back, {}, vm::kernel_registry());
   CHECK(max_difference(machine.invoke_span("main", args), want) == 0);
 
   // A 2 x 3 weight packed by hand in panels of 2 columns and blocks of 1 row — the layout of no
@@ -294,7 +294,7 @@ class Module:
   // Serialized and loaded back: the packed constant's bytes are kept, the same results.
   const vm::executable ex = kiln::compile(m);
   const vm::executable back = vm::deserialize(vm::serialize(ex));
-  vm::virtual_machine a(ex, {}, kernels::global_registry()), c(back, {}, kernels::global_registry());
+  vm::virtual_machine a(ex, {}, vm::kernel_registry()), c(back, {}, vm::kernel_registry());
   CHECK(max_difference(a.invoke_span("main", args), c.invoke_span("main", args)) == 0);
 }
 
@@ -350,7 +350,7 @@ class Module:
   CHECK(ctx.statistic("prepack_weights", "of which Winograd") == 3);
   const vm::executable ex = kiln::compile(m);
   const vm::executable back = vm::deserialize(vm::serialize(ex));
-  vm::virtual_machine a(ex, {}, kernels::global_registry()), c(back, {}, kernels::global_registry());
+  vm::virtual_machine a(ex, {}, vm::kernel_registry()), c(back, {}, vm::kernel_registry());
   CHECK(max_difference(a.invoke_span("main", args), c.invoke_span("main", args)) == 0);
 }
 

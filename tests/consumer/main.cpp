@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::cout << "consumer: kiln headers at " << vm::detail::find_kiln_include_dir({}).string() << "\n";
   const vm::executable ex = kiln::compile(back, {.mode = kiln::exec_mode::compiled});
   vm::export_library(ex, argv[1], {.flags = {"-O1"}});
-  vm::virtual_machine machine(vm::load_module(argv[1]), {}, kiln::kernels::global_registry());
+  vm::virtual_machine machine(vm::load_module(argv[1]), {}, kiln::vm::kernel_registry());
   auto in = kiln::runtime::tensor::from_values<float>({2, 3}, {-1, 2, -3, 4, -5, 6});
   if (machine.invoke("main", in).as_tensor().to_vector<float>() != std::vector<float>{0, 2, 0, 4, 0, 6}) return 2;
   std::cout << "consumer: the exported library runs\n";  // run.cmake checks the line before

@@ -2,7 +2,7 @@
 // The kernels through the VM: bytecode allocates the outputs and calls the registered natives.
 #include <kiln/kernels/attention.hpp>
 #include <kiln/kernels/kernels.hpp>
-#include <kiln/kernels/register.hpp>
+#include <kiln/vm/kernels.hpp>
 #include <kiln/vm/vm.hpp>
 
 #include "../common/message_of.hpp"
@@ -20,7 +20,7 @@ function_registry& registry() {
   static function_registry* r = [] {
     auto* reg = new function_registry();
     register_builtins(*reg);
-    kernels::register_kernels(*reg);
+    vm::register_kernels(*reg);
     return reg;
   }();
   return *r;
@@ -223,4 +223,27 @@ TEST_CASE("conv2d and pooling through the VM, with the IR's attribute forms") {
   virtual_machine bad_vm(bad.get(), {}, registry());
   CHECK(message_of<vm_error>([&] { bad_vm.invoke("main", x, w, y); }).find("kiln::kernels::conv2d: strides must have 1 or 2 values, got 3") !=
         std::string::npos);
+}
+
+TEST_CASE("every elementwise kernel of the calling convention's lists is registered under its name, with its arity") {
+  namespace abi = kernels::abi;
+  const tensor a = kiln_test::random_tensor<float>({9}, -1, 1, 3), b = kiln_test::random_tensor<float>({9}, 0.5, 1, 4);
+  for (std::string_view op : abi::binary_operators) {
+    CAPTURE(op);
+    REQUIRE(registry().find("kernels." + std::string(op)).has_value());
+    const bool logical = op.starts_with("logical");
+    const bool compares = logical || op.find("equal") != std::string_view::npos || op.starts_with("less") || op.starts_with("greater");
+    const char* out_dtype = compares ? "bool" : "float32";
+    const tensor x = logical ? kernels::greater(a, tensor::zeros({9}, dtype::float32)) : a;
+    const tensor y = logical ? kernels::greater(b, tensor::zeros({9}, dtype::float32)) : b;
+    virtual_machine m(binary_program(std::string(op), 9, out_dtype), {}, registry());
+    CHECK(m.invoke("main", x, y).as_tensor().numel() == 9);
+  }
+  for (std::string_view op : abi::unary_operators) {
+    CAPTURE(op);
+    REQUIRE(registry().find("kernels." + std::string(op)).has_value());
+  }
+  // Bytecode that calls a kernel with the arguments of another signature is refused when loaded.
+  const std::string msg = message_of<kiln::error>([&] { virtual_machine wrong(binary_program("exp", 9, "float32"), {}, registry()); });
+  CHECK(msg == "kiln::vm::virtual_machine: function 'main', instruction 2 (call) calls native function 'kernels.exp' with 3 arguments, it takes 2");
 }

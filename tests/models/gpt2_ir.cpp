@@ -70,7 +70,7 @@ TEST_CASE("GPT-2 in kiln's IR: greedy decoding gives PyTorch's tokens at every p
   const std::string text = ex.as_text();
   CHECK(text.find("kernels.attention") != std::string::npos);  // the attention of each layer: one kernel
   CHECK(text.find("vm.builtin.attention_kv_cache_append") != std::string::npos);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   for (int length : {2, 5, 13, 31}) check_gpt2_ir_greedy(machine, length);  // one executable for all
 }
 
@@ -80,13 +80,13 @@ TEST_CASE("GPT-2 in kiln's IR: the compiled mode decodes as PyTorch does") {
   vm::export_library(ex, lib, {.flags = {"-O1", "-march=native"}});  // the test checks results, not speed
   vm::executable loaded = vm::load_module(lib);
   fs::remove(lib);  // a loaded library stays mapped
-  vm::virtual_machine machine(std::move(loaded), {}, kernels::global_registry());
+  vm::virtual_machine machine(std::move(loaded), {}, vm::kernel_registry());
   for (int length : {2, 5, 13, 31}) check_gpt2_ir_greedy(machine, length);
 }
 
 TEST_CASE("GPT-2 in kiln's IR: the caches stay in place, no step after the first allocates, popping goes back, and the bound is enforced") {
   const gpt2_ir::weights weights(gpt2_ir_weights());
-  vm::virtual_machine machine(kiln::compile(gpt2_ir::build(weights)), {}, kernels::global_registry());
+  vm::virtual_machine machine(kiln::compile(gpt2_ir::build(weights)), {}, vm::kernel_registry());
   gpt2_ir::sequence seq(machine);
   const std::vector<std::int64_t> prompt = gpt2_ir_ints(gpt2_ir_stem().string() + ".prompt_13.npy");
   std::vector<std::int64_t> ids = prompt;

@@ -8,8 +8,8 @@
 
 #include <kiln/compile.hpp>
 #include <kiln/ir/parser.hpp>
-#include <kiln/kernels/register.hpp>
 #include <kiln/support/file.hpp>
+#include <kiln/vm/kernels.hpp>
 #include <kiln/vm/virtual_machine.hpp>
 
 #include <iostream>
@@ -22,10 +22,10 @@ int main(int argc, char** argv) {
   namespace vm = kiln::vm;
   using kiln::runtime::tensor;
   try {
-    vm::virtual_machine compiled(models::small::load(argv[1]), {}, kiln::kernels::global_registry());
+    vm::virtual_machine compiled(models::small::load(argv[1]), {}, kiln::vm::kernel_registry());
     const auto bytes = kiln::detail::read_file(argv[2], "kiln_test_emit_cpp");
     const vm::executable bytecode_ex = kiln::compile(kiln::ir::parse_module(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
-    vm::virtual_machine bytecode(bytecode_ex, {}, kiln::kernels::global_registry());
+    vm::virtual_machine bytecode(bytecode_ex, {}, kiln::vm::kernel_registry());
     const tensor x = tensor::from_values<float>({2, 4}, {1, -2, 3, -4, 5, -6, 7, -8});
     const tensor w = tensor::from_values<float>({4, 3}, {0.5f, -1, 2, 1, 0.25f, -0.5f, -1, 1, 0, 2, -2, 1});
     const auto a = compiled.invoke("main", x, w).as_tensor().to_vector<float>();

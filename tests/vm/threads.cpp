@@ -26,7 +26,7 @@ TEST_CASE("one executable runs on virtual machines in several threads, with the 
   const std::vector<vm::value> args = arguments_for(m, "encoder_layer", {{"batch", 2}, {"seq", 8}}, 5);
   std::vector<float> want;
   {
-    vm::virtual_machine machine(ex, {}, kernels::global_registry());
+    vm::virtual_machine machine(ex, {}, vm::kernel_registry());
     want = values_of(machine.invoke_span("encoder_layer", args));
   }
   const pool_threads pool(2);
@@ -34,7 +34,7 @@ TEST_CASE("one executable runs on virtual machines in several threads, with the 
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < got.size(); ++t)
     threads.emplace_back([&, t] {
-      vm::virtual_machine machine(ex, {}, kernels::global_registry());  // a machine per thread, as in TVM
+      vm::virtual_machine machine(ex, {}, vm::kernel_registry());  // a machine per thread, as in TVM
       for (int i = 0; i < 3; ++i) got[t] = values_of(machine.invoke_span("encoder_layer", args));
     });
   for (auto& t : threads) t.join();
@@ -108,7 +108,7 @@ TEST_CASE("two threads hammering one virtual machine: every call returns the rig
   const ir::ir_module m = make_transformer_layer();
   const vm::executable ex = kiln::compile(m);
   const std::vector<vm::value> args = arguments_for(m, "encoder_layer", {{"batch", 1}, {"seq", 4}}, 3);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const std::vector<float> want = values_of(machine.invoke_span("encoder_layer", args));
   std::atomic<int> served{0}, refused{0}, wrong{0};
   std::vector<std::thread> threads;

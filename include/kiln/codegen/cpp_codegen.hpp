@@ -25,6 +25,7 @@
 #include <kiln/codegen/lowered.hpp>
 #include <kiln/codegen/vm_codegen.hpp>
 #include <kiln/ir/printer.hpp>
+#include <kiln/kernels/calling_convention.hpp>
 #include <kiln/kernels/fused.hpp>
 #include <kiln/vm/builtins.hpp>
 #include <kiln/version.hpp>
@@ -379,7 +380,7 @@ private:
           case lowered_call::kill: fail("R.vm.kill_object must be a binding of its own, not an operand");
           case lowered_call::null_value: return "value()";
           case lowered_call::native:
-            if (c.symbol == "kernels.fused")
+            if (c.symbol == kernels::abi::fused::name)
               if (auto f = fused_call(call)) return *f;
             return native_call(c.symbol, operands(c.args));
           case lowered_call::function: {
@@ -627,10 +628,10 @@ private:
           }
           auto* c = ir::dyn_cast<ir::call_node>(b.value);
           const auto* x = extern_callee(b.value);
-          const bool kernel = x && x->symbol.starts_with("kernels.") && x->symbol != "kernels.reshape_view";
+          const bool kernel = x && x->symbol.starts_with("kernels.") && x->symbol != kernels::abi::reshape_view::name;
           binding_ = b.variable->name_hint;
           if (c && classify_call(*c, m_, failer()).kind == lowered_call::kill) continue;
-          if (x && x->symbol == "kernels.reshape_view" && c->args.size() == 2 && holder(c->args[0])) {
+          if (x && x->symbol == kernels::abi::reshape_view::name && c->args.size() == 2 && holder(c->args[0])) {
             // A view (or a copy) of its argument: the argument leaves only if the result does.
             derived.emplace_back(b.variable.get(), holder(c->args[0]));
             escape_all(c->args[1]);

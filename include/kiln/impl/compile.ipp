@@ -32,7 +32,7 @@ inline void register_compiler_passes_once() {
 
 KILN_DECL vm::executable compile(const ir::ir_module& m, const pass<ir::ir_module>& pipeline, pass_context& ctx,
                                  codegen::vm_codegen_options codegen, ir::ir_module* lowered) {
-  kernels::global_registry();
+  vm::kernel_registry();
   ir::ir_module out = pipeline(m, ctx);
   if (lowered) *lowered = out;
   return codegen::vm_codegen(out, codegen);
@@ -40,7 +40,7 @@ KILN_DECL vm::executable compile(const ir::ir_module& m, const pass<ir::ir_modul
 
 KILN_DECL vm::executable compile(const ir::ir_module& m, const compile_options& options) {
   detail::register_compiler_passes_once();
-  kernels::global_registry();
+  vm::kernel_registry();
   std::optional<pass_context> own;
   pass_context& ctx = detail::compile_context(own, options.opt_level, "kiln::compile");
   ir::ir_module out = options.pipeline ? parse_pipeline<ir::ir_module>(*options.pipeline)(m, ctx) : kiln::run(transform::default_pipeline{}, m, ctx);

@@ -8,8 +8,8 @@
 
 #include <kiln/support/config.hpp>
 
-#include <kiln/kernels/impl/global_registry.ipp>
 #include <kiln/kernels/impl/parallel.ipp>
 #include <kiln/runtime/impl/allocator.ipp>
 #include <kiln/support/impl/thread_pool.ipp>
 #include <kiln/vm/impl/builtins.ipp>
+#include <kiln/vm/impl/kernel_registry.ipp>

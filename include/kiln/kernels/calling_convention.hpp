@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -160,8 +161,10 @@ using attention = dps<"kernels.attention", arg::tensor /*q*/, arg::tensor /*k*/,
                       arg::tensor_or_null /*mask*/, arg::operands>;
 
 /// Strides and dilation of 1 or 2 entries, padding of 1, 2 or 4.
+// [conv2d]
 using conv2d = dps<"kernels.conv2d", arg::tensor /*x*/, arg::tensor /*w*/, arg::tensor_or_null /*bias*/, arg::shape /*strides*/,
                    arg::shape /*padding*/, arg::shape /*dilation*/, arg::integer /*groups*/, arg::out>;
+// [conv2d]
 using conv2d_fused = dps<"kernels.conv2d_fused", arg::tensor /*x*/, arg::tensor /*w*/, arg::tensor_or_null /*bias*/, arg::shape /*strides*/,
                          arg::shape /*padding*/, arg::shape /*dilation*/, arg::integer /*groups*/, arg::string /*epilogue*/, arg::operands>;
 /// The weights packed by `prepack_weights` (one group), their layout as a shape value.
@@ -200,7 +203,7 @@ using kv_cache_append = returning<"kernels.kv_cache_append", arg::tensor /*past*
                                   arg::integer /*capacity*/>;
 /// Empty axes: reversed.
 using permute_dims = dps<"kernels.permute_dims", arg::tensor, arg::shape /*axes*/, arg::out>;
-using concat = dps<"kernels.concat", arg::tensors, arg::integer /*axis*/, arg::outs>;
+using concat = dps<"kernels.concat", arg::tensors, arg::integer /*axis*/, arg::out>;
 using split = dps<"kernels.split", arg::tensor, arg::integer /*axis*/, arg::outs>;
 /// Empty strides: all 1.
 using strided_slice = dps<"kernels.strided_slice", arg::tensor, arg::shape /*axes*/, arg::shape /*begin*/, arg::shape /*end*/,

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file
-/// The CPU kernels (everything but the VM registration, which is `kernels/register.hpp`).
+/// The CPU kernels, all of them. (Their registration as VM natives is `vm/kernels.hpp`.)
 #pragma once
 
 #include <kiln/kernels/attention.hpp>
+#include <kiln/kernels/calling_convention.hpp>
 #include <kiln/kernels/common.hpp>
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/fused.hpp>

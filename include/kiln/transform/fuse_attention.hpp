@@ -70,11 +70,11 @@ struct fuse_attention {
               auto& product = static_cast<const ir::call_node&>(*f->product);
               const fuse_epilogue::peeled k = fuse_epilogue::peel_transpose(ctx, product.args[1], true);
               for (const ir::var_node* v : c.absorbed) ctx.absorb(*v);
-              std::vector<ir::expr> args{product.args[0], k.tensor, root->args[1], lower::boolean(k.transposed), lower::string(pre),
-                                         lower::string(post), lower::integer(f->mask ? (f->keeps ? 1 : 2) : 0), lower::real(f->fill),
-                                         f->mask ? *f->mask : lower::null()};
-              args.insert(args.end(), c.operands.begin(), c.operands.end());
-              return detail::call_kernel("kernels.attention", std::move(args), root->checked_type);
+              const lower::typed<lower::null_kind> no_mask = lower::null();
+              kernel_call call = lower::call<kernels::abi::attention>(
+                  product.args[0], k.tensor, root->args[1], lower::boolean(k.transposed), lower::string(pre), lower::string(post),
+                  lower::integer(f->mask ? (f->keeps ? 1 : 2) : 0), lower::real(f->fill), f->mask ? *f->mask : no_mask.value);
+              return lower::emit(lower::with_operands<kernels::abi::attention>(std::move(call), c.operands), root->checked_type);
             }};
   }
 

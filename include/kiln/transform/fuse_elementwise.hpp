@@ -31,6 +31,7 @@
 
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/transform/detail/fusion.hpp>
+#include <kiln/transform/kernel_lowering.hpp>
 #include <kiln/transform/pattern_rewrite.hpp>
 
 namespace kiln::transform {
@@ -53,10 +54,9 @@ struct fuse_elementwise {
               if (g.operations() < 2) return {};
               const std::vector<ir::expr> inputs = g.inputs();
               if (inputs.empty()) return {};  // constants only: fold_constant's work
-              std::vector<ir::expr> args{ir::make_string_imm(g.description(inputs))};
-              args.insert(args.end(), inputs.begin(), inputs.end());
+              kernel_call call = lower::with_operands<kernels::abi::fused>(lower::call<kernels::abi::fused>(lower::string(g.description(inputs))), inputs);
               g.absorb();
-              return detail::call_kernel("kernels.fused", std::move(args), root->checked_type);
+              return lower::emit(std::move(call), root->checked_type);
             }};
   }
 

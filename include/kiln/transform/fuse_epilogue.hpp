@@ -128,8 +128,8 @@ struct fuse_epilogue {
                 return {};
               const peeled a = peel_transpose(ctx, c.args[0], true), b = peel_transpose(ctx, c.args[1], true);
               if (!a.transposed && !b.transposed) return {};
-              return detail::call_kernel("kernels.matmul", {a.tensor, b.tensor, lower::boolean(a.transposed), lower::boolean(b.transposed)},
-                                         c.checked_type);
+              return lower::emit(lower::call<kernels::abi::matmul>(a.tensor, b.tensor, lower::boolean(a.transposed), lower::boolean(b.transposed)),
+                                 c.checked_type);
             }};
   }
 
@@ -173,26 +173,28 @@ private:
   /// product has no fused form (an attribute its lowering refuses).
   static ir::expr product_call(rewrite_context& ctx, const ir::call_node& c, const std::string& text, const std::vector<ir::expr>& operands,
                                const ir::type& result) {
-    std::vector<ir::expr> args;
-    std::string kernel;
+    namespace abi = kernels::abi;
     if (static_cast<const ir::op_node&>(*c.callee).name() == "matmul") {
       const peeled a = peel_transpose(ctx, c.args[0], true), b = peel_transpose(ctx, c.args[1], true);
-      args = {a.tensor, b.tensor, lower::boolean(a.transposed), lower::boolean(b.transposed)};
-      kernel = "kernels.matmul_fused";
-    } else {
-      if (c.attrs.get_or<std::string>("data_layout", "NCHW") != "NCHW" || c.attrs.get_or<std::string>("kernel_layout", "OIHW") != "OIHW") return {};
-      try {
-        kernel_call k = kernel_lowering::global().lower(c);
-        if (k.kernel != "kernels.conv2d") return {};
-        args = std::move(k.args);
-      } catch (const lowering_error&) {
-        return {};
-      }
-      kernel = "kernels.conv2d_fused";
+      return lower::emit(lower::with_operands<abi::matmul_fused>(
+                             lower::call<abi::matmul_fused>(a.tensor, b.tensor, lower::boolean(a.transposed), lower::boolean(b.transposed),
+                                                            lower::string(text)),
+                             operands),
+                         result);
     }
-    args.push_back(ir::make_string_imm(text));
-    args.insert(args.end(), operands.begin(), operands.end());
-    return detail::call_kernel(kernel, std::move(args), result);
+    if (c.attrs.get_or<std::string>("data_layout", "NCHW") != "NCHW" || c.attrs.get_or<std::string>("kernel_layout", "OIHW") != "OIHW") return {};
+    kernel_call k;
+    try {
+      k = kernel_lowering::global().lower(c);
+    } catch (const lowering_error&) {
+      return {};
+    }
+    if (k.kernel != abi::conv2d::name) return {};
+    // conv2d_fused: conv2d's arguments, then the epilogue and its operands.
+    static_assert(abi::is_fused_form_of<abi::conv2d, abi::conv2d_fused>);
+    k.kernel = abi::conv2d_fused::name;
+    k.args.push_back(lower::string(text));
+    return lower::emit(lower::with_operands<abi::conv2d_fused>(std::move(k), operands), result);
   }
 };
 

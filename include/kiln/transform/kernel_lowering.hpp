@@ -22,7 +22,9 @@
 
 #include <kiln/ir/expr.hpp>
 #include <kiln/ir/op.hpp>
+#include <kiln/kernels/calling_convention.hpp>
 #include <kiln/support/error.hpp>
+#include <kiln/support/strings.hpp>
 
 #include <functional>
 #include <limits>
@@ -31,6 +33,9 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kiln::transform {
@@ -100,21 +105,132 @@ private:
 
 namespace lower {
 
-inline ir::expr integer(std::int64_t v) { return ir::make_prim_value(v); }
-inline ir::expr boolean(bool v) { return ir::make_prim_value(v ? 1 : 0, dtype::bool_); }
-inline ir::expr real(double v) { return ir::make_float_prim_value(v, dtype::float64); }
-inline ir::expr string(std::string s) { return ir::make_string_imm(std::move(s)); }
-inline ir::expr null() { return ir::call_op("null_value", {}); }
-/// A list of floats as a float64 vector constant (None: the null value).
-inline ir::expr reals(const ir::attr_value* v) {
-  if (!v || v->is_none()) return null();
-  const auto& a = v->as<ir::float_array>();
-  return ir::make_constant(ir::ndarray::from<double>(dtype::float64, {static_cast<std::int64_t>(a.size())}, std::span<const double>(a)));
+namespace arg = kernels::abi::arg;
+
+/// The null value, for an optional argument (`arg::tensor_or_null`, `arg::integer_or_null`, ...).
+struct null_kind {};
+
+/// An IR value of a known argument kind (`kernels/calling_convention.hpp`): what the helpers below
+/// make, so that `call` can check each against the kernel's signature. An untyped `ir::expr` (an
+/// operand of the call) is accepted where the signature wants a tensor, a tuple of tensors or a
+/// shape value.
+template <class Kind>
+struct typed {
+  ir::expr value;
+  operator ir::expr() const& { return value; }  // NOLINT: implicit on purpose, into argument lists
+  operator ir::expr() && { return std::move(value); }
+};
+
+inline typed<arg::integer> integer(std::int64_t v) { return {ir::make_prim_value(v)}; }
+inline typed<arg::boolean> boolean(bool v) { return {ir::make_prim_value(v ? 1 : 0, dtype::bool_)}; }
+inline typed<arg::real> real(double v) { return {ir::make_float_prim_value(v, dtype::float64)}; }
+inline typed<arg::string> string(std::string s) { return {ir::make_string_imm(std::move(s))}; }
+inline typed<null_kind> null() { return {ir::call_op("null_value", {})}; }
+inline typed<arg::integer_or_null> integer_or_null(std::optional<std::int64_t> v) {
+  return {v ? ir::make_prim_value(*v) : ir::call_op("null_value", {})};
 }
-inline ir::expr ints(const ir::int_array& v) {
+/// A list of floats as a float64 vector constant (None: the null value).
+inline typed<arg::reals_or_null> reals(const ir::attr_value* v) {
+  if (!v || v->is_none()) return {null().value};
+  const auto& a = v->as<ir::float_array>();
+  return {ir::make_constant(ir::ndarray::from<double>(dtype::float64, {static_cast<std::int64_t>(a.size())}, std::span<const double>(a)))};
+}
+inline typed<arg::shape> ints(const ir::int_array& v) {
   std::vector<ir::prim_expr> d;
   for (auto x : v) d.push_back(ir::make_int(x));
-  return ir::make_shape_expr(std::move(d));
+  return {ir::make_shape_expr(std::move(d))};
+}
+/// `e`, an IR value known to be of kind `Kind` (an argument taken over from another call).
+template <class Kind>
+typed<Kind> as(ir::expr e) {
+  return {std::move(e)};
+}
+
+namespace detail {
+template <class Param, class A>
+inline constexpr bool accepts = false;
+// An operand of the call: a tensor, a tuple of tensors or a shape value.
+template <class Param>
+inline constexpr bool accepts<Param, ir::expr> =
+    std::is_same_v<Param, arg::tensor> || std::is_same_v<Param, arg::tensor_or_null> || std::is_same_v<Param, arg::tensors> ||
+    std::is_same_v<Param, arg::shape>;
+template <class Param, class Kind>
+inline constexpr bool accepts<Param, typed<Kind>> =
+    std::is_same_v<Param, Kind> || (std::is_same_v<Kind, null_kind> && (std::is_same_v<Param, arg::tensor_or_null> ||
+                                                                         std::is_same_v<Param, arg::integer_or_null> ||
+                                                                         std::is_same_v<Param, arg::reals_or_null>)) ||
+    (std::is_same_v<Kind, arg::integer> && std::is_same_v<Param, arg::integer_or_null>);
+
+template <class K, std::size_t First, class... A, std::size_t... I>
+consteval void check_args(std::index_sequence<I...>) {
+  (
+      [] {
+        using param = std::tuple_element_t<First + I, typename K::args>;
+        using given = std::remove_cvref_t<std::tuple_element_t<I, std::tuple<A...>>>;
+        static_assert(accepts<param, given>, "an argument of this kernel call does not have the kind its signature in "
+                                             "kernels/calling_convention.hpp gives at this position");
+      }(),
+      ...);
+}
+
+template <class K>
+constexpr bool ends_with_operands = K::arity > 0 && std::is_same_v<std::tuple_element_t<K::arity - 1, typename K::args>, arg::operands>;
+
+template <class K>
+kernel_call make_call(std::string name, std::vector<ir::expr> args) {
+  return {std::move(name), std::move(args),
+          K::returns == kernels::abi::result::returns_value ? kernel_call::form::returns_view : kernel_call::form::destination_passing};
+}
+}  // namespace detail
+
+/// A call of kernel `K` with arguments `a...`: every argument the compiler gives, in the order and
+/// of the kinds its signature states (all but the destination, which the caller of the kernel
+/// appends, and a fused kernel's variadic operands, which `with_operands` appends).
+template <kernels::abi::kernel_signature K, class... A>
+kernel_call call(A&&... a) {
+  static_assert(sizeof...(A) == K::given, "a kernel call with more or fewer arguments than its signature in "
+                                          "kernels/calling_convention.hpp gives");
+  detail::check_args<K, 0, A...>(std::index_sequence_for<A...>{});
+  return detail::make_call<K>(std::string(K::name), {ir::expr(std::forward<A>(a))...});
+}
+
+/// A destination-passing call of kernel `K` with the call's own operands followed by `extra...`,
+/// the attributes the signature lists after them.
+template <kernels::abi::kernel_signature K, class... A>
+kernel_call dps(const ir::call_node& c, A&&... extra) {
+  static_assert(K::returns == kernels::abi::result::destination_passing, "dps: this kernel returns its result");
+  static_assert(sizeof...(A) <= K::given, "a kernel call with more arguments than its signature in kernels/calling_convention.hpp gives");
+  detail::check_args<K, K::given - sizeof...(A), A...>(std::index_sequence_for<A...>{});
+  if (c.args.size() + sizeof...(A) != K::given)
+    throw lowering_error(kiln::detail::concat("kernel ", K::name, " takes ", K::given - sizeof...(A), " operands before its attributes, the call has ",
+                                              c.args.size()));
+  kernel_call k = detail::make_call<K>(std::string(K::name), c.args);
+  (k.args.push_back(ir::expr(std::forward<A>(extra))), ...);
+  return k;
+}
+/// `dps` for the kernel named `name` of the family `K`.
+template <kernels::abi::kernel_signature K>
+kernel_call dps_named(std::string name, const ir::call_node& c) {
+  static_assert(K::returns == kernels::abi::result::destination_passing, "dps: this kernel returns its result");
+  if (c.args.size() != K::given)
+    throw lowering_error(kiln::detail::concat("kernel ", name, " takes ", K::given, " operands, the call has ", c.args.size()));
+  return detail::make_call<K>(std::move(name), c.args);
+}
+
+/// `k`, a call of a fused kernel (its signature ends with `arg::operands`), with the epilogue's
+/// operands appended.
+template <kernels::abi::kernel_signature K>
+kernel_call with_operands(kernel_call k, const std::vector<ir::expr>& operands) {
+  static_assert(detail::ends_with_operands<K>, "with_operands: this kernel takes no variadic operands");
+  k.args.insert(k.args.end(), operands.begin(), operands.end());
+  return k;
+}
+
+/// `k` as an IR call: `R.call_dps_packed(R.ExternFunc(kernel), (args...), out_sinfo=result)`, or,
+/// for a kernel that returns its result, `R.call_packed(kernel, args..., sinfo_args=result)`.
+inline ir::expr emit(kernel_call k, const ir::type& result) {
+  if (k.kind == kernel_call::form::returns_view) return ir::call_extern(std::move(k.kernel), std::move(k.args), result);
+  return ir::call_op("call_dps_packed", {ir::make_extern_func(std::move(k.kernel)), ir::make_tuple(std::move(k.args))}, {}, {result});
 }
 
 template <class T>
@@ -138,12 +254,6 @@ inline dtype arg_dtype(const ir::call_node& c, std::size_t i) {
   return t ? t->dt : dtype::void_;
 }
 
-/// A destination-passing call of `kernel` with the call's own operands followed by `extra`.
-inline kernel_call dps(std::string kernel, const ir::call_node& c, std::vector<ir::expr> extra = {}) {
-  kernel_call k{std::move(kernel), c.args, kernel_call::form::destination_passing};
-  k.args.insert(k.args.end(), extra.begin(), extra.end());
-  return k;
-}
 
 }  // namespace lower
 
@@ -152,42 +262,49 @@ namespace detail {
 inline void add_builtin_lowerings(kernel_lowering& t) {
   using namespace lower;
   using ir::call_node;
-  auto same_name = [](std::string kernel) {
-    return [kernel](const call_node& c) { return dps(kernel, c); };
+  namespace abi = kernels::abi;
+  auto attr_axis = [](const call_node& c, const char* key) {
+    return integer_or_null(attr_is_none(c, key) ? std::nullopt : std::optional(attr<std::int64_t>(c, key)));
   };
-  for (const char* n : {"add", "subtract", "multiply", "divide", "floor_divide", "fmod", "power", "maximum", "minimum", "equal", "not_equal",
-                        "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "where", "exp", "log", "sqrt",
-                        "rsqrt", "tanh", "sigmoid", "erf", "negative", "abs", "logical_not", "sin", "cos", "tan", "asin",
-                        "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "floor", "ceil", "round"})
-    t.add(n, same_name(std::string("kernels.") + n));
-  t.add("nn.relu", same_name("kernels.relu"));
+
+  // elementwise: the operators of the same name as their kernels
+  for (std::string_view n : abi::binary_operators) t.add(std::string(n), [k = "kernels." + std::string(n)](const call_node& c) { return dps_named<abi::binary>(k, c); });
+  for (std::string_view n : abi::unary_operators) {
+    if (n == "relu" || n.starts_with("gelu")) continue;  // nn.relu, nn.gelu below
+    t.add(std::string(n), [k = "kernels." + std::string(n)](const call_node& c) { return dps_named<abi::unary>(k, c); });
+  }
+  t.add("where", [](const call_node& c) { return dps<abi::where>(c); });
+  t.add("nn.relu", [](const call_node& c) { return dps_named<abi::unary>("kernels.relu", c); });
   t.add("nn.gelu", [](const call_node& c) {
-    return dps(attr<std::string>(c, "approximate") == "tanh" ? "kernels.gelu_tanh" : "kernels.gelu", c);
+    return dps_named<abi::unary>(attr<std::string>(c, "approximate") == "tanh" ? "kernels.gelu_tanh" : "kernels.gelu", c);
   });
-  t.add("astype", same_name("kernels.cast"));
+  t.add("astype", [](const call_node& c) { return dps<abi::cast>(c); });
   t.add("clip", [](const call_node& c) {
     const double inf = std::numeric_limits<double>::infinity();
-    return dps("kernels.clip", c, {real(c.attrs.get_or<double>("min", -inf)), real(c.attrs.get_or<double>("max", inf))});
+    return dps<abi::clip>(c, real(c.attrs.get_or<double>("min", -inf)), real(c.attrs.get_or<double>("max", inf)));
   });
 
   // reductions
-  for (const char* n : {"sum", "mean", "max", "min", "prod"})
-    t.add(n, [kernel = std::string("kernels.") + n](const call_node& c) {
+  auto reduction = [](auto kernel) {
+    return [](const call_node& c) {
       const bool keepdims = attr<bool>(c, "keepdims");
       if (!attr_is_none(c, "axis") && attr<ir::int_array>(c, "axis").empty())  // reduces nothing
-        return dps("kernels.copy", c);
-      return dps(kernel, c, {attr_is_none(c, "axis") ? ints({}) : ints(attr<ir::int_array>(c, "axis")), boolean(keepdims)});
-    });
-  for (const char* n : {"argmax", "argmin"})
-    t.add(n, [kernel = std::string("kernels.") + n](const call_node& c) {
-      return dps(kernel, c, {attr_is_none(c, "axis") ? null() : integer(attr<std::int64_t>(c, "axis")), boolean(attr<bool>(c, "keepdims"))});
-    });
-  t.add("nn.softmax", [](const call_node& c) { return dps("kernels.softmax", c, {integer(attr<std::int64_t>(c, "axis"))}); });
-  t.add("nn.log_softmax", [](const call_node& c) { return dps("kernels.log_softmax", c, {integer(attr<std::int64_t>(c, "axis"))}); });
+        return dps<abi::copy>(c);
+      return dps<typename decltype(kernel)::type>(c, attr_is_none(c, "axis") ? ints({}) : ints(attr<ir::int_array>(c, "axis")), boolean(keepdims));
+    };
+  };
+  t.add("sum", reduction(std::type_identity<abi::sum>{}));
+  t.add("mean", reduction(std::type_identity<abi::mean>{}));
+  t.add("max", reduction(std::type_identity<abi::max>{}));
+  t.add("min", reduction(std::type_identity<abi::min>{}));
+  t.add("prod", reduction(std::type_identity<abi::prod>{}));
+  t.add("argmax", [=](const call_node& c) { return dps<abi::argmax>(c, attr_axis(c, "axis"), boolean(attr<bool>(c, "keepdims"))); });
+  t.add("argmin", [=](const call_node& c) { return dps<abi::argmin>(c, attr_axis(c, "axis"), boolean(attr<bool>(c, "keepdims"))); });
+  t.add("nn.softmax", [](const call_node& c) { return dps<abi::softmax>(c, integer(attr<std::int64_t>(c, "axis"))); });
+  t.add("nn.log_softmax", [](const call_node& c) { return dps<abi::log_softmax>(c, integer(attr<std::int64_t>(c, "axis"))); });
   t.add("nn.layer_norm", [](const call_node& c) {
-    return dps("kernels.layer_norm", c,
-               {ints(attr<ir::int_array>(c, "axes")), real(attr<double>(c, "epsilon")), boolean(attr<bool>(c, "center")),
-                boolean(attr<bool>(c, "scale"))});
+    return dps<abi::layer_norm>(c, ints(attr<ir::int_array>(c, "axes")), real(attr<double>(c, "epsilon")), boolean(attr<bool>(c, "center")),
+                                boolean(attr<bool>(c, "scale")));
   });
 
   // linear algebra and convolution
@@ -199,32 +316,32 @@ inline void add_builtin_lowerings(kernel_lowering& t) {
   };
   t.add("matmul", [=](const call_node& c) {
     same_dtype_out(c, "matmul");
-    return dps("kernels.matmul", c, {boolean(false), boolean(false)});
+    return dps<abi::matmul>(c, boolean(false), boolean(false));
   });
   t.add("nn.conv2d", [=](const call_node& c) {
     same_dtype_out(c, "conv2d");
-    kernel_call k{"kernels.conv2d", {c.args[0], c.args[1], null(), ints(attr<ir::int_array>(c, "strides")), ints(attr<ir::int_array>(c, "padding")),
-                                     ints(attr<ir::int_array>(c, "dilation")), integer(attr<std::int64_t>(c, "groups"))}};
-    return k;
+    return call<abi::conv2d>(c.args[0], c.args[1], null(), ints(attr<ir::int_array>(c, "strides")), ints(attr<ir::int_array>(c, "padding")),
+                             ints(attr<ir::int_array>(c, "dilation")), integer(attr<std::int64_t>(c, "groups")));
   });
   t.add("nn.conv2d_transpose", [=](const call_node& c) {
     same_dtype_out(c, "conv2d_transpose");
-    return dps("kernels.conv2d_transpose", c,
-               {ints(attr<ir::int_array>(c, "strides")), ints(attr<ir::int_array>(c, "padding")), ints(attr<ir::int_array>(c, "output_padding")),
-                ints(attr<ir::int_array>(c, "dilation")), integer(attr<std::int64_t>(c, "groups"))});
+    return dps<abi::conv2d_transpose>(c, ints(attr<ir::int_array>(c, "strides")), ints(attr<ir::int_array>(c, "padding")),
+                                      ints(attr<ir::int_array>(c, "output_padding")), ints(attr<ir::int_array>(c, "dilation")),
+                                      integer(attr<std::int64_t>(c, "groups")));
   });
-  auto pool = [](const call_node& c, const char* kernel, bool avg) {
-    kernel_call k{kernel, {c.args[0], ints(attr<ir::int_array>(c, "pool_size")), ints(attr<ir::int_array>(c, "strides")),
-                           ints(attr<ir::int_array>(c, "padding")), ints(attr<ir::int_array>(c, "dilation")), boolean(attr<bool>(c, "ceil_mode"))}};
-    if (avg) k.args.push_back(boolean(attr<bool>(c, "count_include_pad")));
-    return k;
-  };
-  t.add("nn.max_pool2d", [=](const call_node& c) { return pool(c, "kernels.max_pool2d", false); });
-  t.add("nn.avg_pool2d", [=](const call_node& c) { return pool(c, "kernels.avg_pool2d", true); });
-  t.add("nn.adaptive_avg_pool2d", same_name("kernels.adaptive_avg_pool2d"));
-  t.add("nn.global_avg_pool2d", same_name("kernels.global_avg_pool2d"));
+  auto window = [](const call_node& c, const char* key) { return ints(attr<ir::int_array>(c, key)); };
+  t.add("nn.max_pool2d", [=](const call_node& c) {
+    return call<abi::max_pool2d>(c.args[0], window(c, "pool_size"), window(c, "strides"), window(c, "padding"), window(c, "dilation"),
+                                 boolean(attr<bool>(c, "ceil_mode")));
+  });
+  t.add("nn.avg_pool2d", [=](const call_node& c) {
+    return call<abi::avg_pool2d>(c.args[0], window(c, "pool_size"), window(c, "strides"), window(c, "padding"), window(c, "dilation"),
+                                 boolean(attr<bool>(c, "ceil_mode")), boolean(attr<bool>(c, "count_include_pad")));
+  });
+  t.add("nn.adaptive_avg_pool2d", [](const call_node& c) { return dps<abi::adaptive_avg_pool2d>(c); });
+  t.add("nn.global_avg_pool2d", [](const call_node& c) { return dps<abi::global_avg_pool2d>(c); });
   t.add("nn.pad", [](const call_node& c) {
-    return dps("kernels.pad", c, {ints(attr<ir::int_array>(c, "pad_width")), string(attr<std::string>(c, "pad_mode")), real(attr<double>(c, "pad_value"))});
+    return dps<abi::pad>(c, ints(attr<ir::int_array>(c, "pad_width")), string(attr<std::string>(c, "pad_mode")), real(attr<double>(c, "pad_value")));
   });
 
   // data movement
@@ -232,43 +349,36 @@ inline void add_builtin_lowerings(kernel_lowering& t) {
     // The result's own shape (any -1 resolved, possibly symbolic) rather than the operand.
     ir::expr shape = c.args[1];
     if (auto* tt = ir::dyn_cast<ir::tensor_type_node>(c.checked_type); tt && tt->shape) shape = ir::make_shape_expr(*tt->shape);
-    return kernel_call{"kernels.reshape_view", {c.args[0], shape}, kernel_call::form::returns_view};
+    return call<abi::reshape_view>(c.args[0], shape);
   });
   t.add("permute_dims", [](const call_node& c) {
-    return dps("kernels.permute_dims", c, {attr_is_none(c, "axes") ? ints({}) : ints(attr<ir::int_array>(c, "axes"))});
+    return dps<abi::permute_dims>(c, attr_is_none(c, "axes") ? ints({}) : ints(attr<ir::int_array>(c, "axes")));
   });
-  t.add("broadcast_to", [](const call_node& c) { return kernel_call{"kernels.broadcast_to", {c.args[0]}}; });
-  t.add("concat", [](const call_node& c) { return dps("kernels.concat", c, {integer(attr<std::int64_t>(c, "axis"))}); });
-  t.add("split", [](const call_node& c) { return dps("kernels.split", c, {integer(attr<std::int64_t>(c, "axis"))}); });
+  t.add("broadcast_to", [](const call_node& c) { return call<abi::broadcast_to>(c.args[0]); });
+  t.add("concat", [](const call_node& c) { return dps<abi::concat>(c, integer(attr<std::int64_t>(c, "axis"))); });
+  t.add("split", [](const call_node& c) { return dps<abi::split>(c, integer(attr<std::int64_t>(c, "axis"))); });
   t.add("strided_slice", [](const call_node& c) {
-    return dps("kernels.strided_slice", c,
-               {ints(attr<ir::int_array>(c, "axes")), ints(attr<ir::int_array>(c, "begin")), ints(attr<ir::int_array>(c, "end")),
-                attr_is_none(c, "strides") ? ints({}) : ints(attr<ir::int_array>(c, "strides"))});
+    return dps<abi::strided_slice>(c, ints(attr<ir::int_array>(c, "axes")), ints(attr<ir::int_array>(c, "begin")), ints(attr<ir::int_array>(c, "end")),
+                                   attr_is_none(c, "strides") ? ints({}) : ints(attr<ir::int_array>(c, "strides")));
   });
-  t.add("take", [](const call_node& c) {
-    return dps("kernels.take", c, {attr_is_none(c, "axis") ? null() : integer(attr<std::int64_t>(c, "axis"))});
-  });
+  t.add("take", [=](const call_node& c) { return dps<abi::take>(c, attr_axis(c, "axis")); });
   t.add("scatter_elements", [](const call_node& c) {
-    return dps("kernels.scatter_elements", c, {integer(attr<std::int64_t>(c, "axis")), string(attr<std::string>(c, "reduction"))});
+    return dps<abi::scatter_elements>(c, integer(attr<std::int64_t>(c, "axis")), string(attr<std::string>(c, "reduction")));
   });
   t.add("image.resize", [](const call_node& c) {
-    return dps("kernels.resize", c,
-               {reals(c.attrs.find("scales")), reals(c.attrs.find("roi")), string(attr<std::string>(c, "method")),
-                string(attr<std::string>(c, "coordinate_transformation_mode")), string(attr<std::string>(c, "rounding_method")),
-                real(attr<double>(c, "cubic_alpha")), boolean(attr<bool>(c, "cubic_exclude")), real(attr<double>(c, "extrapolation_value"))});
+    return dps<abi::resize>(c, reals(c.attrs.find("scales")), reals(c.attrs.find("roi")), string(attr<std::string>(c, "method")),
+                            string(attr<std::string>(c, "coordinate_transformation_mode")), string(attr<std::string>(c, "rounding_method")),
+                            real(attr<double>(c, "cubic_alpha")), boolean(attr<bool>(c, "cubic_exclude")), real(attr<double>(c, "extrapolation_value")));
   });
   t.add("topk", [](const call_node& c) {
-    return dps("kernels.topk", c,
-               {integer(attr<std::int64_t>(c, "k")), integer(attr<std::int64_t>(c, "axis")), boolean(attr<bool>(c, "largest")),
-                boolean(attr<bool>(c, "sorted"))});
+    return dps<abi::topk>(c, integer(attr<std::int64_t>(c, "k")), integer(attr<std::int64_t>(c, "axis")), boolean(attr<bool>(c, "largest")),
+                          boolean(attr<bool>(c, "sorted")));
   });
-  t.add("gather_nd", [](const call_node& c) { return dps("kernels.gather_nd", c, {integer(attr<std::int64_t>(c, "batch_dims"))}); });
-  t.add("scatter_nd", [](const call_node& c) { return dps("kernels.scatter_nd", c, {string(attr<std::string>(c, "reduction"))}); });
-  t.add("gather_elements", [](const call_node& c) { return dps("kernels.gather_elements", c, {integer(attr<std::int64_t>(c, "axis"))}); });
-  t.add("cumsum", [](const call_node& c) {
-    return dps("kernels.cumsum", c,
-               {attr_is_none(c, "axis") ? null() : integer(attr<std::int64_t>(c, "axis")), boolean(attr<bool>(c, "exclusive")),
-                boolean(attr<bool>(c, "reverse"))});
+  t.add("gather_nd", [](const call_node& c) { return dps<abi::gather_nd>(c, integer(attr<std::int64_t>(c, "batch_dims"))); });
+  t.add("scatter_nd", [](const call_node& c) { return dps<abi::scatter_nd>(c, string(attr<std::string>(c, "reduction"))); });
+  t.add("gather_elements", [](const call_node& c) { return dps<abi::gather_elements>(c, integer(attr<std::int64_t>(c, "axis"))); });
+  t.add("cumsum", [=](const call_node& c) {
+    return dps<abi::cumsum>(c, attr_axis(c, "axis"), boolean(attr<bool>(c, "exclusive")), boolean(attr<bool>(c, "reverse")));
   });
 }
 

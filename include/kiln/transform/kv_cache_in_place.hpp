@@ -84,7 +84,7 @@ private:
     if (!detail::is_op_call(e, "call_dps_packed")) return {};
     auto& c = static_cast<const ir::call_node&>(*e);
     auto* callee = c.args.size() == 2 ? ir::dyn_cast<ir::extern_func_node>(c.args[0]) : nullptr;
-    if (!callee || callee->symbol != "kernels.concat" || c.type_args.size() != 1) return {};
+    if (!callee || callee->symbol != kernels::abi::concat::name || c.type_args.size() != 1) return {};
     auto* args = ir::dyn_cast<ir::tuple_node>(c.args[1]);
     if (!args || args->fields.size() != 2) return {};
     auto* inputs = ir::dyn_cast<ir::tuple_node>(args->fields[0]);
@@ -111,8 +111,9 @@ private:
                    if (it == bounds->end()) return std::nullopt;
                    return it->second;
                  }).value_or(0);
-    return ir::call_extern("kernels.kv_cache_append", {inputs->fields[0], inputs->fields[1], args->fields[1], lower::integer(capacity)},
-                           c.type_args[0]);
+    return lower::emit(lower::call<kernels::abi::kv_cache_append>(inputs->fields[0], inputs->fields[1], lower::as<lower::arg::integer>(args->fields[1]),
+                                                                lower::integer(capacity)),
+                       c.type_args[0]);
   }
 };
 

@@ -141,9 +141,8 @@ private:
 
   /// The lowered call: destination-passing, or an external call that returns a view.
   static ir::expr emit(const kernel_call& k, const ir::type& result) {
-    if (k.kind == kernel_call::form::returns_view) return ir::call_extern(k.kernel, k.args, result);
-    require_allocatable(result);
-    return ir::call_op("call_dps_packed", {ir::make_extern_func(k.kernel), ir::make_tuple(k.args)}, {}, {result});
+    if (k.kind == kernel_call::form::destination_passing) require_allocatable(result);
+    return lower::emit(k, result);
   }
 
   static void require_allocatable(const ir::type& t) {

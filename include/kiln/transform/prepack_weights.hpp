@@ -114,12 +114,13 @@ private:
     auto& c = static_cast<const ir::call_node&>(*e);
     auto* callee = c.args.size() == 2 ? ir::dyn_cast<ir::extern_func_node>(c.args[0]) : nullptr;
     if (!callee) return {};
+    namespace abi = kernels::abi;
     const std::string_view kernel = callee->symbol;
-    if (kernel == "kernels.conv2d" || kernel == "kernels.conv2d_fused") return rewrite_conv(c, kernel == "kernels.conv2d_fused", bound, packed, bytes, kind);
-    const bool fused = kernel == "kernels.matmul_fused";
-    if (kernel != "kernels.matmul" && !fused) return {};
+    if (kernel == abi::conv2d::name || kernel == abi::conv2d_fused::name) return rewrite_conv(c, kernel == abi::conv2d_fused::name, bound, packed, bytes, kind);
+    const bool fused = kernel == abi::matmul_fused::name;
+    if (kernel != abi::matmul::name && !fused) return {};
     auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
-    if (!t || t->fields.size() < (fused ? 5u : 4u)) return {};
+    if (!t || t->fields.size() < (fused ? abi::matmul_fused::given : abi::matmul::given)) return {};
     const std::vector<ir::expr>& args = t->fields;
     // The weight: a constant matrix, in place or bound to a variable.
     const ir::constant_node* w = ir::dyn_cast<ir::constant_node>(args[1]);
@@ -139,17 +140,22 @@ private:
       bytes += std::int64_t(static_cast<const ir::constant_node&>(*p).data.bytes().size());
     }
     const kernels::packed_weight_layout l = kernels::native_weight_layout(w->data.dt(), k, n);
-    std::vector<ir::expr> out{args[0], p, args[2], lower::ints({l.k, l.n, l.panels.nr, l.panels.kc})};
-    out.insert(out.end(), args.begin() + 4, args.end());  // the epilogue's description and operands
-    return detail::call_kernel(fused ? "kernels.matmul_fused_prepacked" : "kernels.matmul_prepacked", std::move(out), c.type_args[0]);
+    kernel_call out = lower::call<abi::matmul_prepacked>(args[0], p, lower::as<lower::arg::boolean>(args[2]), lower::ints({l.k, l.n, l.panels.nr, l.panels.kc}));
+    if (fused) {  // the epilogue's description and operands, after the arguments of the unfused form
+      static_assert(abi::is_fused_form_of<abi::matmul, abi::matmul_fused> && abi::is_fused_form_of<abi::matmul_prepacked, abi::matmul_fused_prepacked>);
+      out.kernel = abi::matmul_fused_prepacked::name;
+      out.args.insert(out.args.end(), args.begin() + abi::matmul::given, args.end());
+    }
+    return lower::emit(std::move(out), c.type_args[0]);
   }
 
   /// The prepacked form of a call of kernels.conv2d (`fused`: kernels.conv2d_fused), whose
   /// arguments are (x, w, bias, strides, padding, dilation, groups[, epilogue, operands...]).
   static ir::expr rewrite_conv(const ir::call_node& c, bool fused, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
                                std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, packing& kind) {
+    namespace abi = kernels::abi;
     auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
-    if (!t || t->fields.size() < (fused ? 8u : 7u) || c.type_args.size() != 1) return {};
+    if (!t || t->fields.size() < (fused ? abi::conv2d_fused::given : abi::conv2d::given) || c.type_args.size() != 1) return {};
     const std::vector<ir::expr>& args = t->fields;
     const ir::constant_node* w = ir::dyn_cast<ir::constant_node>(args[1]);
     if (auto* v = ir::dyn_cast<ir::var_node>(args[1]); v && !w)
@@ -180,7 +186,7 @@ private:
       p = ir::make_constant(to_ndarray(winograd ? kernels::prepack_conv_weight_winograd(weight, m) : kernels::prepack_conv_weight(weight)));
       bytes += std::int64_t(static_cast<const ir::constant_node&>(*p).data.bytes().size());
     }
-    ir::expr layout;
+    lower::typed<lower::arg::shape> layout;
     if (winograd) {
       const kernels::winograd_conv_layout l = kernels::native_winograd_layout(w->data.dt(), ws[0], ws[1], m);
       layout = lower::ints({l.o, l.c, l.m, l.mr, l.kc});
@@ -188,11 +194,16 @@ private:
       const kernels::packed_conv_layout l = kernels::native_conv_layout(w->data.dt(), ws[0], ws[1], ws[2], ws[3]);
       layout = lower::ints({l.o, l.c, l.kh, l.kw, l.ob});
     }
-    std::vector<ir::expr> out{args[0], p, args[2], std::move(layout), args[3], args[4], args[5]};
-    out.insert(out.end(), args.begin() + 7, args.end());  // the epilogue's description and operands
-    const char* kernel = winograd ? (fused ? "kernels.conv2d_fused_winograd" : "kernels.conv2d_winograd")
-                                  : (fused ? "kernels.conv2d_fused_prepacked" : "kernels.conv2d_prepacked");
-    return detail::call_kernel(kernel, std::move(out), c.type_args[0]);
+    // conv2d_winograd takes the arguments of conv2d_prepacked (one group: no groups argument).
+    static_assert(std::is_same_v<abi::conv2d_prepacked::args, abi::conv2d_winograd::args>);
+    kernel_call out = lower::call<abi::conv2d_prepacked>(args[0], p, args[2], std::move(layout), args[3], args[4], args[5]);
+    out.kernel = winograd ? abi::conv2d_winograd::name : abi::conv2d_prepacked::name;
+    if (fused) {  // the epilogue's description and operands, after the arguments of the unfused form
+      static_assert(abi::is_fused_form_of<abi::conv2d, abi::conv2d_fused>);
+      out.kernel = winograd ? abi::conv2d_fused_winograd::name : abi::conv2d_fused_prepacked::name;
+      out.args.insert(out.args.end(), args.begin() + abi::conv2d::given, args.end());
+    }
+    return lower::emit(std::move(out), c.type_args[0]);
   }
 
   /// The values of a shape argument whose dimensions are all constants (strides, dilation).

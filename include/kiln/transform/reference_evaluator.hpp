@@ -23,11 +23,11 @@
 
 #include <kiln/ir/module.hpp>
 #include <kiln/ir/op.hpp>
-#include <kiln/kernels/register.hpp>
 #include <kiln/transform/kernel_lowering.hpp>
 #include <kiln/transform/tensor_conversion.hpp>
 #include <kiln/vm/builtins.hpp>
 #include <kiln/vm/context.hpp>
+#include <kiln/vm/kernels.hpp>
 #include <kiln/vm/native.hpp>
 
 #include <span>
@@ -54,7 +54,7 @@ struct ir_closure final : runtime::object {
 
 class reference_evaluator final : public vm::vm_context {
 public:
-  explicit reference_evaluator(ir::ir_module m, const vm::function_registry& natives = kernels::global_registry(),
+  explicit reference_evaluator(ir::ir_module m, const vm::function_registry& natives = vm::kernel_registry(),
                                const kernel_lowering& lowering = kernel_lowering::global())
       : module_(std::move(m)), natives_(&natives), lowering_(&lowering) {}
 

@@ -14,6 +14,7 @@
 /// (FMA contraction, other SIMD math) may differ in the last bits.
 #pragma once
 
+#include <kiln/kernels/calling_convention.hpp>
 #include <kiln/kernels/fused.hpp>
 #include <kiln/vm/compiled.hpp>
 
@@ -38,7 +39,7 @@ value fused(const E& e, const site& at, const V&... args) {
     kernels::run_fused_for<T>(e, inputs, out);
     return value();
   } catch (...) {
-    detail::rethrow_at(at, "kernels.fused");
+    detail::rethrow_at(at, std::string(kernels::abi::fused::name));
   }
 }
 
@@ -53,15 +54,15 @@ value fused_reported(vm_context& vm, const E& e, const site& at, const V&... arg
   const call_args a(ptrs, sizeof...(V));
   const value none;
   try {
-    if ((*instrument)(none, "kernels.fused", true, value(), a) == instrument_action::skip_run) return value();
+    if ((*instrument)(none, kernels::abi::fused::name, true, value(), a) == instrument_action::skip_run) return value();
   } catch (...) {
-    detail::rethrow_at(at, "kernels.fused");
+    detail::rethrow_at(at, std::string(kernels::abi::fused::name));
   }
   value r = fused<T>(e, at, args...);
   try {
-    (*instrument)(none, "kernels.fused", false, r, a);
+    (*instrument)(none, kernels::abi::fused::name, false, r, a);
   } catch (...) {
-    detail::rethrow_at(at, "kernels.fused");
+    detail::rethrow_at(at, std::string(kernels::abi::fused::name));
   }
   return r;
 }

@@ -29,6 +29,7 @@
 /// step copies the cache or allocates memory for it.
 #pragma once
 
+#include <kiln/kernels/calling_convention.hpp>
 #include <kiln/runtime/kv_cache.hpp>
 #include <kiln/runtime/tensor.hpp>
 #include <kiln/support/error.hpp>
@@ -167,7 +168,7 @@ public:
     // (kv_cache_in_place) gets buffers with room for all of it, so no step allocates cache memory.
     const std::int64_t context = len + options.max_new_tokens - 1;
     const bool in_place = std::any_of(vm_->exec().functions.begin(), vm_->exec().functions.end(),
-                                      [](const function_info& f) { return f.name == "kernels.kv_cache_append"; });
+                                      [](const function_info& f) { return f.name == kernels::abi::kv_cache_append::name; });
     for (const auto& c : layout_.caches) args[c.param] = empty_cache(c, batch, in_place ? context : -1);
     std::int64_t total = len;
     const function_handle call = vm_->get_function(function_);

@@ -10,7 +10,7 @@
 /// vm::executable ex = kiln::compile(m, {.mode = kiln::exec_mode::compiled});
 /// vm::export_library(ex, "model.so");                 // runs the C++ compiler
 /// vm::executable loaded = vm::load_module("model.so");
-/// vm::virtual_machine machine(loaded, {}, kiln::kernels::global_registry());
+/// vm::virtual_machine machine(loaded, {}, kiln::vm::kernel_registry());
 /// \endcode
 ///
 /// The compiler is `export_options::compiler`, else `$CXX`, else the compiler kiln was configured

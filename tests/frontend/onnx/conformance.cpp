@@ -127,7 +127,7 @@ result run_case(const fs::path& dir) {
   } catch (const kiln::error& e) {
     return {outcome::error, std::string("compile: ") + e.what()};
   }
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   for (auto& set : data_sets) {
     std::vector<vm::value> args;
     const auto files = numbered(set, "input_");

@@ -4,10 +4,10 @@
 // with its own cache, in bytecode and in the compiled mode.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
-#include <kiln/kernels/register.hpp>
 #include <kiln/runtime/compare.hpp>
 #include <kiln/runtime/npy.hpp>
 #include <kiln/vm/generate.hpp>
+#include <kiln/vm/kernels.hpp>
 #include <kiln/vm/library.hpp>
 
 #include "../../common/message_of.hpp"
@@ -65,7 +65,7 @@ void check_greedy(vm::virtual_machine& machine, int length) {
 
 TEST_CASE("GPT-2 with past from PyTorch: greedy decoding gives PyTorch's tokens at every prompt length") {
   const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx");
-  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  vm::virtual_machine machine(kiln::compile(m), {}, vm::kernel_registry());
   const vm::decoder dec(machine);
   const vm::decoder_layout& layout = dec.layout();
   CHECK(layout.caches.size() == 4);
@@ -83,13 +83,13 @@ TEST_CASE("GPT-2 with past from PyTorch: the compiled mode decodes as the byteco
   vm::export_library(ex, lib, {.flags = {"-O1", "-march=native"}});  // the test checks results, not speed
   vm::executable loaded = vm::load_module(lib);
   fs::remove(lib);  // a loaded library stays mapped
-  vm::virtual_machine machine(std::move(loaded), {}, kernels::global_registry());
+  vm::virtual_machine machine(std::move(loaded), {}, vm::kernel_registry());
   check_greedy(machine, 13);
 }
 
 TEST_CASE("GPT-2 with past from PyTorch: prompts of different lengths in one batch decode as each alone") {
   const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx");
-  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  vm::virtual_machine machine(kiln::compile(m), {}, vm::kernel_registry());
   vm::decoder dec(machine);
   const fs::path stem = gpt2_stem();
   std::vector<std::vector<std::int64_t>> prompts;
@@ -116,7 +116,7 @@ TEST_CASE("GPT-2 with past from PyTorch: prompts of different lengths in one bat
 
 TEST_CASE("GPT-2 with past from PyTorch: sampling is seeded, and top_k 1 is greedy") {
   const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx");
-  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  vm::virtual_machine machine(kiln::compile(m), {}, vm::kernel_registry());
   vm::decoder dec(machine);
   const std::vector<std::vector<std::int64_t>> prompts = {ints(gpt2_stem().string() + ".prompt_5.npy")};
   const vm::generate_options sample{.max_new_tokens = 16, .temperature = 0.8, .top_k = 50, .top_p = 0.95, .seed = 7};
@@ -133,7 +133,7 @@ TEST_CASE("GPT-2 with past from PyTorch: upper bounds on the lengths plan memory
   const kx::import_options bounded{.upper_bounds = {{"batch_size", 4}, {"past_sequence_length", 48}, {"sequence_length", 32}}};
   const ir::ir_module m = kx::import_file(gpt2_stem().string() + ".onnx", bounded);
   CHECK(ir::print(m).find("\"tir_var_upper_bound\": {\"batch_size\": 4, \"past_sequence_length\": 48, \"sequence_length\": 32}") != std::string::npos);
-  vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+  vm::virtual_machine machine(kiln::compile(m), {}, vm::kernel_registry());
   vm::decoder dec(machine);
   const std::vector<std::int64_t> prompt = ints(gpt2_stem().string() + ".prompt_13.npy");
   std::vector<std::int64_t> want = ints(gpt2_stem().string() + ".tokens_13.npy");
@@ -153,7 +153,7 @@ TEST_CASE("GPT-2 with past from PyTorch: the caches are appended in place, and w
   const kx::import_options bounded{.upper_bounds = {{"batch_size", 1}, {"past_sequence_length", 63}, {"sequence_length", 16}}};
   const vm::executable ex = kiln::compile(kx::import_file(gpt2_stem().string() + ".onnx", bounded));
   CHECK(ex.as_text().find("kernels.kv_cache_append") != std::string::npos);
-  vm::virtual_machine machine(ex, {}, kernels::global_registry());
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
   const vm::decoder_layout layout = vm::decoder(machine).layout();
   const std::vector<std::int64_t> prompt = ints(gpt2_stem().string() + ".prompt_13.npy");
   const std::vector<std::int64_t> want = ints(gpt2_stem().string() + ".tokens_13.npy");

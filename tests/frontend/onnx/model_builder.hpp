@@ -5,7 +5,7 @@
 
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
-#include <kiln/kernels/register.hpp>
+#include <kiln/vm/kernels.hpp>
 #include <kiln/vm/vm.hpp>
 
 #include <cctype>
@@ -123,7 +123,7 @@ inline kiln::runtime::tensor floats(kiln::runtime::shape_vector shape, std::vect
 }
 
 inline kiln::vm::value run(const kiln::ir::ir_module& m, std::vector<kiln::vm::value> args) {
-  kiln::vm::virtual_machine machine(kiln::compile(m), {}, kiln::kernels::global_registry());
+  kiln::vm::virtual_machine machine(kiln::compile(m), {}, kiln::vm::kernel_registry());
   return machine.invoke_span("main", args);
 }
 

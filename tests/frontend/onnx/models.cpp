@@ -37,7 +37,7 @@ void check_model(const std::string& name, const std::vector<std::pair<std::strin
     CAPTURE(opt);
     kiln::pass_context ctx(opt);
     kiln::pass_context_scope scope(ctx);
-    vm::virtual_machine machine(kiln::compile(m), {}, kernels::global_registry());
+    vm::virtual_machine machine(kiln::compile(m), {}, vm::kernel_registry());
     for (const auto& data : cases) {
       const std::string& input = data.first;
       const std::string& output = data.second;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <kiln/ir/visitor.hpp>
+#include <kiln/kernels/calling_convention.hpp>
 #include <kiln/transform/detail/rewrite.hpp>
 
 #include <unordered_map>
@@ -41,7 +42,7 @@ struct value_lifetimes {
       const bool captures = is_op_call(b.value, "make_closure");
       std::vector<const ir::var_node*> held;  // what the value may hold: all it mentions but for a cache append's new positions
       if (holds) {
-        if (auto* c = ir::dyn_cast<ir::call_node>(b.value); c && is_extern_call(*c, "kernels.kv_cache_append") && !c->args.empty())
+        if (auto* c = ir::dyn_cast<ir::call_node>(b.value); c && is_extern_call(*c, kernels::abi::kv_cache_append::name) && !c->args.empty())
           vars_in(c->args[0], held);
         else
           held = used;
