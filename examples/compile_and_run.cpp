@@ -71,7 +71,7 @@ int main() {
   const kiln::runtime::tensor probs = machine.invoke_span("main", args).as_tensor();
 
   // The reference evaluator walks the IR itself, one kernel per operator: the oracle.
-  kiln::transform::reference_evaluator eval(m);
+  kiln::interpreter::reference_evaluator eval(m);
   const kiln::runtime::tensor want = eval.call("main", args).as_tensor();
   const std::vector<float> a = probs.to_vector<float>(), b = want.to_vector<float>();
   double diff = 0;

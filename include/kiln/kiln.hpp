@@ -7,6 +7,7 @@
 #pragma once
 
 #include <kiln/compile.hpp>
+#include <kiln/interpreter/reference_evaluator.hpp>
 #include <kiln/ir/ir.hpp>
 #include <kiln/ir/pass_traits.hpp>
 #include <kiln/kernels/kernels.hpp>
@@ -18,7 +19,6 @@
 #include <kiln/support/dtype.hpp>
 #include <kiln/support/error.hpp>
 #include <kiln/transform/default_pipeline.hpp>
-#include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/version.hpp>
 #include <kiln/vm/compiled_fused.hpp>
 #include <kiln/vm/kernels.hpp>

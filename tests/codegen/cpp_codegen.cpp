@@ -391,7 +391,7 @@ class Module:
   // b is made in rec's arena and used after the nested call: the nested call must not reuse it.
   const vm::executable& loaded = compiled_mode(m);
   vm::virtual_machine a(loaded, {}, vm::kernel_registry()), b(loaded, {}, vm::kernel_registry());
-  transform::reference_evaluator eval(m);
+  interpreter::reference_evaluator eval(m);
   const tensor x = tensor::from_values<float>({4}, {0.5f, -1, 2, 0.25f});
   for (std::int64_t n : {0, 1, 3}) {
     const tensor depth = tensor::from_values<std::int64_t>({}, {n});

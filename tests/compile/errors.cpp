@@ -38,7 +38,7 @@ TEST_CASE("wrong rank, dtype or static dimension of an argument: an error naming
                  "vm.builtin.match_shape: main: parameter 'x' (R.Tensor((n, 784), \"float32\")): dimension 1 of shape [2, 783] is 783, expected 784"));
   CHECK(contains(c.error_with(2, vm::value(std::int64_t{3})), "main: parameter 'b1' (R.Tensor((128,), \"float32\")): expected a tensor, got int"));
   // The VM is fine afterwards, and gives what it gave before.
-  CHECK(max_difference(c.machine.invoke_span("main", c.args), transform::reference_evaluator(c.m).call("main", c.args)) == 0);
+  CHECK(max_difference(c.machine.invoke_span("main", c.args), interpreter::reference_evaluator(c.m).call("main", c.args)) == 0);
   if (mode) CHECK(contains(c.error_with(1, tensor::zeros({784, 127}, dtype::float32)), "kiln::vm: in 'main' at binding '_' (call 'vm.builtin.match_shape'): "));
   }
 }

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <kiln/compile.hpp>
+#include <kiln/interpreter/reference_evaluator.hpp>
 #include <kiln/ir/ir.hpp>
 #include <kiln/pass/pass.hpp>
-#include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/vm/vm.hpp>
 
 #include "../common/message_of.hpp"
@@ -151,7 +151,7 @@ inline void check_against_evaluator(const ir::ir_module& m, const std::string& f
     vm::virtual_machine machine(ex, {}, kiln::vm::kernel_registry());
     got = machine.invoke_span(fn, args);
   }
-  kiln::transform::reference_evaluator eval(m);
+  kiln::interpreter::reference_evaluator eval(m);
   const vm::value want = eval.call(fn, args);
   CHECK_MESSAGE(max_difference(got, want) <= tolerance, "function " << fn << " at opt level " << opt_level);
   if (which == modes::both) {

@@ -77,7 +77,7 @@ class Module:
 )");
   const vm::executable ex = kiln::compile(m);
   vm::virtual_machine machine(ex, {}, vm::kernel_registry());
-  transform::reference_evaluator eval(m);
+  interpreter::reference_evaluator eval(m);
   for (std::int64_t n : {0, 1, 5, 20}) {
     const tensor arg = tensor::from_values<std::int64_t>({}, {n});
     CHECK(machine.invoke("main", arg).as_tensor().to_vector<std::int64_t>()[0] == (std::int64_t{1} << n));

@@ -4,8 +4,9 @@
 // what the unfused one does (the reference evaluator on random inputs: the same operators per
 // element, so equal up to the order of a few roundings), including the cases where fusion must
 // not happen.
+#include <kiln/interpreter/reference_evaluator.hpp>
+#include <kiln/kernels/elementwise.hpp>
 #include <kiln/transform/default_pipeline.hpp>
-#include <kiln/transform/reference_evaluator.hpp>
 
 #include "helpers.hpp"
 
@@ -58,8 +59,8 @@ std::string fused(std::string_view text, double tolerance = 1e-5) {
   const ir::ir_module out = ir::parse_module(out_text);
   for (unsigned seed = 1; seed <= 3; ++seed) {
     const std::vector<vm::value> args = random_arguments(in, seed);
-    const vm::value want = t::reference_evaluator(in).call("main", args);
-    const vm::value got = t::reference_evaluator(out).call("main", args);
+    const vm::value want = kiln::interpreter::reference_evaluator(in).call("main", args);
+    const vm::value got = kiln::interpreter::reference_evaluator(out).call("main", args);
     CHECK(max_abs_difference(got, want) <= tolerance);
   }
   return out_text;

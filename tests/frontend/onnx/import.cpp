@@ -4,9 +4,9 @@
 // import, and every kind of bad model with its message.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
+#include <kiln/interpreter/reference_evaluator.hpp>
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/linalg.hpp>
-#include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/vm/vm.hpp>
 
 #include "../../common/message_of.hpp"

@@ -481,7 +481,7 @@ private:
   const ::onnx::ModelProto& model_;
   const import_options& options_;
   const converter_table& table_;
-  transform::reference_evaluator eval_;
+  interpreter::reference_evaluator eval_;
   ir::block_builder bb_;
   int opset_ = -1;
   import_state state_;

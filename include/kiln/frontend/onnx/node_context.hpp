@@ -13,10 +13,10 @@
 #pragma once
 
 #include <kiln/frontend/onnx/tensor.hpp>
+#include <kiln/interpreter/fold.hpp>
+#include <kiln/interpreter/reference_evaluator.hpp>
 #include <kiln/ir/builder.hpp>
 #include <kiln/ir/op.hpp>
-#include <kiln/transform/fold_constant.hpp>
-#include <kiln/transform/reference_evaluator.hpp>
 #include <kiln/transform/tensor_conversion.hpp>
 
 #include <onnx/onnx_pb.h>
@@ -74,7 +74,7 @@ public:
   /// `where` names the node in messages (the importer gives "node 'name' (Op)", or "node '#3'
   /// (Op)" for an unnamed node, its index in the graph); by default the node's name.
   node_context(const ::onnx::NodeProto& node, int opset, const std::vector<ir::expr>& inputs, ir::block_builder& bb,
-               transform::reference_evaluator& eval, std::string where = {})
+               interpreter::reference_evaluator& eval, std::string where = {})
       : node_(node), opset_(opset), inputs_(inputs), bb_(bb), eval_(eval),
         where_(where.empty() ? "node '" + node.name() + "' (" + node.op_type() + ")" : std::move(where)) {
     for (auto& a : node.attribute()) attrs_[a.name()] = &a;
@@ -233,15 +233,15 @@ private:
     return it->second;
   }
 
-  /// `e` computed now when its operands are constants (fold_constant's rule and computation), so
-  /// that shape subgraphs give static shapes.
-  ir::expr try_fold(const ir::expr& e) { return transform::fold_call(eval_, e, std::int64_t(max_folded_bytes)); }
+  /// `e` computed now when its operands are constants (`interpreter::fold_call`, as the pass
+  /// fold_constant computes), so that shape subgraphs give static shapes.
+  ir::expr try_fold(const ir::expr& e) { return interpreter::fold_call(eval_, e, std::int64_t(max_folded_bytes)); }
 
   const ::onnx::NodeProto& node_;
   int opset_;
   const std::vector<ir::expr>& inputs_;
   ir::block_builder& bb_;
-  transform::reference_evaluator& eval_;
+  interpreter::reference_evaluator& eval_;
   std::string where_;
   std::map<std::string, const ::onnx::AttributeProto*> attrs_;
 };

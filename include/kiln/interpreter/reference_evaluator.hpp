@@ -6,7 +6,7 @@
 /// evaluates constant calls with.
 ///
 /// \code
-/// transform::reference_evaluator eval(module);
+/// interpreter::reference_evaluator eval(module);
 /// vm::value y = eval("main", x, w);     // arguments and results are VM values (tensors, tuples, ...)
 /// \endcode
 ///
@@ -19,6 +19,12 @@
 /// Arguments are checked against the parameter types as the compiled code checks them (dtype,
 /// rank, static dimensions, size variables bound consistently); errors are `evaluation_error`s
 /// naming the function and the binding or parameter.
+///
+/// It is an interpreter, not a pass: the compiler's passes use it (`fold_constant`, through
+/// `interpreter/fold.hpp`), as does the ONNX importer, which folds shape subgraphs as it converts.
+/// It runs each operator by the compiler's own table of operator lowerings
+/// (`transform/kernel_lowering.hpp`), so that what it computes and what the compiled program
+/// computes are the same kernels with the same arguments.
 #pragma once
 
 #include <kiln/ir/module.hpp>
@@ -35,7 +41,13 @@
 #include <unordered_map>
 #include <vector>
 
-namespace kiln::transform {
+namespace kiln::interpreter {
+
+using transform::kernel_call;
+using transform::kernel_lowering;
+using transform::lowering_error;
+using transform::to_ndarray;
+using transform::to_tensor;
 
 class evaluation_error : public error {
 public:
@@ -86,7 +98,7 @@ public:
     for (std::size_t i = 0; i < args.size(); ++i) a.push_back(args[i]);
     return call_value(func, std::move(a), "a built-in");
   }
-  const vm::value& constant(std::size_t) const override { throw evaluation_error("kiln::transform::reference_evaluator: there is no constant pool"); }
+  const vm::value& constant(std::size_t) const override { throw evaluation_error("kiln::interpreter::reference_evaluator: there is no constant pool"); }
 
 private:
   struct frame {
@@ -96,18 +108,18 @@ private:
   };
 
   [[noreturn]] static void fail(const frame& f, const std::string& msg) {
-    std::string where = "kiln::transform::reference_evaluator: in function '" + f.function + "'";
+    std::string where = "kiln::interpreter::reference_evaluator: in function '" + f.function + "'";
     if (!f.binding.empty()) where += ", " + f.binding;
     throw evaluation_error(where + ": " + msg);
   }
 
   vm::value call_function(const std::string& name, std::vector<vm::value> args) {
     ir::base_func bf = module_->lookup(name);
-    if (!bf) throw evaluation_error("kiln::transform::reference_evaluator: the module has no function '" + name + "'");
+    if (!bf) throw evaluation_error("kiln::interpreter::reference_evaluator: the module has no function '" + name + "'");
     auto* fn = ir::dyn_cast<ir::function_node>(bf);
-    if (!fn) throw evaluation_error("kiln::transform::reference_evaluator: '" + name + "' is a kernel function; call it through R.call_tir");
+    if (!fn) throw evaluation_error("kiln::interpreter::reference_evaluator: '" + name + "' is a kernel function; call it through R.call_tir");
     if (depth_ >= max_call_depth)
-      throw evaluation_error("kiln::transform::reference_evaluator: calls nested deeper than " + std::to_string(max_call_depth) + " (in '" + name + "')");
+      throw evaluation_error("kiln::interpreter::reference_evaluator: calls nested deeper than " + std::to_string(max_call_depth) + " (in '" + name + "')");
     frame f;
     f.function = name;
     if (args.size() != fn->params.size())
@@ -132,7 +144,7 @@ private:
         args.insert(args.end(), c->captured.begin(), c->captured.end());
         return call_function(c->function, std::move(args));
       }
-    throw evaluation_error("kiln::transform::reference_evaluator: " + what + " calls a " + std::string(vm::name(callee.kind())) +
+    throw evaluation_error("kiln::interpreter::reference_evaluator: " + what + " calls a " + std::string(vm::name(callee.kind())) +
                            ", which is not a function");
   }
 
@@ -440,4 +452,4 @@ private:
   std::size_t depth_ = 0;
 };
 
-}  // namespace kiln::transform
+}  // namespace kiln::interpreter
