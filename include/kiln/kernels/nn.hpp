@@ -30,6 +30,9 @@
 ///   convolutions with many channels, Winograd's F(2x2, 3x3) or F(4x4, 3x3) on the transformed
 ///   weight (`conv2d_winograd`, `winograd.hpp`).
 ///
+/// The attributes and their checks are `window_params.hpp`; the depthwise kernel is
+/// `depthwise_conv2d.hpp`; pooling is `pool2d.hpp`, which this header includes.
+///
 /// Pooling is separable: per output row, the window's input rows are combined column by column
 /// into one padded row (padding -inf for max, 0 for average), whose columns, split into s phases
 /// for a horizontal stride s, the window then combines into the output row, vectorised along it.
@@ -43,14 +46,17 @@
 
 #include <kiln/support/config.hpp>
 
+#include <kiln/kernels/depthwise_conv2d.hpp>
 #include <kiln/kernels/fused.hpp>
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/ops.hpp>
 #include <kiln/kernels/packing.hpp>
 #include <kiln/kernels/parallel.hpp>
+#include <kiln/kernels/pool2d.hpp>
 #include <kiln/kernels/reduce.hpp>
 #include <kiln/kernels/transform.hpp>
+#include <kiln/kernels/window_params.hpp>
 #include <kiln/kernels/window_plane.hpp>
 #include <kiln/kernels/winograd.hpp>
 
@@ -60,45 +66,9 @@
 
 namespace kiln::kernels {
 
-/// The attributes of conv2d.
-struct conv2d_params {
-  std::array<std::int64_t, 2> strides{1, 1};          ///< (height, width)
-  std::array<std::int64_t, 4> padding{0, 0, 0, 0};    ///< top, left, bottom, right
-  std::array<std::int64_t, 2> dilation{1, 1};         ///< (height, width)
-  std::int64_t groups = 1;                            ///< C and O must be multiples of it
-};
-
-/// The attributes of max_pool2d and avg_pool2d.
-struct pool2d_params {
-  std::array<std::int64_t, 2> pool_size{1, 1};        ///< (height, width)
-  std::array<std::int64_t, 2> strides{1, 1};
-  std::array<std::int64_t, 4> padding{0, 0, 0, 0};    ///< top, left, bottom, right
-  std::array<std::int64_t, 2> dilation{1, 1};
-  bool ceil_mode = false;                             ///< round the output size up
-  bool count_include_pad = false;                     ///< avg_pool2d: count padding in the divisor
-};
-
-/// Padding given as the IR gives it: 1 value (every side), 2 (top and bottom, left and right) or
-/// 4 (top, left, bottom, right).
-KILN_DECL std::array<std::int64_t, 4> padding4(std::string_view op, std::span<const std::int64_t> p);
-/// A (height, width) pair given as 1 value (both) or 2.
-KILN_DECL std::array<std::int64_t, 2> pair2(std::string_view op, std::string_view what, std::span<const std::int64_t> p);
-
 namespace detail {
 
-/// Writes the contiguous row `src` (n elements) to `dst` with stride `ds`.
-template <class T>
-void store_row(const T* src, std::int64_t n, T* dst, std::int64_t ds) {
-  if (ds == 1) std::copy_n(src, n, dst);
-  else
-    for (std::int64_t j = 0; j < n; ++j) dst[j * ds] = src[j];
-}
-
 // ---- conv2d ---------------------------------------------------------------------------------------------
-
-struct conv_geometry {
-  std::int64_t n, c, h, w, o, kh, kw, oh, ow, cg, og;  ///< cg, og: channels per group
-};
 
 KILN_DECL conv_geometry check_conv2d(const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p);
 
@@ -363,7 +333,6 @@ struct direct_conv_shape {
 /// Whether `conv2d_direct` suits a convolution whose weights it must reorder on each call: it
 /// applies, and the output has enough positions for each reordered weight to serve many.
 KILN_DECL bool use_direct_conv(const conv_geometry& g, const conv2d_params& p);
-
 
 /// The O x K weight matrix `w` (row-major) in the direct kernel's order: blocks of OB output
 /// channels, each K rows of OB values, zero past the last channel. `out` holds
@@ -703,163 +672,6 @@ void conv2d_direct(const tensor& x, const tensor& wt, const conv2d_params& p, co
   conv2d_direct_packed<T>(x, packed.data(), p, g, out, apply);
 }
 
-/// One tile of `conv2d_depthwise`: R output rows (from row y) times NV vectors of output
-/// columns (from column x), over the window's KH x KW taps (0: the run-time `kh`, `kw`), into
-/// R * NV independent sums that start from `bias`, so that the multiply-adds of a tile do not
-/// wait on each other's latency (one sum per vector, as a plain loop keeps, waits about four
-/// cycles per tap). With `Unit` (stride 1, no dilation, a compile-time KH) each input vector is
-/// loaded once for the up to KH rows of the tile that read it: (R + KH - 1) * KW loads for
-/// R * KH * KW multiply-adds, not one load each. Row r of the tile goes to `out + r * pitch`; a
-/// vector that would run past `limit` (the end of the output plane) is stored in part.
-template <class T, std::int64_t KH, std::int64_t KW, std::int64_t R, std::int64_t NV, bool Unit>
-KILN_GEMM_KERNEL_INLINE void depthwise_tile(const window_plane<T>& plane, const T* k, T bias, const std::int64_t* taps, std::int64_t kh,
-                                            std::int64_t kw, std::int64_t sh, std::int64_t dh, std::int64_t y, std::int64_t x, T* out,
-                                            std::int64_t pitch, const T* limit) {
-  using V = batch<T>;
-  constexpr std::int64_t W = std::int64_t(V::size);
-  if constexpr (KH != 0) kh = KH;
-  if constexpr (KW != 0) kw = KW;
-  V acc[R][NV];
-  for (std::int64_t r = 0; r < R; ++r)
-    for (std::int64_t v = 0; v < NV; ++v) acc[r][v] = V(bias);
-  if constexpr (Unit) {
-    static_assert(KH != 0 && KW != 0);
-    for (std::int64_t q = 0; q < R + KH - 1; ++q) {  // input row y + q serves output rows y + q - i
-      const T* in = plane.row(y + q) + x;
-      for (std::int64_t j = 0; j < KW; ++j) {
-        V a[NV];
-        for (std::int64_t v = 0; v < NV; ++v) a[v] = V::load_unaligned(in + taps[j] + v * W);
-        for (std::int64_t r = 0; r < R; ++r) {
-          const std::int64_t i = q - r;
-          if (i < 0 || i >= KH) continue;
-          const V w(k[i * KW + j]);
-          for (std::int64_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(w, a[v], acc[r][v]);
-        }
-      }
-    }
-  } else {
-    for (std::int64_t i = 0; i < kh; ++i)
-      for (std::int64_t j = 0; j < kw; ++j) {
-        const V w(k[i * kw + j]);
-        for (std::int64_t r = 0; r < R; ++r) {
-          const T* in = plane.row((y + r) * sh + i * dh) + taps[j] + x;
-          for (std::int64_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(w, V::load_unaligned(in + v * W), acc[r][v]);
-        }
-      }
-  }
-  for (std::int64_t r = 0; r < R; ++r)
-    for (std::int64_t v = 0; v < NV; ++v) {
-      T* dst = out + r * pitch + v * W;
-      if (dst + W <= limit) {
-        acc[r][v].store_unaligned(dst);
-      } else {
-        alignas(64) T tmp[W];
-        acc[r][v].store_aligned(tmp);
-        std::copy(tmp, tmp + (limit - dst), dst);
-      }
-    }
-}
-
-/// The output rows [y0, y1) of one plane of `conv2d_depthwise`, R at a time, into `out` (OH rows
-/// of OW, one after another; `limit` its end). A row's vectors are taken NV at a time from the
-/// right: a row whose width is not a whole number of vectors runs its last vector into the next
-/// row's first, which the next row's leftmost tile, stored after it, then overwrites.
-template <class T, std::int64_t KH, std::int64_t KW, std::int64_t R, std::int64_t NV, bool Unit>
-void depthwise_rows(const window_plane<T>& plane, const T* k, T bias, const std::int64_t* taps, std::int64_t kh, std::int64_t kw, std::int64_t sh,
-                    std::int64_t dh, std::int64_t y0, std::int64_t y1, std::int64_t ow, T* out, const T* limit) {
-  constexpr std::int64_t W = std::int64_t(batch<T>::size);
-  const std::int64_t vectors = (ow + W - 1) / W;
-  for (std::int64_t y = y0; y + R <= y1; y += R) {
-    std::int64_t v = vectors;
-    for (; v >= NV; v -= NV) depthwise_tile<T, KH, KW, R, NV, Unit>(plane, k, bias, taps, kh, kw, sh, dh, y, (v - NV) * W, out + y * ow + (v - NV) * W, ow, limit);
-    for (; v > 0; --v) depthwise_tile<T, KH, KW, R, 1, Unit>(plane, k, bias, taps, kh, kw, sh, dh, y, (v - 1) * W, out + y * ow + (v - 1) * W, ow, limit);
-  }
-}
-
-/// One output plane of `conv2d_depthwise` into `out` (OH rows of OW, one after another), from
-/// the padded input plane, plus `bias`. Stride 1 with a 3x3 or 5x5 window takes 4 rows by 2
-/// vectors at a time (each input vector loaded once for the rows it serves); otherwise a row of
-/// one or two vectors is computed 4 or 2 rows at a time (a 14 x 14 or 7 x 7 plane has one vector
-/// per row), a longer one 4 vectors at a time.
-template <class T, std::int64_t KH, std::int64_t KW>
-void depthwise_plane(const window_plane<T>& plane, const T* k, T bias, const std::int64_t* taps, std::int64_t kh, std::int64_t kw,
-                     std::int64_t sh, std::int64_t dh, std::int64_t oh, std::int64_t ow, T* out) {
-  constexpr std::int64_t W = std::int64_t(batch<T>::size);
-  const T* limit = out + oh * ow;
-  const std::int64_t vectors = (ow + W - 1) / W;
-  const auto rows = [&]<std::int64_t R, std::int64_t NV, bool Unit>(std::int64_t y0, std::int64_t y1) {
-    depthwise_rows<T, KH, KW, R, NV, Unit>(plane, k, bias, taps, kh, kw, sh, dh, y0, y1, ow, out, limit);
-  };
-  if constexpr (KH != 0 && KW != 0) {
-    if (sh == 1 && dh == 1) {
-      const std::int64_t y = oh / 4 * 4;
-      rows.template operator()<4, 2, true>(0, y);
-      rows.template operator()<1, 2, true>(y, oh);
-      return;
-    }
-  }
-  std::int64_t y = 0;
-  if (vectors == 1) rows.template operator()<4, 1, false>(0, y = oh / 4 * 4);
-  else if (vectors == 2) rows.template operator()<2, 2, false>(0, y = oh / 2 * 2);
-  rows.template operator()<1, 4, false>(y, oh);
-}
-
-/// Depthwise conv2d (one input channel per group): a direct kernel per output plane, over a
-/// zero-padded copy of the input plane whose columns are split by phase (`window_plane`), so
-/// that any stride reads consecutive outputs from consecutive addresses. 3x3 and 5x5 windows
-/// are compiled for their size (the taps unrolled, the weights in registers); the sums start
-/// from the channel's bias (`bias`: one value per output channel `bias_stride` apart, or null).
-/// The planes of a group of channels are computed one after another, each plane's rows one
-/// after another, straight into the output where its planes are contiguous (else into a buffer),
-/// so that the epilogue runs once per group of planes, not per row or plane: its fixed cost per
-/// call was most of a 7 x 7 plane's time. The groups are shared out by `parallel_for`.
-template <class T, class Apply>
-void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int64_t bias_stride, const conv2d_params& p, const conv_geometry& g,
-                      const tensor& out, const Apply& apply) {
-  const T* xb = static_cast<const T*>(x.data());
-  const T* wb = static_cast<const T*>(wt.data());
-  T* ob = static_cast<T*>(out.data());
-  const auto& xs = x.strides();
-  const auto& os = out.strides();
-  const std::int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
-  const std::int64_t hp = g.h + p.padding[0] + p.padding[2], wp = g.w + p.padding[1] + p.padding[3];
-  const std::int64_t positions = g.oh * g.ow;
-  const bool contiguous_plane = os[3] == 1 && (os[2] == g.ow || g.oh == 1);
-  const auto plane_kernel = g.kh == 3 && g.kw == 3   ? &depthwise_plane<T, 3, 3>
-                            : g.kh == 5 && g.kw == 5 ? &depthwise_plane<T, 5, 5>
-                                                     : &depthwise_plane<T, 0, 0>;
-  // Channels per group: about 2,048 outputs (at most 16 planes), and at least four groups per
-  // thread where there are channels enough.
-  const std::int64_t threads = std::int64_t(num_threads());
-  const std::int64_t per_group = std::clamp<std::int64_t>(std::min(2048 / std::max<std::int64_t>(positions, 1), g.o / (4 * threads)), 1, 16);
-  const std::int64_t groups = (g.o + per_group - 1) / per_group;
-  parallel_for(g.n * groups, [&](std::int64_t t) {
-    const std::int64_t n = t / groups, o0 = t % groups * per_group, m = std::min(per_group, g.o - o0);
-    thread_local window_plane<T> plane;
-    // The planes of the group: the output's where they are contiguous (the epilogue then runs in
-    // place), else a buffer copied out afterwards.
-    T* const dst = ob + n * os[0] + o0 * os[1];
-    const bool in_place = contiguous_plane && (os[1] == positions || m == 1);
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
-    if (!in_place) grow(buffer, m * positions);
-    T* const planes = in_place ? dst : buffer.data();
-    // Where each window column starts in a built plane: the same for every plane of the call.
-    thread_local std::vector<std::int64_t> taps;
-    for (std::int64_t o = o0; o < o0 + m; ++o) {
-      const std::int64_t c = o / g.og;
-      if (o == o0 || o % g.og == 0)  // a channel multiplier above 1 reads each input plane for several outputs
-        plane.build(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, sw, T(0));
-      if (o == o0) plane.taps(g.kw, dw, taps);
-      plane_kernel(plane, wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), taps.data(), g.kh, g.kw, sh, dh, g.oh, g.ow,
-                   planes + (o - o0) * positions);
-    }
-    apply(n, planes, positions, 1, o0, 0, m, positions);
-    if (!in_place)
-      for (std::int64_t q = 0; q < m; ++q)
-        for (std::int64_t y = 0; y < g.oh; ++y) store_row(planes + q * positions + y * g.ow, g.ow, dst + q * os[1] + y * os[2], os[3]);
-  });
-}
-
 }  // namespace detail
 
 namespace detail {
@@ -900,7 +712,6 @@ KILN_DECL void conv2d_fused(const tensor& x, const tensor& w, const tensor& bias
 
 // ---- weights packed ahead of time ------------------------------------------------------------------
 
-
 /// out = conv2d(x, W) + bias (as `conv2d`, one group) for the weight W that `packed` holds in
 /// `layout` (`prepack_conv_weight`). In this build's layout the direct kernel reads it in place,
 /// whatever the output's size; in another (an executable compiled for another vector width) W
@@ -916,7 +727,6 @@ KILN_DECL void conv2d_fused_prepacked(const tensor& x, const tensor& packed, con
                                       const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out);
 
 // ---- Winograd F(2x2, 3x3), the weight transformed ahead of time -------------------------------------
-
 
 /// out = conv2d(x, W) + bias (as `conv2d`: stride 1, no dilation, one group, any padding) for the
 /// 3 x 3 weight W that `packed` holds transformed in `layout` (`prepack_conv_weight_winograd`),
@@ -958,221 +768,6 @@ struct conv_transpose_geometry {
 /// padding. float32 or float64.
 KILN_DECL void conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p, const tensor& out);
 KILN_DECL tensor conv2d_transpose(const tensor& x, const tensor& w, const conv2d_transpose_params& p = {});
-
-// ---- pooling ----------------------------------------------------------------------------------------------
-
-namespace detail {
-
-struct pool_geometry {
-  std::int64_t n, c, h, w, oh, ow;
-};
-
-KILN_DECL pool_geometry check_pool2d(std::string_view op, const tensor& x, const pool2d_params& p, bool floating_only);
-
-/// Per output position along one axis, how many window taps fall in [lo, hi).
-KILN_DECL std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad,
-                                               std::int64_t lo, std::int64_t hi);
-
-/// max_pool2d (Max) or avg_pool2d, separably: for each output row, the window's input rows are
-/// first combined column by column into one padded row (`line`: contiguous vector loads, no
-/// copy of the plane), which the window's columns then combine into the output row. Pooling
-/// reads each input row about kh / sh times and does kh + kw combinations per output instead of
-/// kh * kw. For a horizontal stride s the combined row is split into s phases first, so that
-/// the columns' step vectorises as well (padded column q at (q % s) * phase + q / s).
-///
-/// Float max takes the plain maximum, which may drop a NaN, while it sums the inputs it reads on
-/// the side; a plane whose sum comes out NaN (a NaN input, or rarely infinities of both signs)
-/// is done again with the NaN-propagating `maximum`.
-template <class T, bool Max>
-void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, const tensor& out) {
-  using V = batch<T>;
-  constexpr bool vectorized = ops::is_simd_type<T> && (Max || std::is_floating_point_v<T>);
-  constexpr bool float_max = Max && std::is_floating_point_v<T>;
-  constexpr std::int64_t W = vectorized ? std::int64_t(V::size) : 1;
-  const T fill = Max ? (std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest()) : T(0);
-  const std::int64_t kh = p.pool_size[0], kw = p.pool_size[1], sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
-  const std::int64_t top = p.padding[0], left = p.padding[1];
-  // The padded row covers every window, ceil-mode ones included; `span` elements per phase copy
-  // leave room for the output loop's last vectors, which run past the row.
-  const std::int64_t wp = std::max(g.w + left + p.padding[3], (g.ow - 1) * sw + (kw - 1) * dw + 1);
-  // (Whole vectors, so that the split by phase runs in whole vectors too.)
-  const std::int64_t phase = ((wp + sw - 1) / sw + W - 1) / W * W, span = sw * phase + 4 * W;
-  std::vector<T> inv_h, inv_w;  // avg: 1 / divisor, factored per axis
-  if constexpr (!Max) {
-    const bool inc = p.count_include_pad;
-    const auto ch = tap_counts(g.oh, kh, sh, dh, p.padding[0], inc ? -p.padding[0] : 0, inc ? g.h + p.padding[2] : g.h);
-    const auto cw = tap_counts(g.ow, kw, sw, dw, p.padding[1], inc ? -p.padding[1] : 0, inc ? g.w + p.padding[3] : g.w);
-    for (auto c : ch) inv_h.push_back(T(1) / T(c));
-    for (auto c : cw) inv_w.push_back(T(1) / T(c));
-  }
-  std::vector<std::int64_t> taps(static_cast<std::size_t>(kw));  // where output column 0 finds tap j in the phases
-  for (std::int64_t j = 0; j < kw; ++j) taps[std::size_t(j)] = j * dw % sw * phase + j * dw / sw;
-  const T* xb = static_cast<const T*>(x.data());
-  T* ob = static_cast<T*>(out.data());
-  const auto& xs = x.strides();
-  const auto& os = out.strides();
-  // The exact combination, for scalars and for the second try at a plane with a NaN.
-  const auto exact = [](auto a, auto b) {
-    if constexpr (Max) return ops::maximum{}(a, b);
-    else return a + b;
-  };
-  // Plane by plane. (Cut into one band of rows per thread instead, so that each thread reads the
-  // rows the first convolution wrote on its core, ResNet-18's max pool measured no faster on two
-  // threads: its 3.2 MB input is in neither core's L2 cache.)
-  parallel_for(g.n * g.c, [&](std::int64_t t) {
-    const std::int64_t n = t / g.c, c = t % g.c;
-    const T* plane = xb + n * xs[0] + c * xs[1];
-    T* oplane = ob + n * os[0] + c * os[1];
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
-    thread_local std::vector<const T*> rows;
-    const std::int64_t acc_size = (g.ow + 4 * W - 1) / (4 * W) * 4 * W;
-    buffer.resize(std::size_t(2 * span + acc_size));
-    T* const line = buffer.data();                          // the combined padded row
-    T* const phases = sw == 1 ? line : line + span;         // the same split by phase
-    T* const acc = buffer.data() + 2 * span;                // one output row
-    std::fill(line, line + 2 * span, fill);                 // the padding columns, never written below
-    rows.resize(std::size_t(kh));
-    // One pass over the plane; `Fast`: the plain vector maximum, and whether a NaN may have been
-    // lost (always false otherwise).
-    const auto pass = [&]<bool Fast>() {
-      using sum_type = std::conditional_t<vectorized, V, T>;
-      [[maybe_unused]] sum_type sum0(T(0)), sum1(T(0));
-      [[maybe_unused]] bool scalar_nan = false;
-      const auto combine = [&](auto a, auto b) {
-        if constexpr (Fast) return xsimd::max(a, b);
-        else return exact(a, b);
-      };
-      for (std::int64_t y = 0; y < g.oh; ++y) {
-        std::int64_t count = 0;  // the window's rows inside the input
-        for (std::int64_t i = 0; i < kh; ++i)
-          if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < g.h) rows[std::size_t(count++)] = plane + r * xs[2];
-        // The rows combined, column by column, into line[left, left + w).
-        T* const dst = line + left;
-        std::int64_t col = 0;
-        if constexpr (vectorized) {
-          if (xs[3] == 1) {
-            const auto column = [&](std::int64_t at, sum_type& sum) {
-              V s(fill);
-              [[maybe_unused]] V total(T(0));
-              for (std::int64_t r = 0; r < count; ++r) {
-                const V v = V::load_unaligned(rows[std::size_t(r)] + at);
-                s = combine(s, v);
-                if constexpr (Fast && float_max) total += v;
-              }
-              if constexpr (Fast && float_max) sum += total;
-              s.store_unaligned(dst + at);
-            };
-            for (; col + 2 * W <= g.w; col += 2 * W) {
-              column(col, sum0);
-              column(col + W, sum1);
-            }
-            for (; col + W <= g.w; col += W) column(col, sum0);
-          }
-        }
-        for (; col < g.w; ++col) {
-          T s = fill;
-          for (std::int64_t r = 0; r < count; ++r) {
-            const T v = rows[std::size_t(r)][col * xs[3]];
-            s = exact(s, v);
-            if constexpr (Fast && float_max) scalar_nan |= std::isnan(v);
-          }
-          dst[col] = s;
-        }
-        // Split by phase (the common stride 2 in one loop over pairs, which compilers vectorise
-        // as a deinterleave).
-        if (sw == 2) {
-          T* __restrict even = phases;
-          T* __restrict odd = phases + phase;
-          for (std::int64_t m = 0; m < phase; ++m) {
-            even[m] = line[2 * m];
-            odd[m] = line[2 * m + 1];
-          }
-        } else if (sw > 2) {
-          for (std::int64_t q = 0; q < sw * phase; ++q) phases[q % sw * phase + q / sw] = line[q];
-        }
-        // The window's columns combined into the output row.
-        std::int64_t xo = 0;
-        if constexpr (vectorized) {
-          const auto vectors = [&]<int U>() {
-            V s[U];
-            for (int u = 0; u < U; ++u) s[u] = V(fill);
-            for (std::int64_t j = 0; j < kw; ++j) {
-              const T* at = phases + taps[std::size_t(j)] + xo;
-              for (int u = 0; u < U; ++u) s[u] = combine(s[u], V::load_unaligned(at + u * W));
-            }
-            for (int u = 0; u < U; ++u) s[u].store_aligned(acc + xo + u * W);
-          };
-          for (; xo + 3 * W < g.ow; xo += 4 * W) vectors.template operator()<4>();  // the last vectors may run past the row
-          for (; xo < g.ow; xo += W) vectors.template operator()<1>();
-        }
-        for (; xo < g.ow; ++xo) {
-          T s = fill;
-          for (std::int64_t j = 0; j < kw; ++j) s = exact(s, phases[taps[std::size_t(j)] + xo]);
-          acc[xo] = s;
-        }
-        if constexpr (!Max)
-          for (std::int64_t j = 0; j < g.ow; ++j) acc[j] *= inv_h[std::size_t(y)] * inv_w[std::size_t(j)];
-        T* const orow = oplane + y * os[2];
-        if (os[3] == 1)  // (a loop the compiler vectorises: std::copy calls memmove for each short row)
-          for (std::int64_t j = 0; j < g.ow; ++j) orow[j] = acc[j];
-        else
-          store_row(acc, g.ow, orow, os[3]);
-      }
-      if constexpr (float_max) {  // (nested: Clang checks the call in a branch that depends on Fast alone)
-        if constexpr (Fast) return scalar_nan || xsimd::any(xsimd::isnan(sum0 + sum1));
-        else return false;
-      } else {
-        return false;
-      }
-    };
-    if constexpr (vectorized && Max) {
-      if (pass.template operator()<true>()) pass.template operator()<false>();
-    } else {
-      pass.template operator()<false>();
-    }
-  });
-}
-
-template <bool Max>
-void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, const tensor& out);
-
-/// The allocating form of max_pool2d and avg_pool2d.
-template <bool Max>
-tensor pool2d_new(std::string_view op, const tensor& x, const pool2d_params& p) {
-  const pool_geometry g = check_pool2d(op, x, p, !Max);
-  tensor out = new_output({g.n, g.c, g.oh, g.ow}, x.type());
-  pool2d_op<Max>(op, x, p, out);
-  return out;
-}
-
-template <bool Max>
-void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, const tensor& out) {
-  const pool_geometry g = check_pool2d(op, x, p, !Max);
-  check_output(op, out, x.type(), std::array{g.n, g.c, g.oh, g.ow});
-  check_disjoint(op, x, out);
-  if (out.numel() == 0) return;
-  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
-    if constexpr (Max || std::is_floating_point_v<T>) pool2d<T, Max>(x, p, g, out);
-  });
-}
-
-}  // namespace detail
-
-/// out = the maximum over each pooling window of x ([N, C, H, W]; any numeric dtype).
-KILN_DECL void max_pool2d(const tensor& x, const pool2d_params& p, const tensor& out);
-KILN_DECL tensor max_pool2d(const tensor& x, const pool2d_params& p);
-/// out = the mean over each pooling window of x ([N, C, H, W]; float32 or float64).
-KILN_DECL void avg_pool2d(const tensor& x, const pool2d_params& p, const tensor& out);
-KILN_DECL tensor avg_pool2d(const tensor& x, const pool2d_params& p);
-
-/// out[n, c, i, j] = the mean of x[n, c] over rows [floor(i H / OH), ceil((i+1) H / OH)) and the
-/// same columns (PyTorch's adaptive average pooling); out's shape [N, C, OH, OW] sets the bins.
-KILN_DECL void adaptive_avg_pool2d(const tensor& x, const tensor& out);
-KILN_DECL tensor adaptive_avg_pool2d(const tensor& x, std::array<std::int64_t, 2> output_size);
-
-/// out[n, c, 0, 0] = the mean of x[n, c] over H and W.
-KILN_DECL void global_avg_pool2d(const tensor& x, const tensor& out);
-KILN_DECL tensor global_avg_pool2d(const tensor& x);
 
 }  // namespace kiln::kernels
 

@@ -8,10 +8,14 @@
 
 #include <kiln/kernels/impl/attention.ipp>
 #include <kiln/kernels/impl/elementwise.ipp>
-#include <kiln/kernels/impl/fused.ipp>
+#include <kiln/kernels/impl/fused_epilogue.ipp>
+#include <kiln/kernels/impl/fused_expr.ipp>
+#include <kiln/kernels/impl/fx.ipp>
 #include <kiln/kernels/impl/isa.ipp>
 #include <kiln/kernels/impl/linalg.ipp>
 #include <kiln/kernels/impl/nn.ipp>
+#include <kiln/kernels/impl/pool2d.ipp>
 #include <kiln/kernels/impl/reduce.ipp>
 #include <kiln/kernels/impl/resize.ipp>
 #include <kiln/kernels/impl/transform.ipp>
+#include <kiln/kernels/impl/window_params.ipp>

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file
+/// Pooling on NCHW tensors (the IR's `nn.max_pool2d`, `nn.avg_pool2d`, `nn.adaptive_avg_pool2d`
+/// and `nn.global_avg_pool2d`):
+///
+///     tensor m = kernels::max_pool2d(y, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}});
+///     tensor g = kernels::global_avg_pool2d(m);            // [N, C, 1, 1]
+///
+/// Pooling is separable: per output row, the window's input rows are combined column by column
+/// into one padded row (padding -inf for max, 0 for average), whose columns, split into s phases
+/// for a horizontal stride s, the window then combines into the output row, vectorised along it.
+/// `ceil_mode`, `count_include_pad` and the empty windows follow PyTorch (`nn.hpp`'s file comment).
+#pragma once
+
+#include <kiln/support/config.hpp>
+
+#include <kiln/kernels/common.hpp>
+#include <kiln/kernels/ops.hpp>
+#include <kiln/kernels/parallel.hpp>
+#include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/transform.hpp>
+#include <kiln/kernels/window_params.hpp>
+
+#include <array>
+#include <limits>
+#include <vector>
+
+namespace kiln::kernels {
+
+namespace detail {
+
+struct pool_geometry {
+  std::int64_t n, c, h, w, oh, ow;
+};
+
+KILN_DECL pool_geometry check_pool2d(std::string_view op, const tensor& x, const pool2d_params& p, bool floating_only);
+
+/// Per output position along one axis, how many window taps fall in [lo, hi).
+KILN_DECL std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad,
+                                               std::int64_t lo, std::int64_t hi);
+
+/// max_pool2d (Max) or avg_pool2d, separably: for each output row, the window's input rows are
+/// first combined column by column into one padded row (`line`: contiguous vector loads, no
+/// copy of the plane), which the window's columns then combine into the output row. Pooling
+/// reads each input row about kh / sh times and does kh + kw combinations per output instead of
+/// kh * kw. For a horizontal stride s the combined row is split into s phases first, so that
+/// the columns' step vectorises as well (padded column q at (q % s) * phase + q / s).
+///
+/// Float max takes the plain maximum, which may drop a NaN, while it sums the inputs it reads on
+/// the side; a plane whose sum comes out NaN (a NaN input, or rarely infinities of both signs)
+/// is done again with the NaN-propagating `maximum`.
+template <class T, bool Max>
+void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, const tensor& out) {
+  using V = batch<T>;
+  constexpr bool vectorized = ops::is_simd_type<T> && (Max || std::is_floating_point_v<T>);
+  constexpr bool float_max = Max && std::is_floating_point_v<T>;
+  constexpr std::int64_t W = vectorized ? std::int64_t(V::size) : 1;
+  const T fill = Max ? (std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest()) : T(0);
+  const std::int64_t kh = p.pool_size[0], kw = p.pool_size[1], sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
+  const std::int64_t top = p.padding[0], left = p.padding[1];
+  // The padded row covers every window, ceil-mode ones included; `span` elements per phase copy
+  // leave room for the output loop's last vectors, which run past the row.
+  const std::int64_t wp = std::max(g.w + left + p.padding[3], (g.ow - 1) * sw + (kw - 1) * dw + 1);
+  // (Whole vectors, so that the split by phase runs in whole vectors too.)
+  const std::int64_t phase = ((wp + sw - 1) / sw + W - 1) / W * W, span = sw * phase + 4 * W;
+  std::vector<T> inv_h, inv_w;  // avg: 1 / divisor, factored per axis
+  if constexpr (!Max) {
+    const bool inc = p.count_include_pad;
+    const auto ch = tap_counts(g.oh, kh, sh, dh, p.padding[0], inc ? -p.padding[0] : 0, inc ? g.h + p.padding[2] : g.h);
+    const auto cw = tap_counts(g.ow, kw, sw, dw, p.padding[1], inc ? -p.padding[1] : 0, inc ? g.w + p.padding[3] : g.w);
+    for (auto c : ch) inv_h.push_back(T(1) / T(c));
+    for (auto c : cw) inv_w.push_back(T(1) / T(c));
+  }
+  std::vector<std::int64_t> taps(static_cast<std::size_t>(kw));  // where output column 0 finds tap j in the phases
+  for (std::int64_t j = 0; j < kw; ++j) taps[std::size_t(j)] = j * dw % sw * phase + j * dw / sw;
+  const T* xb = static_cast<const T*>(x.data());
+  T* ob = static_cast<T*>(out.data());
+  const auto& xs = x.strides();
+  const auto& os = out.strides();
+  // The exact combination, for scalars and for the second try at a plane with a NaN.
+  const auto exact = [](auto a, auto b) {
+    if constexpr (Max) return ops::maximum{}(a, b);
+    else return a + b;
+  };
+  // Plane by plane. (Cut into one band of rows per thread instead, so that each thread reads the
+  // rows the first convolution wrote on its core, ResNet-18's max pool measured no faster on two
+  // threads: its 3.2 MB input is in neither core's L2 cache.)
+  parallel_for(g.n * g.c, [&](std::int64_t t) {
+    const std::int64_t n = t / g.c, c = t % g.c;
+    const T* plane = xb + n * xs[0] + c * xs[1];
+    T* oplane = ob + n * os[0] + c * os[1];
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
+    thread_local std::vector<const T*> rows;
+    const std::int64_t acc_size = (g.ow + 4 * W - 1) / (4 * W) * 4 * W;
+    buffer.resize(std::size_t(2 * span + acc_size));
+    T* const line = buffer.data();                          // the combined padded row
+    T* const phases = sw == 1 ? line : line + span;         // the same split by phase
+    T* const acc = buffer.data() + 2 * span;                // one output row
+    std::fill(line, line + 2 * span, fill);                 // the padding columns, never written below
+    rows.resize(std::size_t(kh));
+    // One pass over the plane; `Fast`: the plain vector maximum, and whether a NaN may have been
+    // lost (always false otherwise).
+    const auto pass = [&]<bool Fast>() {
+      using sum_type = std::conditional_t<vectorized, V, T>;
+      [[maybe_unused]] sum_type sum0(T(0)), sum1(T(0));
+      [[maybe_unused]] bool scalar_nan = false;
+      const auto combine = [&](auto a, auto b) {
+        if constexpr (Fast) return xsimd::max(a, b);
+        else return exact(a, b);
+      };
+      for (std::int64_t y = 0; y < g.oh; ++y) {
+        std::int64_t count = 0;  // the window's rows inside the input
+        for (std::int64_t i = 0; i < kh; ++i)
+          if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < g.h) rows[std::size_t(count++)] = plane + r * xs[2];
+        // The rows combined, column by column, into line[left, left + w).
+        T* const dst = line + left;
+        std::int64_t col = 0;
+        if constexpr (vectorized) {
+          if (xs[3] == 1) {
+            const auto column = [&](std::int64_t at, sum_type& sum) {
+              V s(fill);
+              [[maybe_unused]] V total(T(0));
+              for (std::int64_t r = 0; r < count; ++r) {
+                const V v = V::load_unaligned(rows[std::size_t(r)] + at);
+                s = combine(s, v);
+                if constexpr (Fast && float_max) total += v;
+              }
+              if constexpr (Fast && float_max) sum += total;
+              s.store_unaligned(dst + at);
+            };
+            for (; col + 2 * W <= g.w; col += 2 * W) {
+              column(col, sum0);
+              column(col + W, sum1);
+            }
+            for (; col + W <= g.w; col += W) column(col, sum0);
+          }
+        }
+        for (; col < g.w; ++col) {
+          T s = fill;
+          for (std::int64_t r = 0; r < count; ++r) {
+            const T v = rows[std::size_t(r)][col * xs[3]];
+            s = exact(s, v);
+            if constexpr (Fast && float_max) scalar_nan |= std::isnan(v);
+          }
+          dst[col] = s;
+        }
+        // Split by phase (the common stride 2 in one loop over pairs, which compilers vectorise
+        // as a deinterleave).
+        if (sw == 2) {
+          T* __restrict even = phases;
+          T* __restrict odd = phases + phase;
+          for (std::int64_t m = 0; m < phase; ++m) {
+            even[m] = line[2 * m];
+            odd[m] = line[2 * m + 1];
+          }
+        } else if (sw > 2) {
+          for (std::int64_t q = 0; q < sw * phase; ++q) phases[q % sw * phase + q / sw] = line[q];
+        }
+        // The window's columns combined into the output row.
+        std::int64_t xo = 0;
+        if constexpr (vectorized) {
+          const auto vectors = [&]<int U>() {
+            V s[U];
+            for (int u = 0; u < U; ++u) s[u] = V(fill);
+            for (std::int64_t j = 0; j < kw; ++j) {
+              const T* at = phases + taps[std::size_t(j)] + xo;
+              for (int u = 0; u < U; ++u) s[u] = combine(s[u], V::load_unaligned(at + u * W));
+            }
+            for (int u = 0; u < U; ++u) s[u].store_aligned(acc + xo + u * W);
+          };
+          for (; xo + 3 * W < g.ow; xo += 4 * W) vectors.template operator()<4>();  // the last vectors may run past the row
+          for (; xo < g.ow; xo += W) vectors.template operator()<1>();
+        }
+        for (; xo < g.ow; ++xo) {
+          T s = fill;
+          for (std::int64_t j = 0; j < kw; ++j) s = exact(s, phases[taps[std::size_t(j)] + xo]);
+          acc[xo] = s;
+        }
+        if constexpr (!Max)
+          for (std::int64_t j = 0; j < g.ow; ++j) acc[j] *= inv_h[std::size_t(y)] * inv_w[std::size_t(j)];
+        T* const orow = oplane + y * os[2];
+        if (os[3] == 1)  // (a loop the compiler vectorises: std::copy calls memmove for each short row)
+          for (std::int64_t j = 0; j < g.ow; ++j) orow[j] = acc[j];
+        else
+          store_row(acc, g.ow, orow, os[3]);
+      }
+      if constexpr (float_max) {  // (nested: Clang checks the call in a branch that depends on Fast alone)
+        if constexpr (Fast) return scalar_nan || xsimd::any(xsimd::isnan(sum0 + sum1));
+        else return false;
+      } else {
+        return false;
+      }
+    };
+    if constexpr (vectorized && Max) {
+      if (pass.template operator()<true>()) pass.template operator()<false>();
+    } else {
+      pass.template operator()<false>();
+    }
+  });
+}
+
+template <bool Max>
+void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, const tensor& out);
+
+/// The allocating form of max_pool2d and avg_pool2d.
+template <bool Max>
+tensor pool2d_new(std::string_view op, const tensor& x, const pool2d_params& p) {
+  const pool_geometry g = check_pool2d(op, x, p, !Max);
+  tensor out = new_output({g.n, g.c, g.oh, g.ow}, x.type());
+  pool2d_op<Max>(op, x, p, out);
+  return out;
+}
+
+template <bool Max>
+void pool2d_op(std::string_view op, const tensor& x, const pool2d_params& p, const tensor& out) {
+  const pool_geometry g = check_pool2d(op, x, p, !Max);
+  check_output(op, out, x.type(), std::array{g.n, g.c, g.oh, g.ow});
+  check_disjoint(op, x, out);
+  if (out.numel() == 0) return;
+  visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
+    if constexpr (Max || std::is_floating_point_v<T>) pool2d<T, Max>(x, p, g, out);
+  });
+}
+
+}  // namespace detail
+
+/// out = the maximum over each pooling window of x ([N, C, H, W]; any numeric dtype).
+KILN_DECL void max_pool2d(const tensor& x, const pool2d_params& p, const tensor& out);
+KILN_DECL tensor max_pool2d(const tensor& x, const pool2d_params& p);
+/// out = the mean over each pooling window of x ([N, C, H, W]; float32 or float64).
+KILN_DECL void avg_pool2d(const tensor& x, const pool2d_params& p, const tensor& out);
+KILN_DECL tensor avg_pool2d(const tensor& x, const pool2d_params& p);
+
+/// out[n, c, i, j] = the mean of x[n, c] over rows [floor(i H / OH), ceil((i+1) H / OH)) and the
+/// same columns (PyTorch's adaptive average pooling); out's shape [N, C, OH, OW] sets the bins.
+KILN_DECL void adaptive_avg_pool2d(const tensor& x, const tensor& out);
+KILN_DECL tensor adaptive_avg_pool2d(const tensor& x, std::array<std::int64_t, 2> output_size);
+
+/// out[n, c, 0, 0] = the mean of x[n, c] over H and W.
+KILN_DECL void global_avg_pool2d(const tensor& x, const tensor& out);
+KILN_DECL tensor global_avg_pool2d(const tensor& x);
+
+}  // namespace kiln::kernels
+
+#if !defined(KILN_SEPARATE_COMPILATION)
+#include <kiln/kernels/impl/pool2d.ipp>
+#endif
