@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The definitions of <kiln/kernels/reduce.hpp>'s functions. Included by that header, or, with
-// KILN_SEPARATE_COMPILATION, once by <kiln/vm/impl/kernels.ipp>, where the kernels are compiled.
+// KILN_SEPARATE_COMPILATION, once by <kiln/kernels/impl/definitions.ipp>, where the kernels are compiled.
 #pragma once
 
 #include <kiln/kernels/reduce.hpp>
