@@ -127,7 +127,7 @@ inline typed<arg::real> real(double v) { return {ir::make_float_prim_value(v, dt
 inline typed<arg::string> string(std::string s) { return {ir::make_string_imm(std::move(s))}; }
 inline typed<null_kind> null() { return {ir::call_op("null_value", {})}; }
 inline typed<arg::integer_or_null> integer_or_null(std::optional<std::int64_t> v) {
-  return {v ? ir::make_prim_value(*v) : ir::call_op("null_value", {})};
+  return {v ? ir::make_prim_value(*v) : null().value};
 }
 /// A list of floats as a float64 vector constant (None: the null value).
 inline typed<arg::reals_or_null> reals(const ir::attr_value* v) {

@@ -7,7 +7,7 @@
 /// state the kernels use (their thread pool, the default allocator, the VM's global registry) is
 /// compiled once, elsewhere (`<kiln/impl/runtime.ipp>`).
 ///
-/// Each kernel is added through its signature (`kernels/calling_convention.hpp`): `add<K>` checks
+/// Each kernel is added through its signature (`kernels/calling_convention.hpp`): `add_kernel<K>` checks
 /// at compile time that the callable takes, in order, a C++ parameter for each argument kind the
 /// signature lists, so the registration cannot drift from the calls the compiler emits.
 #pragma once
@@ -69,14 +69,14 @@ KILN_DECL void register_kernels(function_registry& r) {
   KILN_REGISTER_REDUCE(prod)
 #undef KILN_REGISTER_REDUCE
   auto optional_axis = [](const value& v) { return v.is_null() ? std::optional<std::int64_t>() : std::optional(v.as_int()); };
+  auto optional_tensor = [](const value& v) { return v.is_null() ? tensor() : v.as_tensor(); };
   add_kernel<abi::argmax>(r, [=](tensor x, const value& axis, bool keepdims, tensor out) { argmax(x, optional_axis(axis), keepdims, out); });
   add_kernel<abi::argmin>(r, [=](tensor x, const value& axis, bool keepdims, tensor out) { argmin(x, optional_axis(axis), keepdims, out); });
   add_kernel<abi::softmax>(r, [](tensor x, std::int64_t axis, tensor out) { softmax(x, axis, out); });
   add_kernel<abi::log_softmax>(r, [](tensor x, std::int64_t axis, tensor out) { log_softmax(x, axis, out); });
-  add_kernel<abi::layer_norm>(r, [](tensor x, const value& gamma, const value& beta, const shape_vector& axes, double epsilon,
+  add_kernel<abi::layer_norm>(r, [=](tensor x, const value& gamma, const value& beta, const shape_vector& axes, double epsilon,
                                  bool center, bool scale, tensor out) {
-    auto maybe = [](const value& v) { return v.is_null() ? tensor() : v.as_tensor(); };
-    layer_norm(x, maybe(gamma), maybe(beta), axes, epsilon, out, center, scale);
+    layer_norm(x, optional_tensor(gamma), optional_tensor(beta), axes, epsilon, out, center, scale);
   });
 
   add_kernel<abi::matmul>(r, [](tensor a, tensor b, bool ta, bool tb, tensor out) { matmul(a, b, out, ta, tb); });
@@ -84,23 +84,23 @@ KILN_DECL void register_kernels(function_registry& r) {
     matmul_prepacked(a, packed, packed_layout("matmul_prepacked", layout), out, ta);
   });
 
-  add_kernel<abi::conv2d>(r, [](tensor x, tensor w, const value& bias, const shape_vector& strides, const shape_vector& padding,
+  add_kernel<abi::conv2d>(r, [=](tensor x, tensor w, const value& bias, const shape_vector& strides, const shape_vector& padding,
                              const shape_vector& dilation, std::int64_t groups, tensor out) {
     constexpr std::string_view op = "conv2d";
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), groups};
-    conv2d(x, w, bias.is_null() ? tensor() : bias.as_tensor(), p, out);
+    conv2d(x, w, optional_tensor(bias), p, out);
   });
-  add_kernel<abi::conv2d_prepacked>(r, [](tensor x, tensor packed, const value& bias, const shape_vector& layout, const shape_vector& strides,
+  add_kernel<abi::conv2d_prepacked>(r, [=](tensor x, tensor packed, const value& bias, const shape_vector& layout, const shape_vector& strides,
                                        const shape_vector& padding, const shape_vector& dilation, tensor out) {
     constexpr std::string_view op = "conv2d_prepacked";
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
-    conv2d_prepacked(x, packed, packed_conv_layout_of(op, layout), bias.is_null() ? tensor() : bias.as_tensor(), p, out);
+    conv2d_prepacked(x, packed, packed_conv_layout_of(op, layout), optional_tensor(bias), p, out);
   });
-  add_kernel<abi::conv2d_winograd>(r, [](tensor x, tensor packed, const value& bias, const shape_vector& layout, const shape_vector& strides,
+  add_kernel<abi::conv2d_winograd>(r, [=](tensor x, tensor packed, const value& bias, const shape_vector& layout, const shape_vector& strides,
                                       const shape_vector& padding, const shape_vector& dilation, tensor out) {
     constexpr std::string_view op = "conv2d_winograd";
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
-    conv2d_winograd(x, packed, winograd_conv_layout_of(op, layout), bias.is_null() ? tensor() : bias.as_tensor(), p, out);
+    conv2d_winograd(x, packed, winograd_conv_layout_of(op, layout), optional_tensor(bias), p, out);
   });
   add_kernel<abi::conv2d_transpose>(r, [](tensor x, tensor w, const shape_vector& strides, const shape_vector& padding, const shape_vector& output_padding,
                                        const shape_vector& dilation, std::int64_t groups, tensor out) {
@@ -213,7 +213,7 @@ KILN_DECL void register_kernels(function_registry& r) {
     const fused_expr e = cache->get(text);
     matmul_fused(a, b, e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back(), ta, tb);
   });
-  add_kernel<abi::attention>(r, [cache, operands_and_out](tensor q, tensor k, tensor v, bool tk, const std::string& pre, const std::string& post,
+  add_kernel<abi::attention>(r, [cache, operands_and_out, optional_tensor](tensor q, tensor k, tensor v, bool tk, const std::string& pre, const std::string& post,
                                                        std::int64_t mask_mode, double fill, const value& mask, call_args rest) {
     constexpr std::string_view op = "attention";
     if (mask_mode < 0 || mask_mode > 2) fail(op, kiln::detail::concat("the mask mode must be 0 (none), 1 (keep where true) or 2 (keep where false), got ", mask_mode));
@@ -222,7 +222,7 @@ KILN_DECL void register_kernels(function_registry& r) {
     std::vector<tensor> ts = operands_and_out(op, rest, 9);
     const std::optional<fused_expr> pe = pre.empty() ? std::nullopt : std::optional(cache->get(pre));
     const std::optional<fused_expr> po = post.empty() ? std::nullopt : std::optional(cache->get(post));
-    const attention_scores s{pe ? &*pe : nullptr, mask.is_null() ? tensor() : mask.as_tensor(), mask_mode != 2, fill, po ? &*po : nullptr};
+    const attention_scores s{pe ? &*pe : nullptr, optional_tensor(mask), mask_mode != 2, fill, po ? &*po : nullptr};
     attention(q, k, v, tk, s, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
   });
   add_kernel<abi::matmul_fused_prepacked>(r,
@@ -232,33 +232,33 @@ KILN_DECL void register_kernels(function_registry& r) {
           const fused_expr e = cache->get(text);
           matmul_fused_prepacked(a, packed, packed_layout(op, layout), e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back(), ta);
         });
-  add_kernel<abi::conv2d_fused>(r, [cache, operands_and_out](tensor x, tensor w, const value& bias, const shape_vector& strides,
+  add_kernel<abi::conv2d_fused>(r, [cache, operands_and_out, optional_tensor](tensor x, tensor w, const value& bias, const shape_vector& strides,
                                                           const shape_vector& padding, const shape_vector& dilation, std::int64_t groups,
                                                           const std::string& text, call_args rest) {
     constexpr std::string_view op = "conv2d_fused";
     std::vector<tensor> ts = operands_and_out(op, rest, 8);
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), groups};
     const fused_expr e = cache->get(text);
-    conv2d_fused(x, w, bias.is_null() ? tensor() : bias.as_tensor(), p, e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
+    conv2d_fused(x, w, optional_tensor(bias), p, e, std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
   });
-  add_kernel<abi::conv2d_fused_prepacked>(r, [cache, operands_and_out](tensor x, tensor packed, const value& bias, const shape_vector& layout,
+  add_kernel<abi::conv2d_fused_prepacked>(r, [cache, operands_and_out, optional_tensor](tensor x, tensor packed, const value& bias, const shape_vector& layout,
                                                                    const shape_vector& strides, const shape_vector& padding,
                                                                    const shape_vector& dilation, const std::string& text, call_args rest) {
     constexpr std::string_view op = "conv2d_fused_prepacked";
     std::vector<tensor> ts = operands_and_out(op, rest, 8);
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
     const fused_expr e = cache->get(text);
-    conv2d_fused_prepacked(x, packed, packed_conv_layout_of(op, layout), bias.is_null() ? tensor() : bias.as_tensor(), p, e,
+    conv2d_fused_prepacked(x, packed, packed_conv_layout_of(op, layout), optional_tensor(bias), p, e,
                            std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
   });
-  add_kernel<abi::conv2d_fused_winograd>(r, [cache, operands_and_out](tensor x, tensor packed, const value& bias, const shape_vector& layout,
+  add_kernel<abi::conv2d_fused_winograd>(r, [cache, operands_and_out, optional_tensor](tensor x, tensor packed, const value& bias, const shape_vector& layout,
                                                                   const shape_vector& strides, const shape_vector& padding,
                                                                   const shape_vector& dilation, const std::string& text, call_args rest) {
     constexpr std::string_view op = "conv2d_fused_winograd";
     std::vector<tensor> ts = operands_and_out(op, rest, 8);
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
     const fused_expr e = cache->get(text);
-    conv2d_fused_winograd(x, packed, winograd_conv_layout_of(op, layout), bias.is_null() ? tensor() : bias.as_tensor(), p, e,
+    conv2d_fused_winograd(x, packed, winograd_conv_layout_of(op, layout), optional_tensor(bias), p, e,
                           std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
   });
   add_kernel<abi::fused>(r, [cache](const std::string& text, call_args rest) {
