@@ -260,9 +260,4 @@ inline ir::ir_module bind_nested_calls(const ir::ir_module& m) {
   return out;
 }
 
-/// `R.call_dps_packed(R.ExternFunc(kernel), (args...), out_sinfo=result)`.
-inline ir::expr call_kernel(const std::string& kernel, std::vector<ir::expr> args, const ir::type& result) {
-  return ir::call_op("call_dps_packed", {ir::make_extern_func(kernel), ir::make_tuple(std::move(args))}, {}, {result});
-}
-
 }  // namespace kiln::transform::detail
