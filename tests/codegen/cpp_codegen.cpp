@@ -9,6 +9,7 @@
 #include <kiln/vm/vm.hpp>
 
 #include "../common/message_of.hpp"
+#include "../common/scoped_directory.hpp"
 #include "../compile/helpers.hpp"
 
 #include <doctest/doctest.h>
@@ -222,10 +223,13 @@ class Module:
   CHECK(contains(ex.generated_source, "rt::call_reported(vm, "));
   CHECK(contains(ex.generated_source, "rt::fused_reported<float>(vm, "));
   CHECK(!contains(ex.generated_source, "rt::direct<"));  // built-ins go through the table, to be seen
-  const auto lib = temp_file("instrumented", ".so");
-  vm::export_library(ex, lib);
+  const auto lib = temp_file("instrumented", ".so"), copy = temp_file("instrumented", ".cpp");
+  vm::export_library(ex, lib, {.source_copy = copy});
+  CHECK(contains(read(copy), ex.generated_source));
+  CHECK(contains(read(copy), "kiln_library_info_v1"));
   const vm::executable loaded = vm::load_module(lib);
   std::filesystem::remove(lib);
+  std::filesystem::remove(copy);
   vm::virtual_machine compiled(loaded, {}, vm::kernel_registry());
   std::vector<event> got;
   record(compiled, got);
@@ -254,20 +258,22 @@ class Module:
 
 TEST_CASE("export_library and load_module: the loaded executable runs as the bytecode does") {
   const ir::ir_module m = ir::parse_module(two_functions);
-  const vm::executable ex = kiln::compile(m, {.mode = exec_mode::compiled});
-  const auto lib = temp_file("two", ".so"), copy = temp_file("two", ".cpp");
-  vm::export_library(ex, lib, {.source_copy = copy});
-  CHECK(contains(read(copy), ex.generated_source));
-  CHECK(contains(read(copy), "kiln_library_info_v1"));
-  const vm::executable loaded = vm::load_module(lib);
-  std::filesystem::remove(lib);
-  std::filesystem::remove(copy);
-  REQUIRE(loaded.code);
-  CHECK(loaded.code->names() == std::vector<std::string>{"helper", "main"});
-  CHECK(loaded.functions.size() == ex.functions.size());
+  const scoped_directory dir("export_library");
+  // The compiled mode as docs/compiler.md and docs/howto-deploy-compiled.md show it:
+  // [compiled_mode]
+  vm::executable ex = kiln::compile(m, {.mode = kiln::exec_mode::compiled});
+  vm::export_library(ex, "model.so");                  // runs $CXX (or kiln's configured compiler)
+  vm::executable lib = vm::load_module("model.so");    // checks, then attaches the compiled functions
+  vm::virtual_machine machine(lib, {}, kiln::vm::kernel_registry());
+  // [compiled_mode]
+  std::filesystem::remove("model.so");  // the loaded code no longer needs the file
+  REQUIRE(lib.code);
+  CHECK(lib.code->names() == std::vector<std::string>{"helper", "main"});
+  CHECK(lib.functions.size() == ex.functions.size());
 
   const vm::executable bytecode = kiln::compile(m);
-  vm::virtual_machine a(loaded, {}, vm::kernel_registry()), b(bytecode, {}, vm::kernel_registry());
+  vm::virtual_machine& a = machine;
+  vm::virtual_machine b(bytecode, {}, vm::kernel_registry());
   for (std::int64_t n : {1, 4}) {
     const auto args = arguments_for(m, "main", {{"n", n}}, unsigned(n));
     CHECK(max_difference(a.invoke_span("main", args), b.invoke_span("main", args)) == 0);

@@ -16,8 +16,10 @@ using namespace kiln_test;
 
 namespace {
 
+// docs/generation.md shows the module's functions (the region between the "# [program]" lines).
 const char* stateful_attention = R"(@I.ir_module
 class Module:
+    # [program]
     @R.function
     def create_kv_cache() -> R.Tuple(R.Object, R.Object):
         init: R.Tensor((2, 16, 8), "float32") = R.broadcast_to(R.const(0, "float32"), R.shape([2, 16, 8]))
@@ -40,6 +42,7 @@ class Module:
             o: R.Tensor((2, n, 8), "float32") = R.matmul(p, values)
             R.output(o)
         return (o, (kc1, vc1))
+    # [program]
 )";
 
 tensor sample(shape_vector shape, float scale, float shift) {

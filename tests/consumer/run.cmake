@@ -34,7 +34,7 @@ endfunction()
 
 # Built by CMake against the installed package, which records where its headers are: exports a
 # library and runs it.
-run_consumer(${KILN_WORK_DIR}/build/consumer ${KILN_WORK_DIR}/run-cmake ${KILN_WORK_DIR}/run-cmake/model.so)
+run_consumer(${KILN_WORK_DIR}/build/my_compiler ${KILN_WORK_DIR}/run-cmake ${KILN_WORK_DIR}/run-cmake/model.so)
 # Built by hand with a relative include path, run from another folder: finds the same headers.
 file(MAKE_DIRECTORY ${KILN_WORK_DIR}/by-hand)
 execute_process(COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -Iprefix/include ${KILN_CONSUMER_SOURCE}/find_headers.cpp -o by-hand/find_headers -ldl

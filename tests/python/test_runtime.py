@@ -214,15 +214,18 @@ def test_onnx_import_and_run():
         kiln.onnx.from_onnx(12)
 
 
-def test_compiled_mode_export_library_and_load_module(tmp_path):
+def test_compiled_mode_export_library_and_load_module(tmp_path, monkeypatch):
     mod = kiln.ir.IRModule.from_text(MLP)
+    monkeypatch.chdir(tmp_path)
+    # As docs/howto-deploy-compiled.md shows it:
+    # [compiled_mode]
+    kiln.compile(mod, exec_mode="compiled").export_library("model.so")
+    vm = kiln.runtime.VirtualMachine(kiln.runtime.load_module("model.so"))
+    # [compiled_mode]
     ex = kiln.compile(mod, exec_mode="compiled")
     assert "inline value fn_main(" in ex.generated_source
     assert kiln.compile(mod).generated_source == ""
-    lib = str(tmp_path / "mlp.so")
-    ex.export_library(lib)
-    loaded = kiln.runtime.load_module(lib)
-    vm_compiled, vm_bytecode = VM(loaded), VM(kiln.compile(mod))
+    vm_compiled, vm_bytecode = vm, VM(kiln.compile(mod))
     for n in (1, 5):
         args = mlp_args(n, seed=n)
         np.testing.assert_array_equal(vm_compiled["main"](*args), vm_bytecode["main"](*args))

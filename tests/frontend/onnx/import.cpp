@@ -10,6 +10,7 @@
 #include <kiln/vm/vm.hpp>
 
 #include "../../common/message_of.hpp"
+#include "../../common/scoped_directory.hpp"
 #include "model_builder.hpp"
 
 #include <doctest/doctest.h>
@@ -70,6 +71,25 @@ TEST_CASE("keep_params_in_input makes initializers trailing parameters, shapes f
         "kiln::frontend::onnx: import_options::shapes names 'nope', which is not an input of the graph");
   CHECK(message_of<kx::import_error>([&] { kx::import_model(b.m, {.shapes = {{"x", {1}}}}); }) ==
         "kiln::frontend::onnx: import_options::shapes gives 'x' rank 1, but the model gives rank 2");
+}
+
+TEST_CASE("import_file with import_options::shapes, as docs/onnx.md shows it") {
+  model_builder b;
+  b.input("input", {"batch", "3", "224", "224"});
+  b.node("GlobalAveragePool", {"input"}, {"y"});
+  b.output("y", {"batch", "3", "1", "1"});
+  const kiln_test::scoped_directory dir("onnx_md");
+  std::ofstream("model.onnx", std::ios::binary) << b.m.SerializeAsString();
+  // [import_file]
+  ir::ir_module m = kiln::frontend::onnx::import_file("model.onnx", {.shapes = {{"input", {1, 3, 224, 224}}}});
+  vm::executable ex = kiln::compile(m);
+  // [import_file]
+  const auto& f = static_cast<const ir::function_node&>(*m->lookup("main"));
+  CHECK(ir::to_string(f.params[0]->checked_type) == "R.Tensor((1, 3, 224, 224), \"float32\")");
+  vm::virtual_machine machine(ex, {}, vm::kernel_registry());
+  runtime::tensor x = runtime::tensor::empty({1, 3, 224, 224}, dtype::float32);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i / (224 * 224));  // channel c holds c
+  CHECK(machine.invoke("main", x).as_tensor().to_vector<float>() == std::vector<float>{0, 1, 2});
 }
 
 TEST_CASE("a shape subgraph is computed at import: Shape -> Gather -> Unsqueeze -> Concat -> Reshape gives a static reshape") {
