@@ -120,6 +120,41 @@ TEST_CASE("attention over an empty cache gives zeros, and a row masked whole giv
   for (float x : nan.to_vector<float>()) CHECK(std::isnan(x));
 }
 
+TEST_CASE("attention skips the columns a mask removes from a whole block of rows, and only those") {
+  // Prefill-shaped: 600 query rows over 600 positions, a causal mask, several blocks of rows (at
+  // most 96 each): the upper triangle is skipped.
+  constexpr std::int64_t n = 600;
+  const tensor q = random_tensor<float>({2, n, 16}, -1, 1, 21), k = random_tensor<float>({2, n, 16}, -1, 1, 22);
+  tensor v = random_tensor<float>({2, n, 16}, -1, 1, 23);
+  const attention_scores causal{nullptr, causal_mask(n, n), true, -3.4028234663852886e+38, nullptr};
+  const tensor want = unfused(q, k, v, true, causal, {});
+  // An infinity in v at the last position does not reach the rows of blocks that do not see it:
+  // their weights there are zero and the product skips it (the unfused product gives NaN).
+  v.data<float>()[(n - 1) * 16] = std::numeric_limits<float>::infinity();
+  const std::vector<float> g = attention(q, k, v, true, causal).to_vector<float>(), w = want.to_vector<float>();
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t i = 0; i < n - 96; ++i)
+      for (std::int64_t j = 0; j < 16; ++j) {
+        const std::size_t at = std::size_t((b * n + i) * 16 + j);
+        REQUIRE(std::abs(g[at] - w[at]) <= 1e-5f);
+      }
+  // A row that keeps nothing, among rows that keep a prefix, spreads its weight over every
+  // column (a finite fill): the skipped columns are used again.
+  tensor mask = causal_mask(n, n);
+  std::fill_n(static_cast<std::uint8_t*>(mask.data()) + 40 * n, n, 0);
+  const attention_scores one_row_empty{nullptr, mask, true, -1e4, nullptr};
+  const tensor v2 = random_tensor<float>({2, n, 16}, -1, 1, 24);
+  check_all_close(attention(q, k, v2, true, one_row_empty).to_vector<float>(), unfused(q, k, v2, true, one_row_empty, {}).to_vector<float>(), 0,
+                  1e-5);
+  // A scattered mask kept where false, with a bias after it.
+  tensor scattered = tensor::empty({n, n}, dtype::bool_);
+  for (std::int64_t i = 0; i < n * n; ++i) static_cast<std::uint8_t*>(scattered.data())[i] = (i * 7919 % 13) < 9 || i % n > 300;
+  const fused_expr bias = fused_expr::parse("(add x0 x1)");
+  const attention_scores sc{nullptr, scattered, false, -3.4028234663852886e+38, &bias};
+  const std::vector<tensor> ops{random_tensor<float>({1, n}, -2, 0, 25)};
+  check_all_close(attention(q, k, v2, true, sc, ops).to_vector<float>(), unfused(q, k, v2, true, sc, ops).to_vector<float>(), 0, 1e-5);
+}
+
 TEST_CASE("attention rejects what it cannot compute, naming it") {
   const tensor q = random_tensor<float>({2, 4, 8}, -1, 1, 1), k = random_tensor<float>({2, 6, 8}, -1, 1, 2), v = random_tensor<float>({2, 6, 5}, -1, 1, 3);
   CHECK(message_of([&] { attention(q, random_tensor<float>({2, 6, 7}, -1, 1, 4), v); }) ==

@@ -17,8 +17,12 @@
 /// the kernels' threads. A block's scores (rows x N) are made, masked, normalised and multiplied
 /// by v in a buffer of the thread's while they are in cache: they never reach memory, and a
 /// decode step (one query row) reads each key and value once, in place, with no packing (the
-/// GEMM's small-M paths). The result equals the unfused chain — matmul, the expressions, `where`,
-/// softmax, matmul — up to the order of the sums.
+/// GEMM's small-M paths). Columns the mask removes from every row of a block (a causal mask's
+/// upper triangle) are not multiplied: their scores are the fill whatever q and k hold, and
+/// their weights, zero, skip the product with v. The result equals the unfused chain — matmul,
+/// the expressions, `where`, softmax, matmul — up to the order of the sums, except that an
+/// infinity or NaN in v at such a column does not reach the result (0 times infinity is NaN in
+/// the unfused product).
 #pragma once
 
 #include <kiln/support/config.hpp>

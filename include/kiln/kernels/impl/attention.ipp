@@ -10,6 +10,7 @@
 #include <kiln/kernels/reduce.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -26,6 +27,37 @@ T fill_value(double fill) {
   if (fill > double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::infinity();
   if (fill < double(std::numeric_limits<T>::lowest())) return -std::numeric_limits<T>::infinity();
   return T(fill);
+}
+
+/// One past the last column of a mask row of `n` (stride `cs`) that keeps its score (a nonzero
+/// byte when `keeps`, a zero one otherwise), or `floor` when none at or beyond it does.
+inline std::int64_t last_kept(const std::uint8_t* row, std::int64_t n, std::int64_t cs, bool keeps, std::int64_t floor) {
+  std::int64_t j = n;
+  if (cs == 1) {
+    // Eight bytes at a time: a word with a nonzero byte, or with a zero byte.
+    constexpr std::uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (j - 8 >= floor) {
+      std::uint64_t w;
+      std::memcpy(&w, row + j - 8, 8);
+      if (keeps ? w != 0 : ((w - ones) & ~w & highs) != 0) break;
+      j -= 8;
+    }
+  }
+  for (; j > floor; --j)
+    if ((row[(j - 1) * cs] != 0) == keeps) return j;
+  return floor;
+}
+
+/// Scores [0, n) of a row where its mask row (stride `cs`) does not keep them become `fill`.
+template <class T>
+void apply_mask(T* row, const std::uint8_t* mask, std::int64_t n, std::int64_t cs, bool keeps, T fill) {
+  if (cs == 1) {
+    const std::uint8_t k = keeps ? 1 : 0;
+    for (std::int64_t j = 0; j < n; ++j) row[j] = std::uint8_t(mask[j] != 0) == k ? row[j] : fill;
+  } else {
+    for (std::int64_t j = 0; j < n; ++j)
+      if ((mask[j * cs] != 0) != keeps) row[j] = fill;
+  }
 }
 
 KILN_DECL void attention_into(const tensor& q, const tensor& k, const tensor& v, bool transpose_k, const attention_scores& sc,
@@ -126,8 +158,13 @@ KILN_DECL void attention_into(const tensor& q, const tensor& k, const tensor& v,
       const std::int64_t q_rs = q.strides()[qr - 2], q_cs = q.strides()[qr - 1];
       const std::int64_t v_rs = v.strides()[vr - 2], v_cs = v.strides()[vr - 1];
       const std::int64_t o_rs = out.strides()[orank - 2], o_cs = out.strides()[orank - 1];
-      parallel_for(batches * blocks, [&](std::int64_t task) {
-        const std::int64_t b = task / blocks, i0 = task % blocks * rows, m = std::min(rows, M - i0);
+      // One task per matrix of the batch (a head) when there are as many as threads and the
+      // matrix has several blocks: its keys are packed once for all of them. Else one task per block.
+      const bool per_matrix = blocks > 1 && batches >= std::int64_t(num_threads());
+      const std::int64_t m_rs = md ? mask_strides[srank - 2] : 0, m_cs = md ? mask_strides[srank - 1] : 0;
+      const bool keeps = sc.mask_keeps;
+      parallel_for(per_matrix ? batches : batches * blocks, [&](std::int64_t task) {
+        const std::int64_t b = per_matrix ? task : task / blocks;
         // This matrix's offsets: its index along the leading axes, last fastest.
         std::int64_t qo = 0, ko = 0, vo = 0, oo = 0, mo = 0;
         std::array<const T*, max_fused_inputs> op_data{};
@@ -141,28 +178,58 @@ KILN_DECL void attention_into(const tensor& q, const tensor& k, const tensor& v,
           if (md) mo += idx * mask_strides[a];
           for (std::size_t k2 = 0; k2 < operands.size(); ++k2) op_data[k2] += idx * op_strides[k2][a];
         }
-        thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
+        thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer, packed_keys;
         if (buffer.size() < std::size_t(rows * ld)) buffer.resize(std::size_t(rows * ld));
         T* s = buffer.data();
-        // Scores = q[i0 .. i0+m) @ k^T (a parallel_for inside a task runs on this thread).
-        gemm<T>({qd + qo + i0 * q_rs, m, D, q_rs, q_cs}, {kd_ + ko, D, N, b_rs, b_cs}, {s, m, N, ld, 1});
+        const matrix_view<const T> keys{kd_ + ko, D, N, b_rs, b_cs};
+        const std::int64_t padded_n = packed_b_size(D, N, native_packed_b_layout<T>(D)) / std::max<std::int64_t>(D, 1);
+        if (per_matrix) {
+          packed_keys.resize(std::size_t(packed_b_size(D, N, native_packed_b_layout<T>(D))));
+          prepack_b(keys, packed_keys.data());
+        }
         std::array<epilogue_operand<T>, max_fused_inputs> ops{};
         for (std::size_t k2 = 0; k2 < operands.size(); ++k2) ops[k2] = {op_data[k2], op_strides[k2][srank - 2], op_strides[k2][srank - 1]};
         const std::span<const epilogue_operand<T>> ops_here(ops.data(), operands.size());
-        if (sc.pre) fused_epilogue<T>(*sc.pre, ops_here)(s, ld, 1, i0, 0, m, N);
-        if (md) {
-          const std::int64_t m_rs = mask_strides[srank - 2], m_cs = mask_strides[srank - 1];
-          for (std::int64_t i = 0; i < m; ++i) {
-            const std::uint8_t* mrow = md + mo + (i0 + i) * m_rs;
-            T* row = s + i * ld;
-            for (std::int64_t j = 0; j < N; ++j)
-              if ((mrow[j * m_cs] != 0) != sc.mask_keeps) row[j] = fill;
+        const auto block = [&](std::int64_t i0) {
+          const std::int64_t m = std::min(rows, M - i0);
+          // Columns [kept, N) are masked in every row of the block (a causal mask's upper
+          // triangle): their scores are the fill whatever the product, so the product stops there.
+          std::int64_t kept = N;
+          if (md) {
+            kept = 0;
+            for (std::int64_t i = 0; i < m; ++i) kept = std::max(kept, last_kept(md + mo + (i0 + i) * m_rs, N, m_cs, keeps, kept));
           }
-        }
-        if (sc.post) fused_epilogue<T>(*sc.post, ops_here)(s, ld, 1, i0, 0, m, N);
-        if (N > 0)
-          for (std::int64_t i = 0; i < m; ++i) softmax_row<T, false>(s + i * ld, s + i * ld, N, nullptr, nullptr);
-        gemm<T>({s, m, N, ld, 1}, {vd + vo, N, Dv, v_rs, v_cs}, {od + oo + i0 * o_rs, m, Dv, o_rs, o_cs});
+          // Scores = q[i0 .. i0+m) @ k^T (a parallel_for inside a task runs on this thread).
+          const matrix_view<const T> qs{qd + qo + i0 * q_rs, m, D, q_rs, q_cs};
+          if (per_matrix) gemm_detail::gemm_blocked<T>(qs, kept, gemm_detail::prepacked<T>{packed_keys.data(), padded_n}, {s, m, kept, ld, 1}, false, no_epilogue{});
+          else gemm<T>(qs, {kd_ + ko, D, kept, b_rs, b_cs}, {s, m, kept, ld, 1});
+          if (sc.pre) fused_epilogue<T>(*sc.pre, ops_here)(s, ld, 1, i0, 0, m, kept);
+          if (md)
+            for (std::int64_t i = 0; i < m; ++i) {
+              T* row = s + i * ld;
+              apply_mask(row, md + mo + (i0 + i) * m_rs, kept, m_cs, keeps, fill);
+              std::fill(row + kept, row + N, fill);
+            }
+          if (sc.post) fused_epilogue<T>(*sc.post, ops_here)(s, ld, 1, i0, 0, m, N);
+          if (N > 0)
+            for (std::int64_t i = 0; i < m; ++i) softmax_row<T, false>(s + i * ld, s + i * ld, N, nullptr, nullptr);
+          // The masked columns' weights are zero unless a row has nothing else (then they share
+          // it): when all are zero, the product with v stops at `kept` too.
+          std::int64_t used = N;
+          if (kept < N) {
+            std::int64_t nonzero = 0;
+            for (std::int64_t i = 0; i < m; ++i) {
+              const T* row = s + i * ld;
+              for (std::int64_t j = kept; j < N; ++j) nonzero += row[j] != T(0);
+            }
+            if (nonzero == 0) used = kept;
+          }
+          gemm<T>({s, m, used, ld, 1}, {vd + vo, used, Dv, v_rs, v_cs}, {od + oo + i0 * o_rs, m, Dv, o_rs, o_cs});
+        };
+        if (per_matrix)
+          for (std::int64_t blk = 0; blk < blocks; ++blk) block(blk * rows);
+        else
+          block(task % blocks * rows);
       });
     }
   });
