@@ -10,9 +10,9 @@
 #include <kiln/kernels/reduce.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -161,6 +161,8 @@ KILN_DECL void attention_into(const tensor& q, const tensor& k, const tensor& v,
       // One task per matrix of the batch (a head) when there are as many as threads and the
       // matrix has several blocks: its keys are packed once for all of them. Else one task per block.
       const bool per_matrix = blocks > 1 && batches >= std::int64_t(num_threads());
+      const std::int64_t packed_keys_size = packed_b_size(D, N, native_packed_b_layout<T>(D));
+      const std::int64_t padded_n = D > 0 ? packed_keys_size / D : 0;  // N in whole panels
       const std::int64_t m_rs = md ? mask_strides[srank - 2] : 0, m_cs = md ? mask_strides[srank - 1] : 0;
       const bool keeps = sc.mask_keeps;
       parallel_for(per_matrix ? batches : batches * blocks, [&](std::int64_t task) {
@@ -181,11 +183,9 @@ KILN_DECL void attention_into(const tensor& q, const tensor& k, const tensor& v,
         thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer, packed_keys;
         if (buffer.size() < std::size_t(rows * ld)) buffer.resize(std::size_t(rows * ld));
         T* s = buffer.data();
-        const matrix_view<const T> keys{kd_ + ko, D, N, b_rs, b_cs};
-        const std::int64_t padded_n = packed_b_size(D, N, native_packed_b_layout<T>(D)) / std::max<std::int64_t>(D, 1);
         if (per_matrix) {
-          packed_keys.resize(std::size_t(packed_b_size(D, N, native_packed_b_layout<T>(D))));
-          prepack_b(keys, packed_keys.data());
+          packed_keys.resize(std::size_t(packed_keys_size));
+          prepack_b<T>({kd_ + ko, D, N, b_rs, b_cs}, packed_keys.data());
         }
         std::array<epilogue_operand<T>, max_fused_inputs> ops{};
         for (std::size_t k2 = 0; k2 < operands.size(); ++k2) ops[k2] = {op_data[k2], op_strides[k2][srank - 2], op_strides[k2][srank - 1]};
