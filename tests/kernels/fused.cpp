@@ -198,6 +198,61 @@ TEST_CASE("cheap operators after an instruction run in its registers and give th
   CHECK(fused_expr::parse("(multiply (relu (add (multiply x0 x1) x2)) 0.5)").num_operations() == 4);
 }
 
+TEST_CASE("an epilogue runs an activation of x0 plus operands in one pass, giving the interpreter's values") {
+  // Recognised: the sums the compiler writes after a convolution or matmul, under each
+  // activation, either operand of an add first; not: x0 twice, SiLU of two different sums, a
+  // residual added after the activation, a subtraction.
+  for (const char* text : {"x0", "(add x1 x0)", "(add (add x0 x1) x2)", "(add x3 (add x1 x0))", "(relu (add (add x0 x1) (add x2 x3)))",
+                           "(clip (add x0 x1) 0 6)", "(sigmoid (add x0 x1))", "(tanh x0)", "(gelu (add x0 x1))", "(gelu_tanh (add x0 x1))",
+                           "(multiply (add x0 x1) (sigmoid (add x0 x1)))", "(multiply (sigmoid x0) x0)",
+                           "(clip (add (multiply (add x0 x1) 0.2) 0.5) 0 1)",
+                           "(multiply (add x0 x1) (clip (add 0.5 (multiply 0.1666 (add x0 x1))) 0 1))"}) {
+    CAPTURE(text);
+    CHECK(fused_expr::parse(text).one_pass_epilogue());
+  }
+  for (const char* text : {"(add x0 x0)", "(multiply (add x0 x1) (sigmoid (add x0 x2)))", "(add (relu (add x0 x1)) x2)", "(subtract x0 x1)",
+                           "(multiply x0 x1)", "(add x0 1)", "(multiply (add x0 x1) (clip (add (multiply (add x0 x2) 0.2) 0.5) 0 1))",
+                           "(exp (add x0 x1))", "(add (add x0 x1) (add x2 x0))"}) {
+    CAPTURE(text);
+    CHECK_FALSE(fused_expr::parse(text).one_pass_epilogue());
+  }
+  // Applied to a 5 x 37 block (two whole vectors and a part of one per row at AVX-512's width,
+  // more at narrower ones) with a value per row, a value per column and a whole operand; and an
+  // operand read with a column stride of 2, which takes the interpreter. Against the expression
+  // run over whole tensors: bit for bit.
+  const std::int64_t m = 5, n = 37;
+  for (const char* text : {"(multiply (add x0 x1) (sigmoid (add x0 x1)))", "(relu (add (add x0 x1) (add x2 x3)))",
+                           "(multiply (add x0 x2) (clip (add (multiply (add x0 x2) 0.1666666716337204) 0.5) 0 1))", "(gelu (add x3 x0))"}) {
+    CAPTURE(text);
+    const fused_expr e = fused_expr::parse(text);
+    const tensor c = random_tensor<float>({m, n}, -4, 4, 60), per_row = random_tensor<float>({m, 1}, -1, 1, 61),
+                 per_col = random_tensor<float>({1, n}, -1, 1, 62), whole = random_tensor<float>({m, n}, -1, 1, 63);
+    const std::vector<float> want = e.run({c, per_row, per_col, whole}).to_vector<float>();
+    const float* r = static_cast<const float*>(per_row.data());
+    const float* q = static_cast<const float*>(per_col.data());
+    const float* w = static_cast<const float*>(whole.data());
+    const epilogue_operand<float> operands[] = {{r, 1, 0}, {q, 0, 1}, {w, n, 1}};
+    std::vector<float> got = c.to_vector<float>();
+    fused_epilogue<float>(e, operands)(got.data(), n, 1, 0, 0, m, n);
+    CHECK(got == want);
+    // The same block at rows [2, 5) and columns [16, 37) of the matrix only.
+    std::vector<float> part = c.to_vector<float>();
+    fused_epilogue<float>(e, operands)(part.data() + 2 * n + 16, n, 1, 2, 16, m - 2, n - 16);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::size_t at = std::size_t(i * n + j);
+        CHECK(part[at] == (i >= 2 && j >= 16 ? want[at] : c.to_vector<float>()[at]));
+      }
+    // A strided operand: the interpreter, the same values.
+    std::vector<float> wide(std::size_t(2 * n));
+    for (std::int64_t j = 0; j < n; ++j) wide[std::size_t(2 * j)] = q[j];
+    const epilogue_operand<float> strided[] = {{r, 1, 0}, {wide.data(), 0, 2}, {w, n, 1}};
+    std::vector<float> slow = c.to_vector<float>();
+    fused_epilogue<float>(e, strided)(slow.data(), n, 1, 0, 0, m, n);
+    CHECK(slow == want);
+  }
+}
+
 TEST_CASE("fused descriptions and operands that are wrong are clear errors") {
   auto parse_error = [](const char* text) { return message_of<kernel_error>([&] { fused_expr::parse(text); }); };
   CHECK(parse_error("(ad x0 x1)") ==

@@ -231,6 +231,7 @@ namespace {
 template <class T>
 void check_matmul_fused(const tensor& a, const tensor& b, const char* text, std::vector<tensor> operands, bool ta = false, bool tb = false,
                         const tensor* into = nullptr) {
+  INFO("expression: ", std::string(text));
   const fused_expr e = fused_expr::parse(text);
   std::vector<tensor> inputs{matmul(a, b, ta, tb)};
   inputs.insert(inputs.end(), operands.begin(), operands.end());
@@ -280,6 +281,11 @@ TEST_CASE("matmul_fused applies bias, activation and residual per block, equal t
     check_matmul_fused<float>(a, b, "(clip (multiply x0 x1) -0.5 0.5)", {per_row});
     check_matmul_fused<float>(a, b, "(sigmoid x0)", {});
     check_matmul_fused<float>(a, b, "(tanh (add x0 x1))", {res});
+    // one-pass forms: SiLU, hard-swish and gelu_tanh of a bias per column; a bias per row and a residual
+    check_matmul_fused<float>(a, b, "(multiply (add x0 x1) (sigmoid (add x0 x1)))", {bias});
+    check_matmul_fused<float>(a, b, "(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1))", {bias});
+    check_matmul_fused<float>(a, b, "(gelu_tanh (add x1 x0))", {bias});
+    check_matmul_fused<float>(a, b, "(add x2 (add x0 x1))", {per_row, res});
     // transposed operands
     const tensor at = a.permute({1, 0}).contiguous(), bt = b.permute({1, 0}).contiguous();
     check_matmul_fused<float>(at, bt, "(relu (add x0 x1))", {bias}, true, true);
@@ -287,6 +293,7 @@ TEST_CASE("matmul_fused applies bias, activation and residual per block, equal t
   // float64; batches broadcast against the operands; a strided output
   const tensor a = random_tensor<double>({3, 1, 9, 20}, -1, 1, 1), b = random_tensor<double>({4, 20, 11}, -1, 1, 2);
   check_matmul_fused<double>(a, b, "(add (multiply x0 x1) x2)", {random_tensor<double>({4, 1, 11}, -1, 1, 3), random_tensor<double>({3, 4, 9, 11}, -1, 1, 4)});
+  check_matmul_fused<double>(a, b, "(multiply (add x0 x1) (sigmoid (add x0 x1)))", {random_tensor<double>({4, 1, 11}, -1, 1, 3)});
   const tensor big = tensor::zeros({3, 4, 9, 22}, dtype::float64), strided = big.slice(3, 0, 22, 2);
   check_matmul_fused<double>(a, b, "(add x0 x1)", {random_tensor<double>({11}, -1, 1, 5)}, false, false, &strided);
   // a residual that is read through a transposed view

@@ -436,7 +436,7 @@ void check_conv_fused(const conv_case& k, const char* text, const std::vector<sh
                       bool nhwc_operands = false) {
   CAPTURE(runtime::shape_to_string(k.x));
   CAPTURE(runtime::shape_to_string(k.w));
-  CAPTURE(text);
+  INFO("expression: ", std::string(text));
   const tensor x = random_tensor<float>(k.x, -1, 1, seed), w = random_tensor<float>(k.w, -1, 1, seed + 1);
   const tensor bias = k.bias ? random_tensor<float>({k.w[0]}, -1, 1, seed + 2) : tensor();
   const tensor y = conv2d(x, w, bias, k.p);
@@ -488,6 +488,15 @@ TEST_CASE("conv2d_fused: bias, activation, per-channel scale and residual per bl
     check_conv_fused(k, "(add (clip (multiply x0 x1) 0 6) x2)", {{k.w[0], 1, 1}, {}}, seed + 20);  // scale, relu6, residual
     check_conv_fused(k, "(add x0 x1)", {{}}, seed + 30, true);                           // an NHWC residual: applied after
     check_conv_fused(k, "(sigmoid (add x0 x1))", {{k.x[0], 1, 1, 1}}, seed + 40);        // one value per image
+    // The forms an epilogue runs in one pass: a bias per channel and SiLU, hard-swish (either
+    // operand first), a bias and a residual, two convolutions' sum (RegNet's shortcut).
+    const shape_vector per_channel{k.w[0], 1, 1};
+    check_conv_fused(k, "(multiply (add x0 x1) (sigmoid (add x0 x1)))", {per_channel}, seed + 41);
+    check_conv_fused(k, "(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1))", {per_channel}, seed + 42);
+    check_conv_fused(k, "(multiply (clip (add 0.5 (multiply 0.2 (add x1 x0))) 0 1) (add x1 x0))", {per_channel}, seed + 43);
+    check_conv_fused(k, "(add (add x0 x1) x2)", {per_channel, {}}, seed + 44);
+    check_conv_fused(k, "(relu (add (add x0 x1) (add x2 x3)))", {per_channel, {}, per_channel}, seed + 45);
+    check_conv_fused(k, "(clip (add x1 x0) 0 6)", {per_channel}, seed + 46);
     seed += 50;
   }
 }

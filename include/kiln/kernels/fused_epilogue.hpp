@@ -11,6 +11,7 @@
 
 #include <kiln/kernels/fused_expr.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <vector>
@@ -69,13 +70,17 @@ public:
   /// matrix, is at `c`; `rs` and `cs` are the block's strides.
   void operator()(T* c, std::int64_t rs, std::int64_t cs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
     using program = fused_expr::program;
+    if (const std::optional<fused_expr::activation_form>& f = e_->program_->form; f && cs == 1 && one_pass(*f)) {
+      apply_form(*f, c, rs, row0, col0, m, n);
+      return;
+    }
     constexpr std::int64_t W = std::int64_t(batch<T>::size), chunk = 256;
     static_assert(chunk % W == 0);
     const program& p = *e_->program_;
     const std::size_t slots = p.first_temp() + p.temps;
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> scratch;
     constexpr std::size_t pitch = std::size_t(chunk) + 64 / sizeof(T);  // apart by an odd number of lines (see evaluate)
-    if (scratch.size() < slots * pitch) scratch.resize(slots * pitch);
+    detail::grow(scratch, std::int64_t(slots * pitch));
     auto buffer = [&](std::size_t slot) { return scratch.data() + slot * pitch; };
     thread_local std::vector<const T*> src;
     src.assign(slots, nullptr);
@@ -132,6 +137,186 @@ public:
   }
 
 private:
+  using form = fused_expr::activation_form;
+
+  /// Whether `f`'s operands are each read per element along a row or one value per row, as
+  /// `apply_form` reads them.
+  bool one_pass(const form& f) const {
+    const int count = f.shape == form::sum::x0 ? 0 : f.shape == form::sum::x0_a ? 1 : f.shape == form::sum::x0_a_b ? 2 : 3;
+    for (int k = 0; k < count; ++k) {
+      const std::int64_t cs = operands_[f.operands[std::size_t(k)] - 1u].col_stride;
+      if (cs != 0 && cs != 1) return false;
+    }
+    return true;
+  }
+
+  /// Keeps the compiler from fusing the multiply that made `v` into the add that uses it: the
+  /// interpreter rounds between the two (GCC contracts across statements by default).
+  template <class V>
+  __attribute__((always_inline)) static V rounded(V v) {
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+    __asm__("" : "+v"(v.data));
+#elif defined(__GNUC__) && !defined(__clang__) && defined(__aarch64__)
+    __asm__("" : "+w"(v.data));
+#endif
+    return v;
+  }
+
+  /// `f` over the m x n block at `c` (rows `rs` apart, contiguous columns) in one pass: each
+  /// vector is loaded, summed with the operands, activated and stored while in registers. The
+  /// activations made of exp, erf or tanh (sigmoid, tanh, gelu, gelu_tanh, SiLU's sigmoid) are
+  /// the interpreter's own step function instead (the expression's, resolved where it was
+  /// built), run over the sums of 256 elements of a row at a time: compiled here, they could be
+  /// inlined and contracted differently, or for another instruction set, and the two would
+  /// differ in the last bit.
+  void apply_form(const form& f, T* c, std::int64_t rs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
+    using act = form::act;
+    const auto staged = [&](bool times_sum) {
+      form_rows(f, identity{}, e_->program_->template steps<T>()[f.instruction].fn, times_sum, c, rs, row0, col0, m, n);
+    };
+    switch (f.activation) {
+      case act::none: return form_rows(f, identity{}, nullptr, false, c, rs, row0, col0, m, n);
+      case act::relu: return form_rows(f, ops::relu{}, nullptr, false, c, rs, row0, col0, m, n);
+      case act::clip: return form_rows(f, ops::clip{f.lo, f.hi}, nullptr, false, c, rs, row0, col0, m, n);
+      case act::hard_sigmoid: return form_rows(f, hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}, nullptr, false, c, rs, row0, col0, m, n);
+      case act::hard_swish:
+        return form_rows(f, hard_swish{hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}}, nullptr, false, c, rs, row0, col0, m, n);
+      case act::sigmoid: return staged(false);
+      case act::tanh: return staged(false);
+      case act::gelu: return staged(false);
+      case act::gelu_tanh: return staged(false);
+      case act::silu: return staged(true);
+    }
+  }
+  struct identity {
+    template <class V>
+    V operator()(const V& v) const { return v; }
+  };
+  struct hard_sigmoid {
+    T alpha, beta;
+    ops::clip clip;
+    template <class V>
+    V operator()(const V& s) const { return clip(ops::add{}(rounded(ops::multiply{}(s, V(alpha))), V(beta))); }
+  };
+  struct hard_swish {
+    hard_sigmoid h;
+    template <class V>
+    V operator()(const V& s) const { return ops::multiply{}(s, h(s)); }
+  };
+
+  /// The rows of `apply_form`: `act` of each sum, or, with `staged`, that step function over the
+  /// sums (times the sums where `times_sum`). The staged sums of several rows go one after
+  /// another into one buffer of up to `span` elements, so that the step function and the
+  /// product run over long stretches whatever the rows' length (a 14 x 14 plane is 196).
+  template <class Act>
+  void form_rows(const form& f, const Act& act, fused_expr::exec_fn<T> staged, bool times_sum, T* c, std::int64_t rs, std::int64_t row0,
+                 std::int64_t col0, std::int64_t m, std::int64_t n) const {
+    using V = batch<T>;
+    constexpr std::int64_t W = std::int64_t(V::size), span = 2048;
+    const int count = f.shape == form::sum::x0 ? 0 : f.shape == form::sum::x0_a ? 1 : f.shape == form::sum::x0_a_b ? 2 : 3;
+    const fused_expr::step<T> st{staged, false, false, T(0), T(0), 0, 0, 0, {}};
+    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> sums, out;
+    // Rows per buffer: at least one, whole rows (a row longer than `span` is taken in parts).
+    const std::int64_t part = std::min(n, span), per_buffer = std::max<std::int64_t>(1, span / std::max<std::int64_t>(n, 1));
+    if (staged) {
+      detail::grow(sums, per_buffer * part + W);
+      detail::grow(out, per_buffer * part + W);
+    }
+    // Applies the step function to the `len` sums in the buffer, and writes the result to the
+    // rows [first, first + rows) (columns [j0, j0 + width) of each) they came from.
+    // Where the rows are one after another, the result goes straight to them, whole vectors at
+    // least.
+    const auto flush = [&](std::int64_t first, std::int64_t rows, std::int64_t j0, std::int64_t width) {
+      const std::int64_t len = rows * width, padded = (len + W - 1) / W * W, whole = len / W * W;
+      T* const dst = c + first * rs + j0;
+      const bool contiguous = rows == 1 || rs == width;
+      std::fill(sums.data() + len, sums.data() + padded, T(0));
+      if (contiguous && !times_sum && whole == len) {
+        staged(st, dst, sums.data(), nullptr, len);
+        return;
+      }
+      staged(st, out.data(), sums.data(), nullptr, padded);
+      std::int64_t done = 0;  // elements already in place
+      if (times_sum) {
+        const auto product = [&](std::int64_t j) { return ops::multiply{}(V::load_aligned(sums.data() + j), V::load_aligned(out.data() + j)); };
+        if (contiguous)
+          for (; done < whole; done += W) product(done).store_unaligned(dst + done);
+        for (std::int64_t j = done; j < padded; j += W) product(j).store_aligned(out.data() + j);
+      }
+      if (contiguous) std::copy(out.data() + done, out.data() + len, dst + done);
+      else
+        for (std::int64_t r = 0; r < rows; ++r) std::copy_n(out.data() + r * width, width, c + (first + r) * rs + j0);
+    };
+    for (std::int64_t j0 = 0; j0 < n; j0 += part) {
+      const std::int64_t width = std::min(part, n - j0);
+      std::int64_t first = 0;  // the first row whose sums are in the buffer
+      for (std::int64_t i = 0; i < m; ++i) {
+        // Operand k of the row: `at[k]`, advanced by `step[k]` (1 along the row; 0 for one value
+        // per row, read from `splat[k]`, W copies of it).
+        alignas(64) T splat[3][W];
+        const T* at[3] = {splat[0], splat[1], splat[2]};
+        std::int64_t step[3] = {0, 0, 0};
+        for (int k = 0; k < count; ++k) {
+          const epilogue_operand<T>& o = operands_[f.operands[std::size_t(k)] - 1u];
+          const T* p = o.data + (row0 + i) * o.row_stride + (col0 + j0) * o.col_stride;
+          if (o.col_stride == 0) std::fill_n(splat[k], W, *p);
+          else at[k] = p, step[k] = 1;
+        }
+        // The sum at element j of the row part (x0 there, plus the operands'), or, `tail`, of
+        // the len < W elements from j.
+        const T* const x = c + i * rs + j0;
+        const auto sum = [&](std::int64_t j) __attribute__((always_inline)) {
+          V s = V::load_unaligned(x + j);
+          const auto operand = [&](int k) __attribute__((always_inline)) { return V::load_unaligned(at[k] + j * step[k]); };
+          switch (f.shape) {
+            case form::sum::x0: break;
+            case form::sum::x0_a: s = ops::add{}(s, operand(0)); break;
+            case form::sum::x0_a_b: s = ops::add{}(ops::add{}(s, operand(0)), operand(1)); break;
+            case form::sum::x0_a_bc: s = ops::add{}(ops::add{}(s, operand(0)), ops::add{}(operand(1), operand(2))); break;
+          }
+          return s;
+        };
+        const auto tail = [&](std::int64_t j, std::int64_t len) {
+          alignas(64) T part_x[W] = {}, part_op[3][W] = {};
+          std::copy_n(x + j, len, part_x);
+          for (int k = 0; k < count; ++k) std::copy_n(step[k] == 1 ? at[k] + j : splat[k], step[k] == 1 ? len : W, part_op[k]);
+          V v = V::load_aligned(part_x);
+          const auto operand = [&](int k) { return V::load_aligned(part_op[k]); };
+          switch (f.shape) {
+            case form::sum::x0: break;
+            case form::sum::x0_a: v = ops::add{}(v, operand(0)); break;
+            case form::sum::x0_a_b: v = ops::add{}(ops::add{}(v, operand(0)), operand(1)); break;
+            case form::sum::x0_a_bc: v = ops::add{}(ops::add{}(v, operand(0)), ops::add{}(operand(1), operand(2))); break;
+          }
+          return v;
+        };
+        if (!staged) {
+          T* row = c + i * rs + j0;
+          std::int64_t j = 0;
+          for (; j + W <= width; j += W) act(sum(j)).store_unaligned(row + j);
+          if (j < width) {
+            alignas(64) T r[W];
+            act(tail(j, width - j)).store_aligned(r);
+            std::copy_n(r, width - j, row + j);
+          }
+          continue;
+        }
+        T* to = sums.data() + (i - first) * width;
+        std::int64_t j = 0;
+        for (; j + W <= width; j += W) sum(j).store_unaligned(to + j);
+        if (j < width) {
+          alignas(64) T r[W];
+          tail(j, width - j).store_aligned(r);
+          std::copy_n(r, width - j, to + j);
+        }
+        if (i + 1 - first == per_buffer || i + 1 == m) {
+          flush(first, i + 1 - first, j0, width);
+          first = i + 1;
+        }
+      }
+    }
+  }
+
   const fused_expr* e_ = nullptr;
   std::vector<epilogue_operand<T>> operands_;
 };

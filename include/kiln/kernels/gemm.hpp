@@ -527,8 +527,8 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
   const std::int64_t K = a.cols, KB = block_rows<T>(K);  // KB <= KC
   // Packed panels, reused across calls on this thread.
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed_a, packed_b;
-  if constexpr (!a_prepacked) packed_a.resize(std::size_t(MC * KC));
-  if constexpr (BPanels::needs_buffer) packed_b.resize(std::size_t(KC * ((std::min(NC, j1 - j0) + NR - 1) / NR * NR)));
+  if constexpr (!a_prepacked) detail::grow(packed_a, MC * KC);
+  if constexpr (BPanels::needs_buffer) detail::grow(packed_b, KC * ((std::min(NC, j1 - j0) + NR - 1) / NR * NR));
   for (std::int64_t jc = j0; jc < j1; jc += NC) {
     const std::int64_t nc = std::min(NC, j1 - jc);
     for (std::int64_t pc = 0; pc < K; pc += KB) {

@@ -92,7 +92,7 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
     thread_local std::vector<const T*> rows;
     const std::int64_t acc_size = (g.ow + 4 * W - 1) / (4 * W) * 4 * W;
-    buffer.resize(std::size_t(2 * span + acc_size));
+    grow(buffer, 2 * span + acc_size);
     T* const line = buffer.data();                          // the combined padded row
     T* const phases = sw == 1 ? line : line + span;         // the same split by phase
     T* const acc = buffer.data() + 2 * span;                // one output row

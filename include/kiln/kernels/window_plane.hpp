@@ -28,10 +28,20 @@ public:
     s_ = s;
     phase_ = (wp + s - 1) / s;
     row_ = phase_ * s;
-    buf_.resize(std::size_t(hp * row_ + slack));
-    std::fill(buf_.begin(), buf_.end(), fill);
+    grow(buf_, hp * row_ + slack);
+    T* const b = buf_.data();
+    if (s == 1) {  // only what the copy below leaves: the padding rows and columns, and the slack
+      std::fill_n(b, top * row_, fill);
+      for (std::int64_t i = 0; i < h; ++i) {
+        std::fill_n(b + (top + i) * row_, left, fill);
+        std::fill(b + (top + i) * row_ + left + w, b + (top + i + 1) * row_, fill);
+      }
+      std::fill(b + (top + h) * row_, b + hp * row_ + slack, fill);
+    } else {
+      std::fill_n(b, hp * row_ + slack, fill);
+    }
     for (std::int64_t i = 0; i < h; ++i) {
-      T* row = buf_.data() + (top + i) * row_;
+      T* row = b + (top + i) * row_;
       const T* in = src + i * sh;
       if (s == 1 && sw == 1) {
         std::copy_n(in, w, row + left);

@@ -181,10 +181,10 @@ KILN_DECL void attention_into(const tensor& q, const tensor& k, const tensor& v,
           for (std::size_t k2 = 0; k2 < operands.size(); ++k2) op_data[k2] += idx * op_strides[k2][a];
         }
         thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer, packed_keys;
-        if (buffer.size() < std::size_t(rows * ld)) buffer.resize(std::size_t(rows * ld));
+        grow(buffer, rows * ld);
         T* s = buffer.data();
         if (per_matrix) {
-          packed_keys.resize(std::size_t(packed_keys_size));
+          grow(packed_keys, packed_keys_size);
           prepack_b<T>({kd_ + ko, D, N, b_rs, b_cs}, packed_keys.data());
         }
         std::array<epilogue_operand<T>, max_fused_inputs> ops{};
