@@ -517,6 +517,14 @@ TEST_CASE("conv2d: depthwise planes of one to several vectors per row, 3x3 and 5
   cases.push_back({{1, 4, 6, 40}, {4, 1, 1, 17}, conv(1, 8, 1, 4), false});  // 17 columns
   cases.push_back({{1, 5, 12, 12}, {5, 1, 3, 3}, conv(3, 0, 1, 5), true});   // stride 3, no padding
   cases.push_back({{1, 64, 7, 7}, {64, 1, 3, 3}, conv(1, 1, 1, 64), true});  // 16 planes of 49 per group
+  // The flat form (stride 1 or 2, a 3x3 or 5x5 window padded by half, the input S times the
+  // output): planes of one row, one column, one element, rows shorter than a vector, stride 2 on
+  // rows of 2 to 40 columns, a channel multiplier, and planes shorter than a vector in a group.
+  for (const auto& [h, w, k, stride] : std::vector<std::array<std::int64_t, 4>>{
+           {1, 9, 3, 1}, {9, 1, 3, 1}, {1, 1, 5, 1}, {3, 2, 5, 1}, {14, 14, 3, 2}, {8, 28, 5, 2}, {2, 2, 3, 2}, {6, 40, 3, 2}, {4, 14, 5, 2}, {2, 4, 3, 1}})
+    cases.push_back({{1, 5, h, w}, {5, 1, k, k}, conv(stride, k / 2, 1, 5), (h + w) % 2 == 0});
+  cases.push_back({{2, 3, 10, 6}, {6, 1, 5, 5}, conv(2, 2, 1, 3), true});  // stride 2, multiplier 2, batch 2
+  cases.push_back({{1, 40, 2, 3}, {40, 1, 3, 3}, conv(1, 1, 1, 40), false});  // 16 planes of 6 per group
   unsigned seed = 700;
   for (const auto& k : cases) {
     check_conv<float>(k, seed, false);
@@ -526,8 +534,9 @@ TEST_CASE("conv2d: depthwise planes of one to several vectors per row, 3x3 and 5
   check_conv<double>(cases[0], 800, false);
   check_conv<double>(cases[14], 801, true);
   check_conv<double>(cases[cases.size() - 1], 802, false);
+  check_conv<double>(cases[cases.size() - 2], 803, true);
   // With an epilogue over each group of planes, and a residual read along the planes.
-  for (const std::size_t i : {std::size_t(1), std::size_t(9), cases.size() - 1}) {
+  for (const std::size_t i : {std::size_t(1), std::size_t(9), cases.size() - 2, cases.size() - 1}) {
     check_conv_fused(cases[i], "(clip x0 0 6)", {}, unsigned(900 + i));
     check_conv_fused(cases[i], "(relu (add x0 x1))", {{}}, unsigned(950 + i));
     check_conv_fused(cases[i], "(add x0 x1)", {{}}, unsigned(990 + i), true);

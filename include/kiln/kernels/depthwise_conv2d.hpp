@@ -15,7 +15,12 @@
 #include <kiln/kernels/window_params.hpp>
 #include <kiln/kernels/window_plane.hpp>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <type_traits>
 #include <cstdint>
 #include <vector>
 
@@ -122,6 +127,162 @@ void depthwise_plane(const window_plane<T>& plane, const T* k, T bias, const std
   rows.template operator()<1, 4, false>(y, oh);
 }
 
+/// Floor division for the small signed offsets of a window's taps.
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/// The flat form of a depthwise convolution at stride S (1 or 2) with a KH x KW window (odd
+/// sizes) and padding KH / 2, KW / 2 on an input S times the output's size. Its input is S * S
+/// phase planes, each of the output's size (oh x ow) and stored flat, row after row: phase (a, b)
+/// holds input rows a, a + S, ... and columns b, b + S, .... Tap (i, j) of output position q (row
+/// y, column x) is input (S * y + i - KH / 2, S * x + j - KW / 2): phase
+/// ((i - KH / 2) mod S, (j - KW / 2) mod S) at position q + dy * ow + dx, with dy, dx the taps'
+/// offsets divided by S, rounded down. So every tap reads consecutive outputs from consecutive
+/// addresses, whatever the row width: the plane is taken `W` positions at a time straight through
+/// its rows, and a 7 x 7 or 14 x 14 plane fills every lane of its vectors. Rows above and below
+/// the plane read the zeros around each phase plane; a tap whose column falls outside the row
+/// reads the neighbouring row, and is masked off by its column.
+template <std::int64_t S, std::int64_t KH, std::int64_t KW>
+struct flat_window {
+  static_assert(S >= 1 && KH % 2 == 1 && KW % 2 == 1, "the flat depthwise form takes odd windows");
+  static constexpr std::int64_t top = KH / 2, left = KW / 2;
+  static constexpr std::int64_t phase(std::int64_t i, std::int64_t j) { return (i - top - S * floor_div(i - top, S)) * S + (j - left - S * floor_div(j - left, S)); }
+  static constexpr std::int64_t dy(std::int64_t i) { return floor_div(i - top, S); }
+  static constexpr std::int64_t dx(std::int64_t j) { return floor_div(j - left, S); }
+  };
+
+/// NV vectors of outputs of `depthwise_flat_plane`, from output position q: the sums of each
+/// window column kept apart (KW sums per vector, so that the multiply-adds of a vector do not
+/// wait on each other), then added with the columns that fall outside the row masked off.
+/// `cols` holds each position's column (q mod ow).
+template <class T, std::int64_t S, std::int64_t KH, std::int64_t KW, std::int64_t NV>
+KILN_GEMM_KERNEL_INLINE void depthwise_flat_tile(const T* in, std::int64_t phase_pitch, const T* cols, const T* k, T bias, std::int64_t ow,
+                                                 std::int64_t q, T* out, const T* limit) {
+  using V = batch<T>;
+  using F = flat_window<S, KH, KW>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  V acc[KW][NV];
+  for (std::int64_t j = 0; j < KW; ++j)
+    for (std::int64_t v = 0; v < NV; ++v) acc[j][v] = V(j == F::left ? bias : T(0));
+  for (std::int64_t i = 0; i < KH; ++i)
+    for (std::int64_t j = 0; j < KW; ++j) {
+      const V wt(k[i * KW + j]);
+      const T* src = in + F::phase(i, j) * phase_pitch + q + F::dy(i) * ow + F::dx(j);
+      for (std::int64_t v = 0; v < NV; ++v) acc[j][v] = xsimd::fma(wt, V::load_unaligned(src + v * W), acc[j][v]);
+    }
+  for (std::int64_t v = 0; v < NV; ++v) {
+    const V x = V::load_aligned(cols + q + v * W);
+    V r = acc[F::left][v];
+    for (std::int64_t j = 0; j < KW; ++j) {
+      if (j == F::left) continue;
+      if (F::dx(j) == 0) {
+        r += acc[j][v];
+      } else {  // column x + dx of the row: inside it for x >= -dx (dx < 0) or x < ow - dx
+        const auto inside = F::dx(j) < 0 ? x >= V(T(-F::dx(j))) : x < V(T(ow - F::dx(j)));
+        r += xsimd::select(inside, acc[j][v], V(T(0)));
+      }
+    }
+    T* dst = out + q + v * W;
+    if (dst + W <= limit) {
+      r.store_unaligned(dst);
+    } else if (dst < limit) {
+      alignas(64) T tmp[W];
+      r.store_aligned(tmp);
+      std::copy(tmp, tmp + (limit - dst), dst);
+    }
+  }
+}
+
+/// One output plane (oh * ow = `positions`) of the flat form into `out`, two vectors at a time.
+/// `in` is the first of the S * S phase planes, `phase_pitch` apart, each at its first position
+/// (the zeros before it at negative offsets). The last vector may store up to `limit`: the
+/// group's later planes, written after this one.
+template <class T, std::int64_t S, std::int64_t KH, std::int64_t KW>
+void depthwise_flat_plane(const T* in, std::int64_t phase_pitch, const T* cols, const T* k, T bias, std::int64_t ow, std::int64_t positions, T* out,
+                          const T* limit) {
+  constexpr std::int64_t W = std::int64_t(batch<T>::size);
+  std::int64_t q = 0;
+  for (; q + 2 * W <= positions; q += 2 * W) depthwise_flat_tile<T, S, KH, KW, 2>(in, phase_pitch, cols, k, bias, ow, q, out, limit);
+  for (; q < positions; q += W) depthwise_flat_tile<T, S, KH, KW, 1>(in, phase_pitch, cols, k, bias, ow, q, out, limit);
+}
+
+/// even[t] = in[2 t], odd[t] = in[2 t + 1] for t < W (one vector of each; reads 2 W elements):
+/// two loads and two permutes for float (xsimd 8 has no deinterleave), element by element else.
+template <class T>
+__attribute__((always_inline)) inline void deinterleave_vector(const T* in, T* even, T* odd) {
+  constexpr std::int64_t W = std::int64_t(batch<T>::size);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && W == 16) {
+    const __m512 a = _mm512_loadu_ps(in), b = _mm512_loadu_ps(in + 16);
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    _mm512_storeu_ps(even, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_storeu_ps(odd, _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b));
+    return;
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float> && W == 8) {
+    const __m256 a = _mm256_loadu_ps(in), b = _mm256_loadu_ps(in + 8);
+    // [a0 a2 b0 b2 | a4 a6 b4 b6], then the 64-bit lanes in the order 0, 2, 1, 3.
+    const auto lanes = [](__m256 v) { return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0))); };
+    _mm256_storeu_ps(even, lanes(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))));
+    _mm256_storeu_ps(odd, lanes(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float> && W == 4) {
+    const __m128 a = _mm_loadu_ps(in), b = _mm_loadu_ps(in + 4);
+    _mm_storeu_ps(even, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm_storeu_ps(odd, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    return;
+  }
+#endif
+  for (std::int64_t t = 0; t < W; ++t) {
+    even[t] = in[2 * t];
+    odd[t] = in[2 * t + 1];
+  }
+}
+
+/// Copies the h x w plane `src` (strides sh, sw) into the S * S phase planes of the flat form
+/// (`depthwise_flat_plane`): phase (a, b) at `phases + (a * S + b) * pitch`, each oh x ow with
+/// oh = h / S, ow = w / S. The zeros around them are the caller's. At stride 2 a row's two
+/// phases are split a whole number of vectors at a time (which compilers turn into permutes),
+/// running past the row's end into the rows after it, which are written later, wherever the
+/// reads stay inside the plane and the writes inside the phase plane.
+template <class T, std::int64_t S>
+void build_phase_planes(const T* src, std::int64_t h, std::int64_t w, std::int64_t sh, std::int64_t sw, T* phases, std::int64_t pitch) {
+  constexpr std::int64_t W = std::int64_t(batch<T>::size);
+  const std::int64_t oh = h / S, ow = w / S;
+  if (S == 1 && sw == 1 && (sh == w || h == 1)) {
+    std::copy_n(src, h * w, phases);
+    return;
+  }
+  const std::int64_t chunk = (ow + W - 1) / W * W;
+  for (std::int64_t y = 0; y < h; ++y) {
+    const T* in = src + y * sh;
+    const std::int64_t r = y / S;
+    T* row = phases + (y % S) * S * pitch + r * ow;
+    if (S == 2 && sw == 1 && sh >= w && y * sh + 2 * chunk <= (h - 1) * sh + w && r * ow + chunk <= oh * ow) {
+      for (std::int64_t m = 0; m < chunk; m += W) deinterleave_vector(in + 2 * m, row + m, row + pitch + m);
+    } else {
+      for (std::int64_t x = 0; x < w; ++x) row[(x % S) * pitch + x / S] = in[x * sw];
+    }
+  }
+}
+
+/// The flat form's kernel for a call's geometry, or null where it does not apply: strides 1 or 2
+/// (both the same), no dilation, a 3x3 or 5x5 window padded by half its size, and an input
+/// exactly S times the output's size.
+template <class T>
+auto flat_depthwise_kernel(const conv2d_params& p, const conv_geometry& g) -> decltype(&depthwise_flat_plane<T, 1, 3, 3>) {
+  const std::int64_t s = p.strides[0];
+  if (p.strides[1] != s || (s != 1 && s != 2) || p.dilation[0] != 1 || p.dilation[1] != 1) return nullptr;
+  if (g.kh != g.kw || (g.kh != 3 && g.kh != 5) || p.padding[0] != g.kh / 2 || p.padding[1] != g.kw / 2) return nullptr;
+  if (g.h != s * g.oh || g.w != s * g.ow) return nullptr;
+  if (s == 1) return g.kh == 3 ? &depthwise_flat_plane<T, 1, 3, 3> : &depthwise_flat_plane<T, 1, 5, 5>;
+  return g.kh == 3 ? &depthwise_flat_plane<T, 2, 3, 3> : &depthwise_flat_plane<T, 2, 5, 5>;
+}
+
 /// Depthwise conv2d (one input channel per group): a direct kernel per output plane, over a
 /// zero-padded copy of the input plane whose columns are split by phase (`window_plane`), so
 /// that any stride reads consecutive outputs from consecutive addresses. 3x3 and 5x5 windows
@@ -146,6 +307,7 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
   const auto plane_kernel = g.kh == 3 && g.kw == 3   ? &depthwise_plane<T, 3, 3>
                             : g.kh == 5 && g.kw == 5 ? &depthwise_plane<T, 5, 5>
                                                      : &depthwise_plane<T, 0, 0>;
+  const auto flat_kernel = flat_depthwise_kernel<T>(p, g);
   // Channels per group: about 2,048 outputs (at most 16 planes), and at least four groups per
   // thread where there are channels enough.
   const std::int64_t threads = std::int64_t(num_threads());
@@ -161,9 +323,36 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
     if (!in_place) grow(buffer, m * positions);
     T* const planes = in_place ? dst : buffer.data();
+    if (flat_kernel) {
+      // Each position's column, and the phase planes with their zeros: kept from call to call
+      // while the geometry stays (the planes' contents are overwritten, their zeros are not).
+      constexpr std::int64_t W = std::int64_t(batch<T>::size);
+      thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> phases, cols;
+      thread_local std::int64_t built_ow = 0, built_positions = 0, built_lead = -1, built_stride = 0;
+      const std::int64_t padded = (positions + W - 1) / W * W;
+      const std::int64_t reach = (g.kh / 2 + sh - 1) / sh;  // rows and columns the taps reach around a phase plane
+      const std::int64_t lead = reach * g.ow + reach;
+      const std::int64_t pitch = lead + padded + lead;
+      if (built_ow != g.ow || built_positions != positions || built_lead != lead || built_stride != sh) {
+        grow(cols, padded);
+        for (std::int64_t q = 0, x = 0; q < padded; ++q, x = x + 1 == g.ow ? 0 : x + 1) cols[std::size_t(q)] = T(x);
+        grow(phases, sh * sh * pitch + W);
+        std::fill_n(phases.data(), sh * sh * pitch + W, T(0));
+        built_ow = g.ow, built_positions = positions, built_lead = lead, built_stride = sh;
+      }
+      for (std::int64_t o = o0; o < o0 + m; ++o) {
+        if (o == o0 || o % g.og == 0) {
+          const T* const src = xb + n * xs[0] + o / g.og * xs[1];
+          if (sh == 1) build_phase_planes<T, 1>(src, g.h, g.w, xs[2], xs[3], phases.data() + lead, pitch);
+          else build_phase_planes<T, 2>(src, g.h, g.w, xs[2], xs[3], phases.data() + lead, pitch);
+        }
+        flat_kernel(phases.data() + lead, pitch, cols.data(), wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), g.ow, positions,
+                    planes + (o - o0) * positions, planes + m * positions);
+      }
+    }
     // Where each window column starts in a built plane: the same for every plane of the call.
     thread_local std::vector<std::int64_t> taps;
-    for (std::int64_t o = o0; o < o0 + m; ++o) {
+    for (std::int64_t o = o0; o < o0 + m && !flat_kernel; ++o) {
       const std::int64_t c = o / g.og;
       if (o == o0 || o % g.og == 0)  // a channel multiplier above 1 reads each input plane for several outputs
         plane.build(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, sw, T(0));
