@@ -142,12 +142,33 @@ private:
   /// Whether `f`'s operands are each read per element along a row or one value per row, as
   /// `apply_form` reads them.
   bool one_pass(const form& f) const {
-    const int count = f.shape == form::sum::x0 ? 0 : f.shape == form::sum::x0_a ? 1 : f.shape == form::sum::x0_a_b ? 2 : 3;
-    for (int k = 0; k < count; ++k) {
+    for (int k = 0; k < operand_count(f.shape); ++k) {
       const std::int64_t cs = operands_[f.operands[std::size_t(k)] - 1u].col_stride;
       if (cs != 0 && cs != 1) return false;
     }
     return true;
+  }
+
+  /// The operands a sum of `shape` adds to x0.
+  static constexpr int operand_count(form::sum shape) {
+    switch (shape) {
+      case form::sum::x0: return 0;
+      case form::sum::x0_a: return 1;
+      case form::sum::x0_a_b: return 2;
+      case form::sum::x0_a_bc: return 3;
+    }
+    return 0;
+  }
+  /// x0 plus the operands, added in the expression's order: `operand(k)` is operand k's vector.
+  template <class V, class Operand>
+  __attribute__((always_inline)) static V add_operands(form::sum shape, V x0, const Operand& operand) {
+    switch (shape) {
+      case form::sum::x0: return x0;
+      case form::sum::x0_a: return ops::add{}(x0, operand(0));
+      case form::sum::x0_a_b: return ops::add{}(ops::add{}(x0, operand(0)), operand(1));
+      case form::sum::x0_a_bc: return ops::add{}(ops::add{}(x0, operand(0)), ops::add{}(operand(1), operand(2)));
+    }
+    return x0;
   }
 
   /// Keeps the compiler from fusing the multiply that made `v` into the add that uses it: the
@@ -166,7 +187,7 @@ private:
   /// vector is loaded, summed with the operands, activated and stored while in registers. The
   /// activations made of exp, erf or tanh (sigmoid, tanh, gelu, gelu_tanh, SiLU's sigmoid) are
   /// the interpreter's own step function instead (the expression's, resolved where it was
-  /// built), run over the sums of 256 elements of a row at a time: compiled here, they could be
+  /// built), run over the sums of whole rows, up to 2,048 elements at a time: compiled here, they could be
   /// inlined and contracted differently, or for another instruction set, and the two would
   /// differ in the last bit.
   void apply_form(const form& f, T* c, std::int64_t rs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
@@ -213,7 +234,7 @@ private:
                  std::int64_t col0, std::int64_t m, std::int64_t n) const {
     using V = batch<T>;
     constexpr std::int64_t W = std::int64_t(V::size), span = 2048;
-    const int count = f.shape == form::sum::x0 ? 0 : f.shape == form::sum::x0_a ? 1 : f.shape == form::sum::x0_a_b ? 2 : 3;
+    const int count = operand_count(f.shape);
     const fused_expr::step<T> st{staged, false, false, T(0), T(0), 0, 0, 0, {}};
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> sums, out;
     // Rows per buffer: at least one, whole rows (a row longer than `span` is taken in parts).
@@ -266,29 +287,14 @@ private:
         // the len < W elements from j.
         const T* const x = c + i * rs + j0;
         const auto sum = [&](std::int64_t j) __attribute__((always_inline)) {
-          V s = V::load_unaligned(x + j);
-          const auto operand = [&](int k) __attribute__((always_inline)) { return V::load_unaligned(at[k] + j * step[k]); };
-          switch (f.shape) {
-            case form::sum::x0: break;
-            case form::sum::x0_a: s = ops::add{}(s, operand(0)); break;
-            case form::sum::x0_a_b: s = ops::add{}(ops::add{}(s, operand(0)), operand(1)); break;
-            case form::sum::x0_a_bc: s = ops::add{}(ops::add{}(s, operand(0)), ops::add{}(operand(1), operand(2))); break;
-          }
-          return s;
+          return add_operands(f.shape, V::load_unaligned(x + j),
+                              [&](int k) __attribute__((always_inline)) { return V::load_unaligned(at[k] + j * step[k]); });
         };
         const auto tail = [&](std::int64_t j, std::int64_t len) {
           alignas(64) T part_x[W] = {}, part_op[3][W] = {};
           std::copy_n(x + j, len, part_x);
           for (int k = 0; k < count; ++k) std::copy_n(step[k] == 1 ? at[k] + j : splat[k], step[k] == 1 ? len : W, part_op[k]);
-          V v = V::load_aligned(part_x);
-          const auto operand = [&](int k) { return V::load_aligned(part_op[k]); };
-          switch (f.shape) {
-            case form::sum::x0: break;
-            case form::sum::x0_a: v = ops::add{}(v, operand(0)); break;
-            case form::sum::x0_a_b: v = ops::add{}(ops::add{}(v, operand(0)), operand(1)); break;
-            case form::sum::x0_a_bc: v = ops::add{}(ops::add{}(v, operand(0)), ops::add{}(operand(1), operand(2))); break;
-          }
-          return v;
+          return add_operands(f.shape, V::load_aligned(part_x), [&](int k) { return V::load_aligned(part_op[k]); });
         };
         if (!staged) {
           T* row = c + i * rs + j0;

@@ -185,8 +185,10 @@ private:
     sum shape = sum::x0;
     std::array<std::uint8_t, 3> operands{};  ///< the input indices of a, b and c
     double lo = 0, hi = 0, alpha = 0, beta = 0;
-    /// The activations of exp, erf or tanh: the program's instruction that computes it, whose
-    /// step function the epilogue runs too (the same code, so the same bits).
+    /// The activations of exp, erf or tanh: the operator that computes it (sigmoid for SiLU; copy
+    /// for the others), and the program's instruction of that operator, whose step function the
+    /// epilogue runs too (the same code, so the same bits).
+    opcode staged = opcode::copy;
     std::uint32_t instruction = 0;
   };
 
@@ -268,14 +270,7 @@ private:
     p->form = match_activation(root);
     merge_post_ops(*p);
     if (p->form) {
-      using act = activation_form::act;
-      const act a = p->form->activation;
-      const opcode staged = a == act::silu || a == act::sigmoid ? opcode::sigmoid
-                            : a == act::tanh                   ? opcode::tanh
-                            : a == act::gelu                   ? opcode::gelu
-                            : a == act::gelu_tanh              ? opcode::gelu_tanh
-                                                               : opcode::copy;
-      if (staged != opcode::copy) {
+      if (const opcode staged = p->form->staged; staged != opcode::copy) {
         const auto at = std::find_if(p->code.begin(), p->code.end(), [&](const instr& in) { return in.op == staged; });
         if (at == p->code.end()) p->form.reset();  // cannot happen: the form was matched on this tree
         else p->form->instruction = std::uint32_t(at - p->code.begin());
@@ -387,6 +382,7 @@ private:
         if (g.kind == node::apply && g.op == opcode::sigmoid && same_tree(*g.children[0], s)) {
           if (auto f = match_sum(s)) {
             f->activation = act::silu;
+            f->staged = opcode::sigmoid;
             return f;
           }
         }
@@ -402,10 +398,10 @@ private:
     if (!f) return std::nullopt;
     switch (n.op) {
       case opcode::relu: f->activation = act::relu; break;
-      case opcode::sigmoid: f->activation = act::sigmoid; break;
-      case opcode::tanh: f->activation = act::tanh; break;
-      case opcode::gelu: f->activation = act::gelu; break;
-      case opcode::gelu_tanh: f->activation = act::gelu_tanh; break;
+      case opcode::sigmoid: f->activation = act::sigmoid, f->staged = n.op; break;
+      case opcode::tanh: f->activation = act::tanh, f->staged = n.op; break;
+      case opcode::gelu: f->activation = act::gelu, f->staged = n.op; break;
+      case opcode::gelu_tanh: f->activation = act::gelu_tanh, f->staged = n.op; break;
       case opcode::clip:
         f->activation = act::clip;
         f->lo = n.lo, f->hi = n.hi;
