@@ -266,7 +266,10 @@ void check_matmul_fused_batched(const tensor& x, const tensor& w, std::int64_t r
 
 TEST_CASE("matmul_fused applies bias, activation and residual per block, equal to the separate kernels") {
   unsigned seed = 300;
-  const std::int64_t sizes[][3] = {{1, 1, 1}, {7, 5, 13}, {6, 16, 16}, {13, 500, 33}, {200, 64, 40}, {5, 3, 1100}, {97, 385, 70}};
+  // The last three: few rows of K over many columns (C written in strips of A's row panels, the
+  // epilogue per strip), with a short last panel of rows, and more columns than one block.
+  const std::int64_t sizes[][3] = {{1, 1, 1},    {7, 5, 13},     {6, 16, 16},    {13, 500, 33}, {200, 64, 40},
+                                   {5, 3, 1100}, {97, 385, 70}, {26, 16, 1500}, {13, 32, 700}, {40, 8, 2100}};
   for (const auto& s : sizes) {
     const std::int64_t m = s[0], k = s[1], n = s[2];
     CAPTURE(m);

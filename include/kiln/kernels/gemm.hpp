@@ -569,45 +569,57 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
           if constexpr (a_prepacked) return a.panel(pc, kc, ic + ir);
           else return packed_a.data() + ((ir - whole) / MR) * kc * MR;
         };
-        for (std::int64_t js = 0; js < nc; js += step) {
-          const std::int64_t js_end = std::min(nc, js + step);
-          for (std::int64_t jr = js; jr < js_end; jr += NR) {
-            const auto [bp, ldb] = b_panel(jr);
-            for (std::int64_t ir = 0; ir < tall; ir += MR) {
-              const T* ap = nullptr;
-              std::int64_t lda = 0;
-              if constexpr (!a_prepacked) {
-                if (ir < whole) ap = a.data + (ic + ir) * a.row_stride + pc, lda = a.row_stride;
-              }
-              if (!ap) ap = a_panel(ir);
+        // With few rows of K, C's writes are most of the traffic: each panel of A's rows then
+        // takes `span` columns (B's panels for them stay in L1), so that C is written MR rows at
+        // a time in long stretches, and the epilogue runs over each such strip at once, while it
+        // is in L1, rather than over the whole block from L2.
+        const bool strips = kc <= 32;
+        const std::int64_t span = strips ? std::max<std::int64_t>(1, 24 * 1024 / (kc * std::int64_t(sizeof(T)) * 2 * NR)) * 2 * NR : step;
+        [[maybe_unused]] const auto strip_epilogue = [&](std::int64_t i, std::int64_t rows, std::int64_t j, std::int64_t cols) {
+          if constexpr (has_epilogue)
+            if (strips && last) epilogue(c.data + i * c.row_stride + j * c.col_stride, c.row_stride, c.col_stride, i, j, rows, cols);
+        };
+        for (std::int64_t js = 0; js < nc; js += span) {
+          const std::int64_t js_end = std::min(nc, js + span);
+          for (std::int64_t ir = 0; ir < tall; ir += MR) {
+            const T* ap = nullptr;
+            std::int64_t lda = 0;
+            if constexpr (!a_prepacked) {
+              if (ir < whole) ap = a.data + (ic + ir) * a.row_stride + pc, lda = a.row_stride;
+            }
+            if (!ap) ap = a_panel(ir);
+            for (std::int64_t jr = js; jr < js_end; jr += NR) {
+              const auto [bp, ldb] = b_panel(jr);
               T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
               block_kernel<T, a_prepacked>(kc, ap, lda, bp, ldb, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
             }
+            strip_epilogue(ic + ir, std::min(MR, tall - ir), jc + js, js_end - js);
           }
-          if (short_rows > 0) {
+          for (std::int64_t js2 = js; short_rows > 0 && js2 < js_end; js2 += step) {
             T* cp = c.data + (ic + tall) * c.row_stride + jc;
-            if (js + 2 * NR <= nc) {
+            if (js2 + 2 * NR <= nc) {
               const T* ap = nullptr;
               std::int64_t lda = 0;
               if constexpr (!a_prepacked) {
                 if (short_in_place) ap = a.data + (ic + tall) * a.row_stride + pc, lda = a.row_stride;
               }
               if (!ap) ap = a_panel(tall);
-              const auto [b0, ldb] = b_panel(js);
-              micro_kernel_wide<T, a_prepacked>(kc, ap, lda, b0, b_panel(js + NR).first, ldb, cp + js, c.row_stride, short_rows, first);
+              const auto [b0, ldb] = b_panel(js2);
+              micro_kernel_wide<T, a_prepacked>(kc, ap, lda, b0, b_panel(js2 + NR).first, ldb, cp + js2, c.row_stride, short_rows, first);
             } else {
-              for (std::int64_t jr = js; jr < js_end; jr += NR) {
+              for (std::int64_t jr = js2; jr < js_end; jr += NR) {
                 const auto [bp, ldb] = b_panel(jr);
                 block_kernel<T, a_prepacked>(kc, a_panel(tall), 0, bp, ldb, cp + jr, c.row_stride, 1, short_rows, std::min(NR, nc - jr), first);
               }
             }
           }
+          if (short_rows > 0) strip_epilogue(ic + tall, short_rows, jc + js, js_end - js);
         }
         if constexpr (has_epilogue) {
           // The finished mc x nc block is in L2 (the micro-kernels just wrote it): the epilogue
           // runs over its rows, MR at a time, long rows so that each of its steps is one call
           // over many vectors.
-          if (last)
+          if (last && !strips)
             for (std::int64_t i = ic; i < ic + mc; i += MR)
               epilogue(c.data + i * c.row_stride + jc * c.col_stride, c.row_stride, c.col_stride, i, jc, std::min(MR, ic + mc - i), nc);
         }
