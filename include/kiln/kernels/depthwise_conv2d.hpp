@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file
 /// The depthwise convolution kernel (one input channel per group, any channel multiplier), which
-/// conv2d (`nn.hpp`) runs for such convolutions: a direct kernel per output plane over a
-/// zero-padded copy of the input plane (`window_plane.hpp`), vectorised along the output row, in
-/// tiles of several rows and vectors with a sum each. 3x3 and 5x5 windows are compiled for their
-/// size; at stride 1 each input vector is loaded once for the rows it serves. Groups of planes are
-/// shared out by `parallel_for`, written straight into the output where its planes are
-/// contiguous, and the epilogue is applied once per group.
+/// conv2d (`nn.hpp`) runs for such convolutions, one output plane at a time:
+/// - at stride 1 or 2 with a 3x3 or 5x5 window padded by half its size, in the flat form
+///   (`depthwise_flat_plane`): the plane's positions a vector at a time straight through its rows,
+///   each tap read from the input's phase planes, the taps whose column falls outside the row
+///   masked off, so that narrow planes (14 x 14, 7 x 7) fill every lane;
+/// - otherwise over a zero-padded copy of the input plane (`window_plane.hpp`), vectorised along
+///   the output row, in tiles of several rows and vectors with a sum each (3x3 and 5x5 compiled
+///   for their size; at stride 1 each input vector loaded once for the rows it serves).
+/// Groups of planes are shared out by `parallel_for`, written straight into the output where its
+/// planes are contiguous, and the epilogue is applied once per group.
 #pragma once
 
 #include <kiln/kernels/common.hpp>

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::kernels {
@@ -159,16 +160,25 @@ private:
     }
     return 0;
   }
-  /// x0 plus the operands, added in the expression's order: `operand(k)` is operand k's vector.
-  template <class V, class Operand>
-  __attribute__((always_inline)) static V add_operands(form::sum shape, V x0, const Operand& operand) {
+  template <form::sum S>
+  using sum_shape = std::integral_constant<form::sum, S>;
+  /// Calls `f(sum_shape<shape>{})`: the shape a compile-time constant in the loops `f` runs.
+  template <class F>
+  static void with_shape(form::sum shape, const F& f) {
     switch (shape) {
-      case form::sum::x0: return x0;
-      case form::sum::x0_a: return ops::add{}(x0, operand(0));
-      case form::sum::x0_a_b: return ops::add{}(ops::add{}(x0, operand(0)), operand(1));
-      case form::sum::x0_a_bc: return ops::add{}(ops::add{}(x0, operand(0)), ops::add{}(operand(1), operand(2)));
+      case form::sum::x0: return f(sum_shape<form::sum::x0>{});
+      case form::sum::x0_a: return f(sum_shape<form::sum::x0_a>{});
+      case form::sum::x0_a_b: return f(sum_shape<form::sum::x0_a_b>{});
+      case form::sum::x0_a_bc: return f(sum_shape<form::sum::x0_a_bc>{});
     }
-    return x0;
+  }
+  /// x0 plus the operands, added in the expression's order: `operand(k)` is operand k's vector.
+  template <form::sum S, class V, class Operand>
+  __attribute__((always_inline)) static V add_operands(sum_shape<S>, V x0, const Operand& operand) {
+    if constexpr (S == form::sum::x0) return x0;
+    else if constexpr (S == form::sum::x0_a) return ops::add{}(x0, operand(0));
+    else if constexpr (S == form::sum::x0_a_b) return ops::add{}(ops::add{}(x0, operand(0)), operand(1));
+    else return ops::add{}(ops::add{}(x0, operand(0)), ops::add{}(operand(1), operand(2)));
   }
 
   /// Keeps the compiler from fusing the multiply that made `v` into the add that uses it: the
@@ -286,35 +296,29 @@ private:
         // The sum at element j of the row part (x0 there, plus the operands'), or, `tail`, of
         // the len < W elements from j.
         const T* const x = c + i * rs + j0;
-        const auto sum = [&](std::int64_t j) __attribute__((always_inline)) {
-          return add_operands(f.shape, V::load_unaligned(x + j),
-                              [&](int k) __attribute__((always_inline)) { return V::load_unaligned(at[k] + j * step[k]); });
-        };
-        const auto tail = [&](std::int64_t j, std::int64_t len) {
-          alignas(64) T part_x[W] = {}, part_op[3][W] = {};
-          std::copy_n(x + j, len, part_x);
-          for (int k = 0; k < count; ++k) std::copy_n(step[k] == 1 ? at[k] + j : splat[k], step[k] == 1 ? len : W, part_op[k]);
-          return add_operands(f.shape, V::load_aligned(part_x), [&](int k) { return V::load_aligned(part_op[k]); });
-        };
-        if (!staged) {
-          T* row = c + i * rs + j0;
+        T* const to = staged ? sums.data() + (i - first) * width : c + i * rs + j0;  // where the row's results go
+        with_shape(f.shape, [&](auto shape) {
+          const auto sum = [&](std::int64_t j) __attribute__((always_inline)) {
+            return add_operands(shape, V::load_unaligned(x + j),
+                                [&](int k) __attribute__((always_inline)) { return V::load_unaligned(at[k] + j * step[k]); });
+          };
+          const auto tail = [&](std::int64_t j, std::int64_t len) {
+            alignas(64) T part_x[W] = {}, part_op[3][W] = {};
+            std::copy_n(x + j, len, part_x);
+            for (int k = 0; k < count; ++k) std::copy_n(step[k] == 1 ? at[k] + j : splat[k], step[k] == 1 ? len : W, part_op[k]);
+            return add_operands(shape, V::load_aligned(part_x), [&](int k) { return V::load_aligned(part_op[k]); });
+          };
+          // The activation into the row, or (staged: `act` is the identity) the sums into the
+          // buffer for the step function.
           std::int64_t j = 0;
-          for (; j + W <= width; j += W) act(sum(j)).store_unaligned(row + j);
+          for (; j + W <= width; j += W) act(sum(j)).store_unaligned(to + j);
           if (j < width) {
             alignas(64) T r[W];
             act(tail(j, width - j)).store_aligned(r);
-            std::copy_n(r, width - j, row + j);
+            std::copy_n(r, width - j, to + j);
           }
-          continue;
-        }
-        T* to = sums.data() + (i - first) * width;
-        std::int64_t j = 0;
-        for (; j + W <= width; j += W) sum(j).store_unaligned(to + j);
-        if (j < width) {
-          alignas(64) T r[W];
-          tail(j, width - j).store_aligned(r);
-          std::copy_n(r, width - j, to + j);
-        }
+        });
+        if (!staged) continue;
         if (i + 1 - first == per_buffer || i + 1 == m) {
           flush(first, i + 1 - first, j0, width);
           first = i + 1;
