@@ -4,7 +4,7 @@
 // stride-1 3x3 layers with the weight transformed for Winograd's F(2x2, 3x3),
 // kernels::conv2d_winograd) beside the classic baseline, im2col into a buffer followed by OpenBLAS
 // cblas_sgemm (one thread), timed together. GFLOP/s counts the direct algorithm's multiply-adds
-// for every kernel, so that the figures compare times. Depthwise convolutions (MobileNet-V2 shapes) and the
+// for every kernel, so that the figures compare times. Depthwise convolutions (MobileNet-V2 and EfficientNet-B0 shapes) and the
 // ResNet max pool are compared with plain direct loops, since BLAS has nothing for them.
 #include <kiln/kernels/nn.hpp>
 
@@ -27,14 +27,16 @@ struct conv_shape {
   std::int64_t c, hw, o, k, stride, pad, groups;
 };
 
-// ResNet-18's distinct convolutions, then two depthwise ones.
+// ResNet-18's distinct convolutions, then depthwise ones (MobileNet-V2's and EfficientNet-B0's).
 const conv_shape shapes[] = {
     {"conv1_7x7s2", 3, 224, 64, 7, 2, 3, 1},        {"layer1_3x3", 64, 56, 64, 3, 1, 1, 1},
     {"layer2_3x3s2", 64, 56, 128, 3, 2, 1, 1},      {"layer2_3x3", 128, 28, 128, 3, 1, 1, 1},
     {"layer2_down_1x1s2", 64, 56, 128, 1, 2, 0, 1}, {"layer3_3x3", 256, 14, 256, 3, 1, 1, 1},
     {"layer4_3x3", 512, 7, 512, 3, 1, 1, 1},        {"layer3_down_1x1s2", 128, 28, 256, 1, 2, 0, 1},
     {"layer4_down_1x1s2", 256, 14, 512, 1, 2, 0, 1}, {"dw_3x3_c144_56", 144, 56, 144, 3, 1, 1, 144},
-    {"dw_3x3s2_c96_112", 96, 112, 96, 3, 2, 1, 96},
+    {"dw_3x3s2_c96_112", 96, 112, 96, 3, 2, 1, 96},  {"dw_3x3_c480_14", 480, 14, 480, 3, 1, 1, 480},
+    {"dw_5x5_c672_14", 672, 14, 672, 5, 1, 2, 672}, {"dw_5x5_c1152_7", 1152, 7, 1152, 5, 1, 2, 1152},
+    {"dw_5x5s2_c144_56", 144, 56, 144, 5, 2, 2, 144},
 };
 constexpr std::int64_t num_dense = 9;
 

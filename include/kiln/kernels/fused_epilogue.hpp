@@ -195,28 +195,26 @@ private:
 
   /// `f` over the m x n block at `c` (rows `rs` apart, contiguous columns) in one pass: each
   /// vector is loaded, summed with the operands, activated and stored while in registers. The
-  /// activations made of exp, erf or tanh (sigmoid, tanh, gelu, gelu_tanh, SiLU's sigmoid) are
-  /// the interpreter's own step function instead (the expression's, resolved where it was
-  /// built), run over the sums of whole rows, up to 2,048 elements at a time: compiled here, they could be
-  /// inlined and contracted differently, or for another instruction set, and the two would
-  /// differ in the last bit.
+  /// activations made of exp, erf or tanh (sigmoid, tanh, gelu, gelu_tanh, SiLU) are the
+  /// interpreter's own step function instead (the expression's, resolved where it was built; for
+  /// SiLU its sigmoid and product in one step), run over the sums of whole rows, up to 2,048
+  /// elements at a time: compiled here, they could be inlined and contracted differently, or for
+  /// another instruction set, and the two would differ in the last bit.
   void apply_form(const form& f, T* c, std::int64_t rs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
     using act = form::act;
-    const auto staged = [&](bool times_sum) {
-      form_rows(f, identity{}, e_->program_->template steps<T>()[f.instruction].fn, times_sum, c, rs, row0, col0, m, n);
-    };
+    const auto staged = [&](fused_expr::exec_fn<T> fn) { form_rows(f, identity{}, fn, c, rs, row0, col0, m, n); };
     switch (f.activation) {
-      case act::none: return form_rows(f, identity{}, nullptr, false, c, rs, row0, col0, m, n);
-      case act::relu: return form_rows(f, ops::relu{}, nullptr, false, c, rs, row0, col0, m, n);
-      case act::clip: return form_rows(f, ops::clip{f.lo, f.hi}, nullptr, false, c, rs, row0, col0, m, n);
-      case act::hard_sigmoid: return form_rows(f, hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}, nullptr, false, c, rs, row0, col0, m, n);
+      case act::none: return form_rows(f, identity{}, nullptr, c, rs, row0, col0, m, n);
+      case act::relu: return form_rows(f, ops::relu{}, nullptr, c, rs, row0, col0, m, n);
+      case act::clip: return form_rows(f, ops::clip{f.lo, f.hi}, nullptr, c, rs, row0, col0, m, n);
+      case act::hard_sigmoid: return form_rows(f, hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}, nullptr, c, rs, row0, col0, m, n);
       case act::hard_swish:
-        return form_rows(f, hard_swish{hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}}, nullptr, false, c, rs, row0, col0, m, n);
-      case act::sigmoid: return staged(false);
-      case act::tanh: return staged(false);
-      case act::gelu: return staged(false);
-      case act::gelu_tanh: return staged(false);
-      case act::silu: return staged(true);
+        return form_rows(f, hard_swish{hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}}, nullptr, c, rs, row0, col0, m, n);
+      case act::sigmoid:
+      case act::tanh:
+      case act::gelu:
+      case act::gelu_tanh: return staged(e_->program_->template steps<T>()[f.instruction].fn);
+      case act::silu: return staged(e_->program_->template silu<T>());
     }
   }
   struct identity {
@@ -236,11 +234,11 @@ private:
   };
 
   /// The rows of `apply_form`: `act` of each sum, or, with `staged`, that step function over the
-  /// sums (times the sums where `times_sum`). The staged sums of several rows go one after
-  /// another into one buffer of up to `span` elements, so that the step function and the
-  /// product run over long stretches whatever the rows' length (a 14 x 14 plane is 196).
+  /// sums. The staged sums of several rows go one after another into one buffer of up to `span`
+  /// elements, so that the step function runs over long stretches whatever the rows' length (a
+  /// 14 x 14 plane is 196).
   template <class Act>
-  void form_rows(const form& f, const Act& act, fused_expr::exec_fn<T> staged, bool times_sum, T* c, std::int64_t rs, std::int64_t row0,
+  void form_rows(const form& f, const Act& act, fused_expr::exec_fn<T> staged, T* c, std::int64_t rs, std::int64_t row0,
                  std::int64_t col0, std::int64_t m, std::int64_t n) const {
     using V = batch<T>;
     constexpr std::int64_t W = std::int64_t(V::size), span = 2048;
@@ -260,23 +258,17 @@ private:
     const auto flush = [&](std::int64_t first, std::int64_t rows, std::int64_t j0, std::int64_t width) {
       const std::int64_t len = rows * width, padded = (len + W - 1) / W * W, whole = len / W * W;
       T* const dst = c + first * rs + j0;
-      const bool contiguous = rows == 1 || rs == width;
       std::fill(sums.data() + len, sums.data() + padded, T(0));
-      if (contiguous && !times_sum && whole == len) {
-        staged(st, dst, sums.data(), nullptr, len);
+      if (rows == 1 || rs == width) {  // the rows one after another: the whole vectors straight to them
+        if (whole > 0) staged(st, dst, sums.data(), nullptr, whole);
+        if (whole < len) {
+          staged(st, out.data(), sums.data() + whole, nullptr, W);
+          std::copy_n(out.data(), len - whole, dst + whole);
+        }
         return;
       }
       staged(st, out.data(), sums.data(), nullptr, padded);
-      std::int64_t done = 0;  // elements already in place
-      if (times_sum) {
-        const auto product = [&](std::int64_t j) { return ops::multiply{}(V::load_aligned(sums.data() + j), V::load_aligned(out.data() + j)); };
-        if (contiguous)
-          for (; done < whole; done += W) product(done).store_unaligned(dst + done);
-        for (std::int64_t j = done; j < padded; j += W) product(j).store_aligned(out.data() + j);
-      }
-      if (contiguous) std::copy(out.data() + done, out.data() + len, dst + done);
-      else
-        for (std::int64_t r = 0; r < rows; ++r) std::copy_n(out.data() + r * width, width, c + (first + r) * rs + j0);
+      for (std::int64_t r = 0; r < rows; ++r) std::copy_n(out.data() + r * width, width, c + (first + r) * rs + j0);
     };
     for (std::int64_t j0 = 0; j0 < n; j0 += part) {
       const std::int64_t width = std::min(part, n - j0);

@@ -216,6 +216,16 @@ private:
       if constexpr (std::is_same_v<T, float>) return float_steps;
       else return double_steps;
     }
+    /// SiLU, s * sigmoid(s), as one step over a buffer of sums: the interpreter's sigmoid and
+    /// multiply, resolved with its other steps, so that it gives the same bits as its two
+    /// instructions.
+    exec_fn<float> float_silu = &exec_silu<float>;
+    exec_fn<double> double_silu = &exec_silu<double>;
+    template <class T>
+    exec_fn<T> silu() const {
+      if constexpr (std::is_same_v<T, float>) return float_silu;
+      else return double_silu;
+    }
   };
 
   explicit fused_expr(std::shared_ptr<const node> root) : root_(std::move(root)), program_(compile(*root_)) {}
@@ -613,6 +623,14 @@ private:
     Op op;
     if constexpr (std::is_same_v<Op, ops::clip>) op = ops::clip{st.lo, st.hi};
     vector_loop(st, d, n, [&](std::int64_t j) __attribute__((always_inline)) { return op(V::load_unaligned(a + j)); });
+  }
+  template <class T>
+  static void exec_silu(const step<T>& st, T* d, const T* a, const T*, std::int64_t n) {
+    using V = batch<T>;
+    vector_loop(st, d, n, [&](std::int64_t j) __attribute__((always_inline)) {
+      const V s = V::load_unaligned(a + j);
+      return ops::multiply{}(s, ops::sigmoid{}(s));
+    });
   }
   template <class T, class Op>
   static void exec_binary(const step<T>& st, T* d, const T* a, const T* b, std::int64_t n) {
