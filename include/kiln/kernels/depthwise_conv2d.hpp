@@ -24,8 +24,8 @@
 #endif
 
 #include <algorithm>
-#include <type_traits>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::kernels::detail {
