@@ -579,21 +579,28 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
           if constexpr (has_epilogue)
             if (strips && last) epilogue(c.data + i * c.row_stride + j * c.col_stride, c.row_stride, c.col_stride, i, j, rows, cols);
         };
+        // The MR x NR block of C at rows ic + ir, columns jc + jr.
+        const auto tall_block = [&](std::int64_t ir, std::int64_t jr) __attribute__((always_inline)) {
+          const T* ap = nullptr;
+          std::int64_t lda = 0;
+          if constexpr (!a_prepacked) {
+            if (ir < whole) ap = a.data + (ic + ir) * a.row_stride + pc, lda = a.row_stride;
+          }
+          if (!ap) ap = a_panel(ir);
+          const auto [bp, ldb] = b_panel(jr);
+          T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
+          block_kernel<T, a_prepacked>(kc, ap, lda, bp, ldb, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
+        };
         for (std::int64_t js = 0; js < nc; js += span) {
           const std::int64_t js_end = std::min(nc, js + span);
-          for (std::int64_t ir = 0; ir < tall; ir += MR) {
-            const T* ap = nullptr;
-            std::int64_t lda = 0;
-            if constexpr (!a_prepacked) {
-              if (ir < whole) ap = a.data + (ic + ir) * a.row_stride + pc, lda = a.row_stride;
+          if (strips) {  // a row panel over the strip, then its epilogue
+            for (std::int64_t ir = 0; ir < tall; ir += MR) {
+              for (std::int64_t jr = js; jr < js_end; jr += NR) tall_block(ir, jr);
+              strip_epilogue(ic + ir, std::min(MR, tall - ir), jc + js, js_end - js);
             }
-            if (!ap) ap = a_panel(ir);
-            for (std::int64_t jr = js; jr < js_end; jr += NR) {
-              const auto [bp, ldb] = b_panel(jr);
-              T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
-              block_kernel<T, a_prepacked>(kc, ap, lda, bp, ldb, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
-            }
-            strip_epilogue(ic + ir, std::min(MR, tall - ir), jc + js, js_end - js);
+          } else {  // each column panel of B over every row panel of A, while it is in L1
+            for (std::int64_t jr = js; jr < js_end; jr += NR)
+              for (std::int64_t ir = 0; ir < tall; ir += MR) tall_block(ir, jr);
           }
           for (std::int64_t js2 = js; short_rows > 0 && js2 < js_end; js2 += step) {
             T* cp = c.data + (ic + tall) * c.row_stride + jc;
