@@ -250,9 +250,9 @@ __attribute__((always_inline)) inline void deinterleave_vector(const T* in, T* e
 /// Copies the h x w plane `src` (strides sh, sw) into the S * S phase planes of the flat form
 /// (`depthwise_flat_plane`): phase (a, b) at `phases + (a * S + b) * pitch`, each oh x ow with
 /// oh = h / S, ow = w / S. The zeros around them are the caller's. At stride 2 a row's two
-/// phases are split a whole number of vectors at a time (which compilers turn into permutes),
-/// running past the row's end into the rows after it, which are written later, wherever the
-/// reads stay inside the plane and the writes inside the phase plane.
+/// phases are split a whole number of vectors at a time (`deinterleave_vector`), running past
+/// the row's end into the rows after it, which are written later, wherever the reads stay inside
+/// the plane and the writes inside the phase plane; other rows element by element.
 template <class T, std::int64_t S>
 void build_phase_planes(const T* src, std::int64_t h, std::int64_t w, std::int64_t sh, std::int64_t sw, T* phases, std::int64_t pitch) {
   constexpr std::int64_t W = std::int64_t(batch<T>::size);
