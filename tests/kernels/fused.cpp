@@ -250,6 +250,24 @@ TEST_CASE("an epilogue runs an activation of x0 plus operands in one pass, givin
     std::vector<float> slow = c.to_vector<float>();
     fused_epilogue<float>(e, strided)(slow.data(), n, 1, 0, 0, m, n);
     CHECK(slow == want);
+    // Blocks of one column (a matrix-vector product's), taken as rows of the transposed matrix:
+    // column 5 over all rows, column 36 from row 1, and a column of a matrix stored by columns
+    // (rows 1 apart).
+    for (const std::int64_t j : {5, 36}) {
+      CAPTURE(j);
+      const std::int64_t i0 = j == 5 ? 0 : 1;
+      std::vector<float> col = c.to_vector<float>();
+      fused_epilogue<float>(e, operands)(col.data() + i0 * n + j, n, 1, i0, j, m - i0, 1);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t q = 0; q < n; ++q) {
+          const std::size_t at = std::size_t(i * n + q);
+          CHECK(col[at] == (q == j && i >= i0 ? want[at] : c.to_vector<float>()[at]));
+        }
+      const tensor ct = c.permute({1, 0}).contiguous();
+      std::vector<float> bycol = ct.to_vector<float>();
+      fused_epilogue<float>(e, operands)(bycol.data() + j * m + i0, 1, m, i0, j, m - i0, 1);
+      for (std::int64_t i = i0; i < m; ++i) CHECK(bycol[std::size_t(j * m + i)] == want[std::size_t(i * n + j)]);
+    }
   }
 }
 

@@ -104,6 +104,41 @@ TEST_CASE("matmul with at most four rows reads B in place: row-major and transpo
   }
 }
 
+TEST_CASE("a matrix times a vector (N = 1) reads A in place, by rows or by columns, with a strided B and C, accumulating") {
+  // gemm takes the transposition's small-M product when A's rows or columns are contiguous
+  // (gemm_detail::matrix_vector; a B whose elements are apart copied first), otherwise the
+  // blocked loops. Blocks of 256 rows of C. A prepacked B gives the same sums (tested below).
+  unsigned seed = 7000;
+  for (const std::int64_t m : {5, 13, 255, 257, 600})
+    for (const std::int64_t k : {1, 7, 48, 1152})
+      for (const bool ta : {false, true}) check_matmul<float>(m, k, 1, ta, false, seed++);
+  check_matmul<double>(300, 45, 1, false, false, seed++);
+  check_matmul<double>(300, 45, 1, true, false, seed++);
+  for (const int form : {0, 1, 2}) {  // A by rows, A by columns, A with neither stride 1
+    CAPTURE(form);
+    const std::int64_t m = 300, k = 70;
+    const tensor a = random_tensor<float>({m, 2 * k}, -1, 1, seed++);  // A is the even columns (form 2), or its first k
+    const tensor wide_b = random_tensor<float>({k, 3}, -1, 1, seed++);  // B is column 1: rows 3 apart
+    const tensor c0 = random_tensor<float>({m, 2}, -1, 1, seed++);      // C is column 0: rows 2 apart
+    const float* ap = static_cast<const float*>(a.data());
+    const matrix_view<const float> av = form == 0 ? matrix_view<const float>{ap, m, k, 2 * k, 1}
+                                        : form == 1 ? matrix_view<const float>{ap, m, k, 1, m} : matrix_view<const float>{ap, m, k, 2 * k, 2};
+    const matrix_view<const float> bv{static_cast<const float*>(wide_b.data()) + 1, k, 1, 3, 1};
+    std::vector<float> want(static_cast<std::size_t>(m));
+    for (std::int64_t i = 0; i < m; ++i) {
+      double s = c0.to_vector<float>()[std::size_t(2 * i)];
+      for (std::int64_t q = 0; q < k; ++q) s += double(av(i, q)) * double(bv(q, 0));
+      want[std::size_t(i)] = float(s);
+    }
+    tensor c = c0.clone();
+    gemm<float>(av, bv, {static_cast<float*>(c.data()), m, 1, 2, 1}, true);
+    std::vector<float> got;
+    for (std::int64_t i = 0; i < m; ++i) got.push_back(c.to_vector<float>()[std::size_t(2 * i)]);
+    check_all_close(got, want, 0, 4e-6 * double(k + 2));
+    for (std::int64_t i = 0; i < m; ++i) CHECK(c.to_vector<float>()[std::size_t(2 * i + 1)] == c0.to_vector<float>()[std::size_t(2 * i + 1)]);
+  }
+}
+
 TEST_CASE("gemm reads a B with contiguous rows in place for few panels of rows: the packed product, bit for bit") {
   // Up to gemm_detail::in_place_b_panels panels of MR rows, and where a panel of B fits the L1
   // cache (gemm_detail::read_b_in_place: K = 1 and 16 here; 500 is packed), B's whole NR-column
@@ -269,7 +304,8 @@ TEST_CASE("matmul_fused applies bias, activation and residual per block, equal t
   // The last three: few rows of K over many columns (C written in strips of A's row panels, the
   // epilogue per strip), with a short last panel of rows, and more columns than one block.
   const std::int64_t sizes[][3] = {{1, 1, 1},    {7, 5, 13},     {6, 16, 16},    {13, 500, 33}, {200, 64, 40},
-                                   {5, 3, 1100}, {97, 385, 70}, {26, 16, 1500}, {13, 32, 700}, {40, 8, 2100}};
+                                   {5, 3, 1100}, {97, 385, 70}, {26, 16, 1500}, {13, 32, 700}, {40, 8, 2100},
+                                   {300, 48, 1}, {37, 1152, 1}};
   for (const auto& s : sizes) {
     const std::int64_t m = s[0], k = s[1], n = s[2];
     CAPTURE(m);

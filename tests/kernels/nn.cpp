@@ -480,6 +480,8 @@ TEST_CASE("conv2d_fused: bias, activation, per-channel scale and residual per bl
       {{1, 3, 5, 5}, {2, 3, 5, 5}, conv(1, 0), true},           // one output position
       {{2, 5, 34, 35}, {37, 5, 3, 3}, conv(2, 1), true},        // the direct kernel: 306 positions, 37 channels
       {{1, 4, 40, 41}, {40, 4, 3, 3}, conv(1, 1), true},        // 1,640 positions, 2 blocks of output channels
+      {{2, 40, 1, 1}, {300, 40, 1, 1}, conv(1, 0), true},       // squeeze-and-excitation at one position: a matrix times
+      {{1, 300, 1, 1}, {20, 300, 1, 1}, conv(1, 0), false},     //   a vector, by blocks of 256 channels
   };
   unsigned seed = 500;
   for (const auto& k : cases) {

@@ -12,6 +12,7 @@
 #include <kiln/kernels/fused_expr.hpp>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <span>
 #include <type_traits>
@@ -68,11 +69,29 @@ public:
   const epilogue_operand<T>& operand(std::size_t k) const { return operands_[k]; }
 
   /// Applies the expression to the `m` x `n` block whose first element, (row0, col0) of the
-  /// matrix, is at `c`; `rs` and `cs` are the block's strides.
+  /// matrix, is at `c`; `rs` and `cs` are the block's strides. A block of one column (a
+  /// matrix-vector product's, or a convolution's of one position) is taken as the row it is in
+  /// the transposed matrix, with the operands' strides exchanged: one pass along it, not one call
+  /// per element.
   void operator()(T* c, std::int64_t rs, std::int64_t cs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
+    if (n == 1 && m > 1) {
+      std::array<epilogue_operand<T>, detail::max_fused_inputs> t;
+      for (std::size_t k = 0; k < operands_.size(); ++k) t[k] = {operands_[k].data, operands_[k].col_stride, operands_[k].row_stride};
+      apply(operand_list(t.data(), operands_.size()), c, cs, rs, col0, row0, 1, m);
+      return;
+    }
+    apply(operands_, c, rs, cs, row0, col0, m, n);
+  }
+
+private:
+  using form = fused_expr::activation_form;
+  using operand_list = std::span<const epilogue_operand<T>>;
+
+  /// `operator()` with these operands: `operands_`, or their transposition.
+  void apply(operand_list operands, T* c, std::int64_t rs, std::int64_t cs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
     using program = fused_expr::program;
-    if (const std::optional<fused_expr::activation_form>& f = e_->program_->form; f && cs == 1 && one_pass(*f)) {
-      apply_form(*f, c, rs, row0, col0, m, n);
+    if (const std::optional<fused_expr::activation_form>& f = e_->program_->form; f && cs == 1 && one_pass(operands, *f)) {
+      apply_form(operands, *f, c, rs, row0, col0, m, n);
       return;
     }
     constexpr std::int64_t W = std::int64_t(batch<T>::size), chunk = 256;
@@ -107,8 +126,8 @@ public:
       T* row = c + i * rs + j0 * cs;
       const bool direct = whole && cs == 1;
       src[0] = direct ? row : gather(buffer(0), row, cs, len, padded);
-      for (std::size_t k = 0; k < operands_.size(); ++k) {
-        const epilogue_operand<T>& o = operands_[k];
+      for (std::size_t k = 0; k < operands.size(); ++k) {
+        const epilogue_operand<T>& o = operands[k];
         const T* at = o.data + (row0 + i) * o.row_stride + (col0 + j0) * o.col_stride;
         src[k + 1] = whole && o.col_stride == 1 ? at : gather(buffer(k + 1), at, o.col_stride, len, padded);
       }
@@ -137,14 +156,11 @@ public:
     }
   }
 
-private:
-  using form = fused_expr::activation_form;
-
   /// Whether `f`'s operands are each read per element along a row or one value per row, as
   /// `apply_form` reads them.
-  bool one_pass(const form& f) const {
+  static bool one_pass(operand_list operands, const form& f) {
     for (int k = 0; k < operand_count(f.shape); ++k) {
-      const std::int64_t cs = operands_[f.operands[std::size_t(k)] - 1u].col_stride;
+      const std::int64_t cs = operands[f.operands[std::size_t(k)] - 1u].col_stride;
       if (cs != 0 && cs != 1) return false;
     }
     return true;
@@ -200,16 +216,16 @@ private:
   /// SiLU its sigmoid and product in one step), run over the sums of whole rows, up to 2,048
   /// elements at a time: compiled here, they could be inlined and contracted differently, or for
   /// another instruction set, and the two would differ in the last bit.
-  void apply_form(const form& f, T* c, std::int64_t rs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
+  void apply_form(operand_list operands, const form& f, T* c, std::int64_t rs, std::int64_t row0, std::int64_t col0, std::int64_t m, std::int64_t n) const {
     using act = form::act;
-    const auto staged = [&](fused_expr::exec_fn<T> fn) { form_rows(f, identity{}, fn, c, rs, row0, col0, m, n); };
+    const auto staged = [&](fused_expr::exec_fn<T> fn) { form_rows(operands, f, identity{}, fn, c, rs, row0, col0, m, n); };
     switch (f.activation) {
-      case act::none: return form_rows(f, identity{}, nullptr, c, rs, row0, col0, m, n);
-      case act::relu: return form_rows(f, ops::relu{}, nullptr, c, rs, row0, col0, m, n);
-      case act::clip: return form_rows(f, ops::clip{f.lo, f.hi}, nullptr, c, rs, row0, col0, m, n);
-      case act::hard_sigmoid: return form_rows(f, hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}, nullptr, c, rs, row0, col0, m, n);
+      case act::none: return form_rows(operands, f, identity{}, nullptr, c, rs, row0, col0, m, n);
+      case act::relu: return form_rows(operands, f, ops::relu{}, nullptr, c, rs, row0, col0, m, n);
+      case act::clip: return form_rows(operands, f, ops::clip{f.lo, f.hi}, nullptr, c, rs, row0, col0, m, n);
+      case act::hard_sigmoid: return form_rows(operands, f, hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}, nullptr, c, rs, row0, col0, m, n);
       case act::hard_swish:
-        return form_rows(f, hard_swish{hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}}, nullptr, c, rs, row0, col0, m, n);
+        return form_rows(operands, f, hard_swish{hard_sigmoid{T(f.alpha), T(f.beta), ops::clip{f.lo, f.hi}}}, nullptr, c, rs, row0, col0, m, n);
       case act::sigmoid:
       case act::tanh:
       case act::gelu:
@@ -238,7 +254,7 @@ private:
   /// elements, so that the step function runs over long stretches whatever the rows' length (a
   /// 14 x 14 plane is 196).
   template <class Act>
-  void form_rows(const form& f, const Act& act, fused_expr::exec_fn<T> staged, T* c, std::int64_t rs, std::int64_t row0,
+  void form_rows(operand_list operands, const form& f, const Act& act, fused_expr::exec_fn<T> staged, T* c, std::int64_t rs, std::int64_t row0,
                  std::int64_t col0, std::int64_t m, std::int64_t n) const {
     using V = batch<T>;
     constexpr std::int64_t W = std::int64_t(V::size), span = 2048;
@@ -280,7 +296,7 @@ private:
         const T* at[3] = {splat[0], splat[1], splat[2]};
         std::int64_t step[3] = {0, 0, 0};
         for (int k = 0; k < count; ++k) {
-          const epilogue_operand<T>& o = operands_[f.operands[std::size_t(k)] - 1u];
+          const epilogue_operand<T>& o = operands[f.operands[std::size_t(k)] - 1u];
           const T* p = o.data + (row0 + i) * o.row_stride + (col0 + j0) * o.col_stride;
           if (o.col_stride == 0) std::fill_n(splat[k], W, *p);
           else at[k] = p, step[k] = 1;

@@ -443,6 +443,45 @@ struct no_epilogue {
 
 namespace gemm_detail {
 
+/// Whether `gemm` takes A (M x K) times a vector (N = 1) as `matrix_vector`: more rows than the
+/// small-M product takes, and A's rows or columns contiguous.
+template <class T>
+bool use_matrix_vector(const matrix_view<const T>& a, std::int64_t n) {
+  return n == 1 && a.rows > small_m_rows && a.cols > 0 && (a.col_stride == 1 || a.row_stride == 1);
+}
+
+/// C = A * B (or C += A * B) for a B of one column (a squeeze-and-excitation block's 1x1
+/// convolutions at one position): the small-M product of the transposition, C^T = B^T A^T, with A
+/// read in place — dot products along its rows, or multiples of its columns added up — where the
+/// blocked loops would pack it into panels for a micro-kernel that fills one column of 2W. B is
+/// copied first when its elements are not contiguous, so that every layout of B (a prepacked one
+/// too) gives the same sums. Blocks of 256 rows of C among the threads; `epilogue` on each.
+template <class T, class Epilogue>
+void matrix_vector(const matrix_view<const T>& a, const matrix_view<const T>& b, const matrix_view<T>& c, bool accumulate, const Epilogue& epilogue) {
+  const std::int64_t M = c.rows, K = a.cols;
+  std::vector<T> copy;
+  const T* x = b.data;
+  if (b.row_stride != 1) {
+    copy.resize(std::size_t(K));
+    for (std::int64_t k = 0; k < K; ++k) copy[std::size_t(k)] = b.data[k * b.row_stride];
+    x = copy.data();
+  }
+  const matrix_view<const T> bt{x, 1, K, K, 1}, at{a.data, K, M, a.col_stride, a.row_stride};
+  const matrix_view<T> ct{c.data, 1, M, c.col_stride, c.row_stride};
+  constexpr std::int64_t block = 256;
+  parallel_for((M + block - 1) / block, [&](std::int64_t t) {
+    const std::int64_t i0 = t * block, i1 = std::min(M, i0 + block);
+    if (a.row_stride == 1) small_m_rows_b<T, 1>(bt, at, ct, i0, i1, accumulate);
+    else small_m_cols_b<T, 1>(bt, at, ct, i0, i1, accumulate);
+    if constexpr (!std::is_same_v<Epilogue, no_epilogue>) epilogue(c.data + i0 * c.row_stride, c.row_stride, c.col_stride, i0, 0, i1 - i0, 1);
+  });
+}
+
+}  // namespace gemm_detail
+
+
+namespace gemm_detail {
+
 /// Below this many multiply-adds (M * N * K) a GEMM runs on the calling thread: handing it out
 /// would cost more than it saves (about 5 us of work at one core's rate).
 inline constexpr std::int64_t min_parallel_work = std::int64_t(1) << 17;
@@ -700,7 +739,9 @@ void gemm_packed(matrix_view<const T> a, std::int64_t n_cols, PackB&& pack_b, ma
 ///
 /// At most `gemm_detail::small_m_rows` (4) rows of A — a matrix-vector product, a dense layer at
 /// batch 1 — and a B with contiguous rows or columns, B is read in place instead of packed (see
-/// `small_m_rows_b` and `small_m_cols_b`): column blocks are shared out among the threads.
+/// `small_m_rows_b` and `small_m_cols_b`): column blocks are shared out among the threads. A B of
+/// one column and an A with contiguous rows or columns is that product turned around
+/// (`matrix_vector`).
 template <class T, class Epilogue = no_epilogue>
 void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool accumulate = false, const Epilogue& epilogue = {}) {
   const std::int64_t M = c.rows, N = c.cols;
@@ -719,6 +760,10 @@ void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool
       });
       if constexpr (!std::is_same_v<Epilogue, no_epilogue>) epilogue(c.data + j0 * c.col_stride, c.row_stride, c.col_stride, 0, j0, M, j1 - j0);
     });
+    return;
+  }
+  if (gemm_detail::use_matrix_vector(a, N)) {
+    gemm_detail::matrix_vector<T>(a, b, c, accumulate, epilogue);
     return;
   }
   if (gemm_detail::read_b_in_place<T>(b, M)) {
@@ -882,6 +927,10 @@ void gemm_prepacked(matrix_view<const T> a, const T* packed, matrix_view<T> c, b
       });
       if constexpr (!std::is_same_v<Epilogue, no_epilogue>) epilogue(c.data + j0 * c.col_stride, c.row_stride, c.col_stride, 0, j0, M, j1 - j0);
     });
+    return;
+  }
+  if (gemm_detail::use_matrix_vector(a, N)) {  // B's one column is element p at packed[p * NR]
+    gemm_detail::matrix_vector<T>(a, {packed, a.cols, 1, NR, 1}, c, accumulate, epilogue);
     return;
   }
   gemm_detail::gemm_blocked<T>(a, N, gemm_detail::prepacked<T>{packed, padded_n}, c, accumulate, epilogue);
