@@ -412,6 +412,24 @@ TEST_CASE("global and adaptive average pooling") {
     }
   check_all_close(g.to_vector<float>(), want, 1e-6, 1e-7);
   check_all_close(adaptive_avg_pool2d(x, {1, 1}).to_vector<float>(), want, 1e-6, 1e-7);
+  // Planes of 1, 49, 196 and 150 elements (a plain loop over the planes: whole blocks of four
+  // vectors, single vectors, scalars), and planes apart by more than their size (a channel slice).
+  for (const auto& [c, h, w] : std::vector<std::array<std::int64_t, 3>>{{5, 1, 1}, {40, 7, 7}, {9, 14, 14}, {3, 10, 15}}) {
+    CAPTURE(h * w);
+    const tensor y = random_tensor<float>({2, c, h, w}, -1, 1, 12);
+    const tensor sliced = random_tensor<float>({2, 2 * c, h, w}, -1, 1, 13).slice(1, 0, 2 * c, 2);
+    for (const tensor& t : {y, sliced}) {
+      std::vector<float> mean;
+      for (std::int64_t n = 0; n < 2; ++n)
+        for (std::int64_t k = 0; k < c; ++k) {
+          double sum = 0;
+          for (std::int64_t i = 0; i < h; ++i)
+            for (std::int64_t j = 0; j < w; ++j) sum += at4<float>(t, n, k, i, j);
+          mean.push_back(float(sum / double(h * w)));
+        }
+      check_all_close(global_avg_pool2d(t).to_vector<float>(), mean, 1e-6, 1e-6);
+    }
+  }
   // Bins that overlap (7 rows into 3 bins: [0, 3), [2, 5), [4, 7)) and the identity.
   const tensor a = adaptive_avg_pool2d(x, {3, 9});
   const auto av = a.to_vector<float>();

@@ -127,25 +127,46 @@ void reduce_into(const tensor& x, const std::vector<bool>& red, T* out) {
   const bool kept_inner_contiguous = !kept.shape.empty() && kept.stride.back() == 1;
   if constexpr (vec) {
     if (inner_red_stride == 1 && !kept_inner_contiguous) {
-      // Each output element reduces contiguous runs: vector accumulators.
+      // Each output element reduces contiguous runs: vector accumulators. Four of them:
+      // independent chains hide the combine's latency.
+      struct accumulators {
+        V a0 = V(R::identity()), a1 = V(R::identity()), a2 = V(R::identity()), a3 = V(R::identity());
+        T tail = R::identity();
+        // (Locals in the loop: the compiler cannot tell that `p` does not alias the members, and
+        // would keep them in memory.)
+        __attribute__((always_inline)) void add(const T* p, std::int64_t n) {
+          V b0 = a0, b1 = a1, b2 = a2, b3 = a3;
+          T t = tail;
+          std::int64_t j = 0;
+          for (; j + 4 * W <= n; j += 4 * W) {
+            b0 = R::combine(b0, V::load_unaligned(p + j));
+            b1 = R::combine(b1, V::load_unaligned(p + j + W));
+            b2 = R::combine(b2, V::load_unaligned(p + j + 2 * W));
+            b3 = R::combine(b3, V::load_unaligned(p + j + 3 * W));
+          }
+          for (; j + W <= n; j += W) b0 = R::combine(b0, V::load_unaligned(p + j));
+          for (; j < n; ++j) t = R::combine(t, p[j]);
+          a0 = b0, a1 = b1, a2 = b2, a3 = b3, tail = t;
+        }
+        T result() const { return R::combine(R::horizontal(R::combine(R::combine(a0, a1), R::combine(a2, a3))), tail); }
+      };
+      if (reduced.shape.size() == 1 && kept.shape.size() <= 1) {
+        // One run per output element, the runs evenly apart (a global average pool's planes): a
+        // plain loop over them. The general walk below costs more per run than a 7 x 7 plane's
+        // three vectors.
+        const std::int64_t apart = kept.shape.empty() ? 0 : kept.stride[0];
+        for (std::int64_t k = 0; k < K; ++k) {
+          accumulators acc;
+          acc.add(in + k * apart, inner_red);
+          out[k] = acc.result();
+        }
+        return;
+      }
       std::int64_t k = 0;
       kept.for_each(0, [&](std::int64_t base) {
-        // Four accumulators: independent chains hide the combine's latency.
-        V a0(R::identity()), a1(R::identity()), a2(R::identity()), a3(R::identity());
-        T tail = R::identity();
-        reduced.for_each(1, [&](std::int64_t off) {
-          const T* p = in + base + off;
-          std::int64_t j = 0;
-          for (; j + 4 * W <= inner_red; j += 4 * W) {
-            a0 = R::combine(a0, V::load_unaligned(p + j));
-            a1 = R::combine(a1, V::load_unaligned(p + j + W));
-            a2 = R::combine(a2, V::load_unaligned(p + j + 2 * W));
-            a3 = R::combine(a3, V::load_unaligned(p + j + 3 * W));
-          }
-          for (; j + W <= inner_red; j += W) a0 = R::combine(a0, V::load_unaligned(p + j));
-          for (; j < inner_red; ++j) tail = R::combine(tail, p[j]);
-        });
-        out[k++] = R::combine(R::horizontal(R::combine(R::combine(a0, a1), R::combine(a2, a3))), tail);
+        accumulators acc;
+        reduced.for_each(1, [&](std::int64_t off) { acc.add(in + base + off, inner_red); });
+        out[k++] = acc.result();
       });
       return;
     }
