@@ -165,6 +165,38 @@ TEST_CASE("the GEMM cut into rectangles per thread gives bit-identical products,
     CHECK(conv2d(x, w, bias, p).to_vector<float>() == one);
     CHECK(fused() == one_fused);
   }
+  // Grouped convolutions (groups of 8 channels, as RegNet's; 2 groups, fewer than 3 threads): the
+  // groups shared out among the threads, each product on one; the fused epilogue on each.
+  for (const std::int64_t groups : {2, 4}) {
+    CAPTURE(groups);
+    const tensor w = kiln_test::random_tensor<float>({8 * groups, 16 / groups, 3, 3}, -1, 1, 10);
+    conv2d_params p;
+    p.padding = {1, 1, 1, 1};
+    p.groups = groups;
+    const std::vector<float> one = conv2d(x, w, tensor{}, p).to_vector<float>();
+    const tensor shift = kiln_test::random_tensor<float>({8 * groups, 1, 1}, -1, 1, 11);
+    auto fused = [&] {
+      const tensor out = tensor::empty({2, 8 * groups, 48, 48}, dtype::float32);
+      conv2d_fused(x, w, tensor{}, p, fused_expr::parse("(relu (add x0 x1))"), {shift}, out);
+      return out.to_vector<float>();
+    };
+    const std::vector<float> one_fused = fused();
+    for (std::size_t threads : {2u, 3u}) {
+      CAPTURE(threads);
+      const pool_threads scope(threads);
+      CHECK(conv2d(x, w, tensor{}, p).to_vector<float>() == one);
+      CHECK(fused() == one_fused);
+    }
+  }
+  // A matrix times a vector: blocks of 256 rows among the threads, or all on the calling thread
+  // below the size worth handing out.
+  for (const std::int64_t k : {8, 1000}) {
+    CAPTURE(k);
+    const tensor a = kiln_test::random_tensor<float>({1100, k}, -1, 1, 12), v = kiln_test::random_tensor<float>({k, 1}, -1, 1, 13);
+    const std::vector<float> one = matmul(a, v).to_vector<float>();
+    const pool_threads scope(2);
+    CHECK(matmul(a, v).to_vector<float>() == one);
+  }
 }
 
 TEST_CASE("the direct convolution on several threads, or run in order inside another task: the same sums") {

@@ -443,6 +443,10 @@ struct no_epilogue {
 
 namespace gemm_detail {
 
+/// Below this many multiply-adds (M * N * K) a GEMM runs on the calling thread: handing it out
+/// would cost more than it saves (about 5 us of work at one core's rate).
+inline constexpr std::int64_t min_parallel_work = std::int64_t(1) << 17;
+
 /// Whether `gemm` takes A (M x K) times a vector (N = 1) as `matrix_vector`: more rows than the
 /// small-M product takes, and A's rows or columns contiguous.
 template <class T>
@@ -455,7 +459,8 @@ bool use_matrix_vector(const matrix_view<const T>& a, std::int64_t n) {
 /// read in place — dot products along its rows, or multiples of its columns added up — where the
 /// blocked loops would pack it into panels for a micro-kernel that fills one column of 2W. B is
 /// copied first when its elements are not contiguous, so that every layout of B (a prepacked one
-/// too) gives the same sums. Blocks of 256 rows of C among the threads; `epilogue` on each.
+/// too) gives the same sums. Blocks of 256 rows of C among the threads (below `min_parallel_work`
+/// multiply-adds, on the calling thread); `epilogue` on each.
 template <class T, class Epilogue>
 void matrix_vector(const matrix_view<const T>& a, const matrix_view<const T>& b, const matrix_view<T>& c, bool accumulate, const Epilogue& epilogue) {
   const std::int64_t M = c.rows, K = a.cols;
@@ -469,12 +474,18 @@ void matrix_vector(const matrix_view<const T>& a, const matrix_view<const T>& b,
   const matrix_view<const T> bt{x, 1, K, K, 1}, at{a.data, K, M, a.col_stride, a.row_stride};
   const matrix_view<T> ct{c.data, 1, M, c.col_stride, c.row_stride};
   constexpr std::int64_t block = 256;
-  parallel_for((M + block - 1) / block, [&](std::int64_t t) {
+  const auto rows = [&](std::int64_t t) {
     const std::int64_t i0 = t * block, i1 = std::min(M, i0 + block);
     if (a.row_stride == 1) small_m_rows_b<T, 1>(bt, at, ct, i0, i1, accumulate);
     else small_m_cols_b<T, 1>(bt, at, ct, i0, i1, accumulate);
     if constexpr (!std::is_same_v<Epilogue, no_epilogue>) epilogue(c.data + i0 * c.row_stride, c.row_stride, c.col_stride, i0, 0, i1 - i0, 1);
-  });
+  };
+  const std::int64_t tasks = (M + block - 1) / block;
+  if (M * K < min_parallel_work) {
+    for (std::int64_t t = 0; t < tasks; ++t) rows(t);
+  } else {
+    parallel_for(tasks, rows);
+  }
 }
 
 }  // namespace gemm_detail
@@ -482,9 +493,6 @@ void matrix_vector(const matrix_view<const T>& a, const matrix_view<const T>& b,
 
 namespace gemm_detail {
 
-/// Below this many multiply-adds (M * N * K) a GEMM runs on the calling thread: handing it out
-/// would cost more than it saves (about 5 us of work at one core's rate).
-inline constexpr std::int64_t min_parallel_work = std::int64_t(1) << 17;
 
 /// Where the blocked loops find B's panels: `panels(p0, kc, j0, nc, buffer)` returns rows
 /// [p0, p0+kc) x columns [j0, j0+nc) of B in the layout of `pack_b` — packed into `buffer` by a

@@ -292,22 +292,30 @@ void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, cons
   const std::int64_t K = g.cg * g.kh * g.kw, N = g.oh * g.ow;
   const bool pointwise = g.kh == 1 && g.kw == 1 && p.strides == std::array<std::int64_t, 2>{1, 1} &&
                          p.padding == std::array<std::int64_t, 4>{0, 0, 0, 0} && xs[3] == 1 && (xs[2] == g.w || g.h == 1);
-  for (std::int64_t n = 0; n < g.n; ++n)
-    for (std::int64_t grp = 0; grp < p.groups; ++grp) {
-      const matrix_view<const T> a{wb + grp * g.og * K, g.og, K, K, 1};
-      const matrix_view<T> c{ob + n * out.strides()[0] + grp * g.og * out.strides()[1], g.og, N, out.strides()[1], 1};
-      const T* image = xb + n * xs[0] + grp * g.cg * xs[1];
-      const auto epilogue = [&, n, o0 = grp * g.og](T* cp, std::int64_t rs, std::int64_t cs, std::int64_t i, std::int64_t j, std::int64_t m,
-                                                    std::int64_t len) { apply(n, cp, rs, cs, o0 + i, j, m, len); };
-      if (pointwise) {
-        gemm<T>(a, {image, g.cg, N, xs[1], 1}, c, false, epilogue);
-      } else {
-        const T* image_end = image + (g.cg - 1) * xs[1] + (g.h - 1) * xs[2] + (g.w - 1) * xs[3] + 1;
-        const im2col_packer<T> pack{image, xs[1], xs[2], xs[3], g.h, g.w, g.kh, g.kw, g.ow, p.strides[0], p.strides[1],
-                                    p.dilation[0], p.dilation[1], p.padding[0], p.padding[1], image_end};
-        gemm_packed<T>(a, N, pack, c, false, epilogue);
-      }
+  // One image's group: its own GEMM. With at least as many groups as threads (RegNet's groups of
+  // 8 channels), the groups are shared out and each product runs on one thread: products of 8
+  // rows, cut among the threads one by one, left the second thread idle most of the time.
+  const auto group = [&](std::int64_t n, std::int64_t grp) {
+    const matrix_view<const T> a{wb + grp * g.og * K, g.og, K, K, 1};
+    const matrix_view<T> c{ob + n * out.strides()[0] + grp * g.og * out.strides()[1], g.og, N, out.strides()[1], 1};
+    const T* image = xb + n * xs[0] + grp * g.cg * xs[1];
+    const auto epilogue = [&, n, o0 = grp * g.og](T* cp, std::int64_t rs, std::int64_t cs, std::int64_t i, std::int64_t j, std::int64_t m,
+                                                  std::int64_t len) { apply(n, cp, rs, cs, o0 + i, j, m, len); };
+    if (pointwise) {
+      gemm<T>(a, {image, g.cg, N, xs[1], 1}, c, false, epilogue);
+    } else {
+      const T* image_end = image + (g.cg - 1) * xs[1] + (g.h - 1) * xs[2] + (g.w - 1) * xs[3] + 1;
+      const im2col_packer<T> pack{image, xs[1], xs[2], xs[3], g.h, g.w, g.kh, g.kw, g.ow, p.strides[0], p.strides[1],
+                                  p.dilation[0], p.dilation[1], p.padding[0], p.padding[1], image_end};
+      gemm_packed<T>(a, N, pack, c, false, epilogue);
     }
+  };
+  const std::int64_t products = g.n * p.groups;
+  if (p.groups > 1 && products >= std::int64_t(num_threads())) {
+    parallel_for(products, [&](std::int64_t t) { group(t / p.groups, t % p.groups); });
+  } else {
+    for (std::int64_t t = 0; t < products; ++t) group(t / p.groups, t % p.groups);
+  }
 }
 
 /// Direct conv2d, one group, for outputs with many positions: the GEMM's roles turned around, so
