@@ -414,8 +414,9 @@ TEST_CASE("global and adaptive average pooling") {
   check_all_close(adaptive_avg_pool2d(x, {1, 1}).to_vector<float>(), want, 1e-6, 1e-7);
   // Planes of 1, 49, 196 and 150 elements (a plain loop over the planes: whole blocks of four
   // vectors, single vectors, scalars), and planes apart by more than their size (a channel slice).
-  for (const auto& [c, h, w] : std::vector<std::array<std::int64_t, 3>>{{5, 1, 1}, {40, 7, 7}, {9, 14, 14}, {3, 10, 15}}) {
-    CAPTURE(h * w);
+  for (const auto& planes : std::vector<std::array<std::int64_t, 3>>{{5, 1, 1}, {40, 7, 7}, {9, 14, 14}, {3, 10, 15}}) {
+    const std::int64_t c = planes[0], h = planes[1], w = planes[2], size = h * w;
+    CAPTURE(size);
     const tensor y = random_tensor<float>({2, c, h, w}, -1, 1, 12);
     const tensor sliced = random_tensor<float>({2, 2 * c, h, w}, -1, 1, 13).slice(1, 0, 2 * c, 2);
     for (const tensor& t : {y, sliced}) {
