@@ -488,12 +488,6 @@ void matrix_vector(const matrix_view<const T>& a, const matrix_view<const T>& b,
   }
 }
 
-}  // namespace gemm_detail
-
-
-namespace gemm_detail {
-
-
 /// Where the blocked loops find B's panels: `panels(p0, kc, j0, nc, buffer)` returns rows
 /// [p0, p0+kc) x columns [j0, j0+nc) of B in the layout of `pack_b` — packed into `buffer` by a
 /// packing callback (`packing`), or found in place in a B packed ahead of time (`prepacked`).
