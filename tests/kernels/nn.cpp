@@ -522,6 +522,60 @@ TEST_CASE("conv2d_fused: bias, activation, per-channel scale and residual per bl
   }
 }
 
+TEST_CASE("conv2d_fused: a pointwise convolution's bias and activation applied in registers give the separate kernels' bits") {
+  // A bias per channel (the convolution's own or an operand, one per image too) and relu, clip,
+  // hard-sigmoid, hard-swish or nothing: the GEMM's micro-kernels apply them as they store. The
+  // shapes reach each micro-kernel: whole MR x NR blocks, edge blocks through the buffer, blocks of
+  // at most W columns, the short last rows (one row of 97 two column panels at a time), K in
+  // several blocks (only the last one finishes), at one and two threads, float and double.
+  struct pointwise {
+    shape_vector x;
+    std::int64_t o;
+  };
+  const std::vector<pointwise> shapes = {
+      {{1, 16, 12, 12}, 96},  // N = 144: whole panels and an edge
+      {{1, 24, 8, 8}, 97},    // 97 rows: a short last panel of one row over N = 64
+      {{2, 7, 3, 5}, 13},     // N = 15: at most W columns, batch 2
+      {{1, 700, 4, 6}, 30},   // K = 700: two blocks of K
+      {{1, 9, 16, 20}, 40},   // N = 320
+  };
+  const char* texts[] = {"(relu x0)", "(clip x0 0 6)", "(clip (add x0 x1) 0 6)", "(relu (add x1 x0))", "(add x0 x1)",
+                         "(clip (add (multiply (add x0 x1) 0.2) 0.5) 0 1)",
+                         "(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1))"};
+  const auto check = [&]<class T>(type_tag<T>, const pointwise& s, const char* text, bool own_bias, bool per_image, unsigned seed) {
+    CAPTURE(runtime::shape_to_string(s.x));
+    CAPTURE(s.o);
+    INFO("expression: ", std::string(text), own_bias ? ", the convolution's bias" : "", per_image ? ", an operand per image" : "");
+    const tensor x = random_tensor<T>(s.x, -1, 1, seed), w = random_tensor<T>({s.o, s.x[1], 1, 1}, -1, 1, seed + 1);
+    const tensor bias = own_bias ? random_tensor<T>({s.o}, -1, 1, seed + 2) : tensor();
+    const tensor y = conv2d(x, w, bias, conv(1, 0));
+    const fused_expr e = fused_expr::parse(text);
+    std::vector<tensor> operands;
+    if (e.num_inputs() > 1) operands.push_back(random_tensor<T>(per_image ? shape_vector{s.x[0], s.o, 1, 1} : shape_vector{s.o, 1, 1}, -4, 4, seed + 3));
+    std::vector<tensor> inputs{y};
+    inputs.insert(inputs.end(), operands.begin(), operands.end());
+    const std::vector<T> want = e.run(inputs).template to_vector<T>();
+    for (const std::size_t threads : {1, 2}) {
+      CAPTURE(threads);
+      const pool_threads pool(threads);
+      const tensor out = tensor::empty(y.shape(), y.type());
+      conv2d_fused(x, w, bias, conv(1, 0), e, operands, out);
+      CHECK(out.template to_vector<T>() == want);
+    }
+  };
+  unsigned seed = 1200;
+  for (const pointwise& s : shapes)
+    for (const char* text : texts) {
+      check(type_tag<float>{}, s, text, false, false, seed);
+      check(type_tag<float>{}, s, text, true, false, seed + 4);
+      if (s.x[0] > 1) check(type_tag<float>{}, s, text, false, true, seed + 8);
+      seed += 10;
+    }
+  check(type_tag<double>{}, shapes[0], texts[2], false, false, 1300);
+  check(type_tag<double>{}, shapes[1], texts[6], true, false, 1301);
+  check(type_tag<double>{}, shapes[3], texts[1], true, false, 1302);
+}
+
 TEST_CASE("conv2d: depthwise planes of one to several vectors per row, 3x3 and 5x5 at strides 1 and 2, against the direct loop") {
   // The depthwise kernel's tiles: 4 rows by 2 vectors at stride 1 (3x3, 5x5), 4 rows of one
   // vector or 2 rows of two, else 4 vectors of a row, taken from the right; rows that end inside

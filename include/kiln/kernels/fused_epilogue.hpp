@@ -10,6 +10,7 @@
 #include <kiln/support/config.hpp>
 
 #include <kiln/kernels/fused_expr.hpp>
+#include <kiln/kernels/register_epilogue.hpp>
 
 #include <algorithm>
 #include <array>
@@ -63,6 +64,27 @@ public:
       fail("fused", kiln::detail::concat("an epilogue takes at most ", detail::max_fused_inputs - 1, " operands, ", operands.size(), " given"));
   }
   explicit operator bool() const noexcept { return e_ != nullptr; }
+
+  /// The expression as a GEMM's micro-kernels apply it to their accumulators
+  /// (`register_epilogue`), where it is relu, clip or nothing of x0, or of x0 plus an operand of
+  /// one value per row (a convolution's bias). Nothing otherwise.
+  std::optional<register_epilogue<T>> in_register() const {
+    using act = fused_expr::activation_form::act;
+    const std::optional<form>& f = e_->program_->form;
+    if (!f || (f->shape != form::sum::x0 && f->shape != form::sum::x0_a)) return std::nullopt;
+    register_epilogue<T> r;
+    if (f->shape == form::sum::x0_a) {
+      const epilogue_operand<T>& a = operands_[f->operands[0] - 1u];
+      if (a.col_stride != 0) return std::nullopt;
+      r.bias = a.data, r.bias_stride = a.row_stride;
+    }
+    switch (f->activation) {
+      case act::none: return r;
+      case act::relu: r.lo = 0; return r;
+      case act::clip: r.lo = f->lo, r.hi = f->hi; return r;
+      default: return std::nullopt;
+    }
+  }
 
   /// Moves operand `k` by `delta` elements (to the next matrix of a batch).
   void shift(std::size_t k, std::int64_t delta) { operands_[k].data += delta; }

@@ -36,6 +36,7 @@
 #include <kiln/kernels/common.hpp>
 #include <kiln/kernels/packing.hpp>
 #include <kiln/kernels/parallel.hpp>
+#include <kiln/kernels/register_epilogue.hpp>
 
 #include <algorithm>
 #include <array>
@@ -167,11 +168,13 @@ inline constexpr std::int64_t prefetch_bytes = 4096;
 /// or, read in place, a row-major B's (`ldb` its row stride). `Prefetch`: the packed panel comes from memory
 /// (`prefetch_bytes`). `Narrow`: C's block has at most W columns (n <= W): only the first vector
 /// of B's panel is read and multiplied (a product with few columns, such as a classifier's last
-/// layer of 10, would otherwise compute 2W columns for each W).
-template <class T, std::int64_t R = shape<T>::MR, bool Prefetch = false, bool Narrow = false>
+/// layer of 10, would otherwise compute 2W columns for each W). `Fused`: the block is finished by
+/// `*fused` (for its first row; on blocks of K before the last, one that changes nothing) before
+/// it is stored: its bias added, its activation applied (`register_epilogue`).
+template <class T, std::int64_t R = shape<T>::MR, bool Prefetch = false, bool Narrow = false, bool Fused = false>
 __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b,
                                                         std::int64_t ldb, T* c, std::int64_t rs, std::int64_t cs, std::int64_t m, std::int64_t n,
-                                                        bool first) {
+                                                        bool first, const register_epilogue<T>* fused = nullptr) {
   using S = shape<T>;
   using V = typename S::V;
   constexpr std::int64_t MR = S::MR, W = S::W, NR = S::NR;
@@ -214,16 +217,27 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
       b += ldb;
     }
   }
+  // C = acc (first) or C + acc, then, `Fused`, finished: `finish(v, i)` of row i's vector v.
   if (!Narrow && m == R && n == NR && cs == 1) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
-      if (first) {
-        ((acc0[I].store_unaligned(c + std::int64_t(I) * rs), acc1[I].store_unaligned(c + std::int64_t(I) * rs + W)), ...);
-      } else {
-        (((V::load_unaligned(c + std::int64_t(I) * rs) + acc0[I]).store_unaligned(c + std::int64_t(I) * rs),
-          (V::load_unaligned(c + std::int64_t(I) * rs + W) + acc1[I]).store_unaligned(c + std::int64_t(I) * rs + W)),
-         ...);
-      }
-    }(std::make_index_sequence<R>{});
+    const auto store = [&](const auto& finish) __attribute__((always_inline)) {
+      [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+        if (first) {
+          ((finish(acc0[I], std::int64_t(I)).store_unaligned(c + std::int64_t(I) * rs),
+            finish(acc1[I], std::int64_t(I)).store_unaligned(c + std::int64_t(I) * rs + W)),
+           ...);
+        } else {
+          ((finish(V::load_unaligned(c + std::int64_t(I) * rs) + acc0[I], std::int64_t(I)).store_unaligned(c + std::int64_t(I) * rs),
+            finish(V::load_unaligned(c + std::int64_t(I) * rs + W) + acc1[I], std::int64_t(I)).store_unaligned(c + std::int64_t(I) * rs + W)),
+           ...);
+        }
+      }(std::make_index_sequence<R>{});
+    };
+    if constexpr (Fused) {
+      if (fused->clips()) store(*fused);
+      else store([fused](V v, std::int64_t i) __attribute__((always_inline)) { return fused->with_bias(v, i); });
+    } else {
+      store([](V v, std::int64_t) __attribute__((always_inline)) { return v; });
+    }
     return;
   }
   // An edge block, or C with a column stride: through a buffer.
@@ -231,6 +245,16 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
   [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
     ((acc0[I].store_aligned(buf + I * NR), acc1[I].store_aligned(buf + I * NR + W)), ...);
   }(std::make_index_sequence<R>{});
+  if constexpr (Fused) {  // the sums, finished a vector at a time in the buffer
+    for (std::int64_t i = 0; i < m; ++i) {
+      if (!first)
+        for (std::int64_t j = 0; j < n; ++j) buf[i * NR + j] = c[i * rs + j * cs] + buf[i * NR + j];
+      for (std::int64_t v = 0; v < (Narrow ? 1 : 2); ++v) (*fused)(V::load_aligned(buf + i * NR + v * W), i).store_aligned(buf + i * NR + v * W);
+    }
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) c[i * rs + j * cs] = buf[i * NR + j];
+    return;
+  }
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       T& dst = c[i * rs + j * cs];
@@ -259,9 +283,10 @@ __attribute__((always_inline)) inline void in_register([[maybe_unused]] V&... v)
 /// the 4 rows left of M = 64 cost 1.8x as much per row as the others). A(i, k) is a[k*MR + i] in
 /// a packed panel (`lda` == 0), or a[i*lda + k] read in place from a row-major A (rows past `m`
 /// read row m - 1 again, and are not stored).
-template <class T, bool Prefetch = false>
+template <class T, bool Prefetch = false, bool Fused = false>
 KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b,
-                                               const T* __restrict b2, std::int64_t ldb, T* c, std::int64_t rs, std::int64_t m, bool first) {
+                                               const T* __restrict b2, std::int64_t ldb, T* c, std::int64_t rs, std::int64_t m, bool first,
+                                               const register_epilogue<T>* fused = nullptr) {
   using S = shape<T>;
   using V = typename S::V;
   constexpr std::int64_t MR = S::MR, W = S::W, R = MR / 3;
@@ -291,28 +316,36 @@ KILN_GEMM_KERNEL_INLINE void micro_kernel_wide(std::int64_t kc, const T* __restr
     for (std::int64_t k = 0; k < kc; ++k, b += ldb, b2 += ldb)
       step([&row, k](std::int64_t i) __attribute__((always_inline)) { return row[std::size_t(i)][k]; }, b, b2);
   }
-  for (std::int64_t i = 0; i < m; ++i)  // C's columns: the first panel's NR, then the second's
-    for (std::int64_t v = 0; v < 4; ++v) {
-      T* dst = c + i * rs + v * W;
-      (first ? acc[i][v] : V::load_unaligned(dst) + acc[i][v]).store_unaligned(dst);
-    }
+  const auto store = [&](const auto& finish) __attribute__((always_inline)) {
+    for (std::int64_t i = 0; i < m; ++i)  // C's columns: the first panel's NR, then the second's
+      for (std::int64_t v = 0; v < 4; ++v) {
+        T* dst = c + i * rs + v * W;
+        finish(first ? acc[i][v] : V::load_unaligned(dst) + acc[i][v], i).store_unaligned(dst);
+      }
+  };
+  if constexpr (Fused) {
+    if (fused->clips()) store(*fused);
+    else store([fused](V v, std::int64_t i) __attribute__((always_inline)) { return fused->with_bias(v, i); });
+  } else {
+    store([](V v, std::int64_t) __attribute__((always_inline)) { return v; });
+  }
 }
 
 /// The micro-kernel for an `m`-row block: a shorter one when m is at most a third or two
 /// thirds of MR (the last rows of A), so that few zero rows are multiplied.
-template <class T, bool Prefetch = false>
+template <class T, bool Prefetch = false, bool Fused = false>
 KILN_GEMM_KERNEL_INLINE void block_kernel(std::int64_t kc, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, std::int64_t rs,
-                                          std::int64_t cs, std::int64_t m, std::int64_t n, bool first) {
+                                          std::int64_t cs, std::int64_t m, std::int64_t n, bool first, const register_epilogue<T>* fused = nullptr) {
   constexpr std::int64_t MR = shape<T>::MR;
   static_assert(MR % 3 == 0);
   if (n <= shape<T>::W)
-    micro_kernel<T, MR, Prefetch, true>(kc, a, lda, b, ldb, c, rs, cs, m, n, first);
+    micro_kernel<T, MR, Prefetch, true, Fused>(kc, a, lda, b, ldb, c, rs, cs, m, n, first, fused);
   else if (m <= MR / 3)
-    micro_kernel<T, MR / 3, Prefetch>(kc, a, lda, b, ldb, c, rs, cs, m, n, first);
+    micro_kernel<T, MR / 3, Prefetch, false, Fused>(kc, a, lda, b, ldb, c, rs, cs, m, n, first, fused);
   else if (m <= 2 * MR / 3)
-    micro_kernel<T, 2 * MR / 3, Prefetch>(kc, a, lda, b, ldb, c, rs, cs, m, n, first);
+    micro_kernel<T, 2 * MR / 3, Prefetch, false, Fused>(kc, a, lda, b, ldb, c, rs, cs, m, n, first, fused);
   else
-    micro_kernel<T, MR, Prefetch>(kc, a, lda, b, ldb, c, rs, cs, m, n, first);
+    micro_kernel<T, MR, Prefetch, false, Fused>(kc, a, lda, b, ldb, c, rs, cs, m, n, first, fused);
 }
 
 /// The most rows of A the unpacked small-M paths take (`gemm` below).
@@ -563,6 +596,22 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
   constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
   constexpr bool a_prepacked = std::is_same_v<A, prepacked_a<T>>;
   static_assert(a_prepacked || std::is_same_v<A, matrix_view<const T>>, "gemm_rectangle: A is a matrix_view<const T> or a prepacked_a<T>");
+  // An epilogue the micro-kernels apply themselves, on the last block of K, as they store it: it
+  // is then not called on the finished blocks.
+  // (float only: each such epilogue compiles the micro-kernels' stores once more.)
+  constexpr bool fusable = offers_register_form<Epilogue, T> && std::is_same_v<T, float>;
+  const register_epilogue<T>* in_register = nullptr;
+  if constexpr (fusable) in_register = epilogue.register_form();
+  // What the micro-kernels finish the block whose first row is C's row i with: the register
+  // epilogue on the last block of K, before it nothing (a clip to the whole line).
+  [[maybe_unused]] register_epilogue<T> tile_epilogue;
+  const auto fused_from = [&](std::int64_t i, bool last_k) -> const register_epilogue<T>* {
+    if constexpr (fusable) {
+      tile_epilogue = last_k && in_register ? in_register->from_row(i) : register_epilogue<T>{};
+      return &tile_epilogue;
+    }
+    return nullptr;
+  };
   using S = shape<T>;
   constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC, MC = S::MC, NC = S::NC;
   const std::int64_t K = a.cols, KB = block_rows<T>(K);  // KB <= KC
@@ -575,7 +624,7 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
     for (std::int64_t pc = 0; pc < K; pc += KB) {
       const std::int64_t kc = std::min(KB, K - pc);
       const bool first = pc == 0 && !accumulate;
-      [[maybe_unused]] const bool last = pc + kc == K;
+      const bool last = pc + kc == K;
       const T* b_block = b_panels(pc, kc, jc, nc, packed_b.data());
       const auto b_panel = [&](std::int64_t jr) { return b_panels.panel(b_block, jr, kc, nc, static_cast<const T*>(packed_b.data())); };
       for (std::int64_t ic = i0; ic < i1; ic += MC) {
@@ -618,7 +667,7 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
         const std::int64_t span = strips ? std::max<std::int64_t>(1, 24 * 1024 / (kc * std::int64_t(sizeof(T)) * 2 * NR)) * 2 * NR : step;
         [[maybe_unused]] const auto strip_epilogue = [&](std::int64_t i, std::int64_t rows, std::int64_t j, std::int64_t cols) {
           if constexpr (has_epilogue)
-            if (strips && last) epilogue(c.data + i * c.row_stride + j * c.col_stride, c.row_stride, c.col_stride, i, j, rows, cols);
+            if (strips && last && !in_register) epilogue(c.data + i * c.row_stride + j * c.col_stride, c.row_stride, c.col_stride, i, j, rows, cols);
         };
         // The MR x NR block of C at rows ic + ir, columns jc + jr.
         const auto tall_block = [&](std::int64_t ir, std::int64_t jr) __attribute__((always_inline)) {
@@ -630,7 +679,8 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
           if (!ap) ap = a_panel(ir);
           const auto [bp, ldb] = b_panel(jr);
           T* cp = c.data + (ic + ir) * c.row_stride + (jc + jr) * c.col_stride;
-          block_kernel<T, a_prepacked>(kc, ap, lda, bp, ldb, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first);
+          block_kernel<T, a_prepacked, fusable>(kc, ap, lda, bp, ldb, cp, c.row_stride, c.col_stride, std::min(MR, mc - ir), std::min(NR, nc - jr), first,
+                                                fused_from(ic + ir, last));
         };
         for (std::int64_t js = 0; js < nc; js += span) {
           const std::int64_t js_end = std::min(nc, js + span);
@@ -653,11 +703,13 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
               }
               if (!ap) ap = a_panel(tall);
               const auto [b0, ldb] = b_panel(js2);
-              micro_kernel_wide<T, a_prepacked>(kc, ap, lda, b0, b_panel(js2 + NR).first, ldb, cp + js2, c.row_stride, short_rows, first);
+              micro_kernel_wide<T, a_prepacked, fusable>(kc, ap, lda, b0, b_panel(js2 + NR).first, ldb, cp + js2, c.row_stride, short_rows, first,
+                                                         fused_from(ic + tall, last));
             } else {
               for (std::int64_t jr = js2; jr < js_end; jr += NR) {
                 const auto [bp, ldb] = b_panel(jr);
-                block_kernel<T, a_prepacked>(kc, a_panel(tall), 0, bp, ldb, cp + jr, c.row_stride, 1, short_rows, std::min(NR, nc - jr), first);
+                block_kernel<T, a_prepacked, fusable>(kc, a_panel(tall), 0, bp, ldb, cp + jr, c.row_stride, 1, short_rows, std::min(NR, nc - jr), first,
+                                                      fused_from(ic + tall, last));
               }
             }
           }
@@ -667,7 +719,7 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
           // The finished mc x nc block is in L2 (the micro-kernels just wrote it): the epilogue
           // runs over its rows, MR at a time, long rows so that each of its steps is one call
           // over many vectors.
-          if (last && !strips)
+          if (last && !strips && !in_register)
             for (std::int64_t i = ic; i < ic + mc; i += MR)
               epilogue(c.data + i * c.row_stride + jc * c.col_stride, c.row_stride, c.col_stride, i, jc, std::min(MR, ic + mc - i), nc);
         }
@@ -722,7 +774,11 @@ void gemm_blocked(matrix_view<const T> a, std::int64_t n_cols, const BPanels& b_
 /// `epilogue(c, rs, cs, i, j, m, n)` is called on each finished m x n block of C, at (i, j), right
 /// after the micro-kernels wrote it (still in L2: a block is at most MR x NC): it may rewrite the
 /// block in place (`fused_epilogue` applies a bias, an activation, a residual). Its rows are long,
-/// so that an interpreted epilogue makes few calls per element.
+/// so that an interpreted epilogue makes few calls per element. An epilogue that can be put as a
+/// bias per row and a simple activation says so with `register_form()` (`register_epilogue.hpp`):
+/// the micro-kernels then apply it to the last block of K as they store it, and it is not called
+/// on the blocks (it still is by the paths that bypass the blocked loops: few rows of A, a B of
+/// one column).
 ///
 /// Threads (`set_num_threads`): C is cut once into one rectangle per thread — column ranges when
 /// C has no more rows than columns, row ranges otherwise, in whole panels — and each thread runs

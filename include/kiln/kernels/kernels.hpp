@@ -20,6 +20,7 @@
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/pool2d.hpp>
 #include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/register_epilogue.hpp>
 #include <kiln/kernels/resize.hpp>
 #include <kiln/kernels/transform.hpp>
 #include <kiln/kernels/window_params.hpp>

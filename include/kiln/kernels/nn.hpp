@@ -62,6 +62,7 @@
 
 #include <array>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace kiln::kernels {
@@ -280,9 +281,75 @@ void gather_row(const T* src, std::int64_t w, std::int64_t step, std::int64_t st
   std::fill(dst + hi, dst + ow, T(0));
 }
 
+/// A convolution's epilogue, `e(n, c, rs, cs, o, j, m, len)` on the m x len block of image n's
+/// output at `c` (rows `rs` apart, elements `cs` apart), output channel `o` and position `j` on:
+/// the bias of each channel added, then the fused expression of image n (`per_image`) applied.
+/// Where the two come to one bias per channel and a simple activation, they are also a
+/// `register_epilogue`, which the GEMM's micro-kernels apply as they store (`register_form`).
+template <class T>
+struct conv_epilogue {
+  const T* bias = nullptr;  ///< channel o's at bias[o * bias_stride], or none
+  std::int64_t bias_stride = 0;
+  const std::vector<fused_epilogue<T>>* per_image = nullptr;  ///< none when empty
+
+  void operator()(std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m, std::int64_t len) const {
+    if (bias) {
+      for (std::int64_t i = 0; i < m; ++i) {
+        const T v = bias[(o + i) * bias_stride];
+        T* row = c + i * rs;
+        if (cs == 1)
+          for (std::int64_t e = 0; e < len; ++e) row[e] += v;
+        else
+          for (std::int64_t e = 0; e < len; ++e) row[e * cs] += v;
+      }
+    }
+    if (!per_image->empty()) (*per_image)[std::size_t(n)](c, rs, cs, o, j, m, len);
+  }
+  /// Image n's epilogue as a `register_epilogue` (for channel 0), or nothing.
+  std::optional<register_epilogue<T>> register_form(std::int64_t n) const {
+    if (per_image->empty()) {
+      if (!bias) return std::nullopt;  // nothing to do
+      register_epilogue<T> r;
+      r.bias = bias, r.bias_stride = bias_stride;
+      return r;
+    }
+    std::optional<register_epilogue<T>> r = (*per_image)[std::size_t(n)].in_register();
+    if (r && bias) {
+      if (r->bias) return std::nullopt;  // two biases
+      r->bias = bias, r->bias_stride = bias_stride;
+    }
+    return r;
+  }
+};
+
+/// The epilogue of one image's group in `conv2d_gemm`: `apply` at that image and first channel,
+/// and `apply`'s register form for them, where it has one.
+template <class T, class Apply>
+struct conv_gemm_epilogue {
+  const Apply& apply;
+  std::int64_t n, o0;
+  std::optional<register_epilogue<T>> form;
+
+  conv_gemm_epilogue(const Apply& a, std::int64_t image, std::int64_t channel) : apply(a), n(image), o0(channel) {
+    if constexpr (std::is_same_v<Apply, conv_epilogue<T>>) {
+      form = apply.register_form(n);
+      if (form) form = form->from_row(o0);
+    }
+  }
+  void operator()(T* c, std::int64_t rs, std::int64_t cs, std::int64_t i, std::int64_t j, std::int64_t m, std::int64_t len) const {
+    apply(n, c, rs, cs, o0 + i, j, m, len);
+  }
+  const register_epilogue<T>* register_form() const
+    requires std::is_same_v<Apply, conv_epilogue<T>>
+  {
+    return form ? &*form : nullptr;
+  }
+};
+
 /// conv2d through the GEMM, into `out`, whose (H, W) axes are one contiguous row per channel.
 /// `apply(n, c, rs, cs, o, j, m, len)` is the epilogue (`gemm_packed`) of image n, given the
-/// block's output channel `o` and position `j` within the (OH * OW) row.
+/// block's output channel `o` and position `j` within the (OH * OW) row; a `conv_epilogue` may
+/// also be applied by the micro-kernels (`register_form`).
 template <class T, class Apply>
 void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
   const T* xb = static_cast<const T*>(x.data());
@@ -299,8 +366,7 @@ void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, cons
     const matrix_view<const T> a{wb + grp * g.og * K, g.og, K, K, 1};
     const matrix_view<T> c{ob + n * out.strides()[0] + grp * g.og * out.strides()[1], g.og, N, out.strides()[1], 1};
     const T* image = xb + n * xs[0] + grp * g.cg * xs[1];
-    const auto epilogue = [&, n, o0 = grp * g.og](T* cp, std::int64_t rs, std::int64_t cs, std::int64_t i, std::int64_t j, std::int64_t m,
-                                                  std::int64_t len) { apply(n, cp, rs, cs, o0 + i, j, m, len); };
+    const conv_gemm_epilogue<T, Apply> epilogue(apply, n, grp * g.og);
     if (pointwise) {
       gemm<T>(a, {image, g.cg, N, xs[1], 1}, c, false, epilogue);
     } else {

@@ -77,16 +77,6 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
       // The bias: one value per row (output channel), added to each block before the epilogue.
       const T* const b = bias.defined() ? static_cast<const T*>(bias.data()) : nullptr;
       const std::int64_t b_stride = bias.defined() ? bias.strides()[0] : 0;
-      const auto add_bias = [b, b_stride](T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t m, std::int64_t len) {
-        for (std::int64_t i = 0; i < m; ++i) {
-          const T v = b[(o + i) * b_stride];
-          T* row = c + i * rs;
-          if (cs == 1)
-            for (std::int64_t j = 0; j < len; ++j) row[j] += v;
-          else
-            for (std::int64_t j = 0; j < len; ++j) row[j * cs] += v;
-        }
-      };
       std::vector<fused_epilogue<T>> per_image;
       if (epilogue) {
         std::vector<epilogue_operand<T>> ops;
@@ -96,11 +86,7 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
           for (std::size_t k = 0; k < operands.size(); ++k) per_image.back().shift(k, n * strides[k][0]);
         }
       }
-      const auto apply = [&](std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m,
-                             std::int64_t len) {
-        if (b) add_bias(c, rs, cs, o, m, len);
-        if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
-      };
+      const conv_epilogue<T> apply{b, b_stride, &per_image};
       // The depthwise kernel starts its sums from the bias.
       const auto apply_epilogue = [&](std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m,
                                       std::int64_t len) {
