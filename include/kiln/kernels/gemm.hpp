@@ -208,7 +208,18 @@ __attribute__((always_inline)) inline void micro_kernel(std::int64_t kc, const T
       b += ldb;
     }
   } else {
+    constexpr std::int64_t line = 64 / std::int64_t(sizeof(T));  // elements per cache line
     for (std::int64_t k = 0; k < kc; ++k) {
+      // A's next panel of rows (the next block's, R rows on), one line ahead of this column,
+      // once per line: rows of a few lines (a 1x1 convolution with 160 input channels has
+      // 640-byte rows) end before the hardware prefetcher follows them, and a weight read from
+      // L3 or memory, twelve such rows at a time, cost half as much again as one in L2
+      // (960 x 160 at 7 x 7, Zen 4: 280 against 176 us; with this, 210).
+      if (k % line == 0) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+          (__builtin_prefetch(a + (R + std::int64_t(I)) * lda + line), ...);
+        }(std::make_index_sequence<R>{});
+      }
       const V b0 = V::load_unaligned(b), b1 = V::load_unaligned(b + W);
       [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
         ((acc0[I] = xsimd::fma(V(a[std::int64_t(I) * lda]), b0, acc0[I]), acc1[I] = xsimd::fma(V(a[std::int64_t(I) * lda]), b1, acc1[I])), ...);
