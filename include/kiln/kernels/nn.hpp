@@ -61,6 +61,7 @@
 #include <kiln/kernels/winograd.hpp>
 
 #include <array>
+#include <concepts>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -322,6 +323,13 @@ struct conv_epilogue {
   }
 };
 
+/// Whether a convolution's epilogue `A` may offer image n's work as a `register_epilogue<T>`
+/// (`a.register_form(n)`, as `conv_epilogue` does).
+template <class A, class T>
+concept offers_image_register_form = requires(const A& a, std::int64_t n) {
+  { a.register_form(n) } -> std::same_as<std::optional<register_epilogue<T>>>;
+};
+
 /// The epilogue of one image's group in `conv2d_gemm`: `apply` at that image and first channel,
 /// and `apply`'s register form for them, where it has one.
 template <class T, class Apply>
@@ -331,7 +339,7 @@ struct conv_gemm_epilogue {
   std::optional<register_epilogue<T>> form;
 
   conv_gemm_epilogue(const Apply& a, std::int64_t image, std::int64_t channel) : apply(a), n(image), o0(channel) {
-    if constexpr (std::is_same_v<Apply, conv_epilogue<T>>) {
+    if constexpr (offers_image_register_form<Apply, T>) {
       form = apply.register_form(n);
       if (form) form = form->from_row(o0);
     }
@@ -340,7 +348,7 @@ struct conv_gemm_epilogue {
     apply(n, c, rs, cs, o0 + i, j, m, len);
   }
   const register_epilogue<T>* register_form() const
-    requires std::is_same_v<Apply, conv_epilogue<T>>
+    requires offers_image_register_form<Apply, T>
   {
     return form ? &*form : nullptr;
   }

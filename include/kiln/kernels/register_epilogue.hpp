@@ -51,6 +51,19 @@ struct register_epilogue {
   }
 };
 
+/// Calls `store(finish)`, a micro-kernel's store sequence, with what finishes each of its
+/// vectors, `finish(v, i)` for row i: `*fused` (bias and clip), the bias alone where the clip
+/// changes nothing, or (`Fused` false; `fused` unused) nothing at all.
+template <bool Fused, class T, class Store>
+__attribute__((always_inline)) inline void finish_stores(const register_epilogue<T>* fused, const Store& store) {
+  if constexpr (Fused) {
+    if (fused->clips()) store(*fused);
+    else store([fused](auto v, std::int64_t i) __attribute__((always_inline)) { return fused->with_bias(v, i); });
+  } else {
+    store([](auto v, std::int64_t) __attribute__((always_inline)) { return v; });
+  }
+}
+
 /// Whether epilogue type `E` may offer its work as a `register_epilogue<T>`: `e.register_form()`
 /// returns a pointer to one, or null when this epilogue cannot be put so (then it is called on
 /// the stored blocks as usual).
