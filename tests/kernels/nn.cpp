@@ -618,6 +618,62 @@ TEST_CASE("conv2d: depthwise planes of one to several vectors per row, 3x3 and 5
   }
 }
 
+TEST_CASE("conv2d_fused: a depthwise convolution's epilogue applied as its kernels store gives the separate kernels' bits") {
+  // The depthwise kernels finish each vector as they store it where the expression is relu, clip
+  // or nothing of x0, or of x0 plus one value per channel (per image too); hard-sigmoid and
+  // hard-swish run as a pass over each group. Both forms of the kernel: the flat one (strides 1
+  // and 2, 3x3 and 5x5 padded by half; planes of 7 x 7, 14 x 14, rows longer than a vector) and
+  // the padded-plane one (stride 3, dilation, no padding), groups of several planes whose last
+  // vector runs into the next plane, a channel multiplier, batch 2, one and two threads, float
+  // and double; against conv2d and the expression run one after the other.
+  struct depthwise {
+    shape_vector x, w;
+    conv2d_params p;
+  };
+  const std::vector<depthwise> shapes = {
+      {{1, 32, 7, 7}, {32, 1, 3, 3}, conv(1, 1, 1, 32)},     // flat, stride 1, 16 planes of 49 per group
+      {{1, 24, 14, 14}, {24, 1, 5, 5}, conv(2, 2, 1, 24)},   // flat, stride 2, 5x5
+      {{2, 3, 10, 40}, {6, 1, 3, 3}, conv(1, 1, 1, 3)},      // flat, multiplier 2, batch 2, rows of 40
+      {{1, 5, 12, 12}, {5, 1, 3, 3}, conv(3, 0, 1, 5)},      // padded plane: stride 3, no padding
+      {{1, 6, 9, 35}, {6, 1, 3, 3}, conv(1, 2, 2, 6)},       // padded plane: dilation 2
+      {{2, 4, 11, 20}, {4, 1, 5, 5}, conv(1, 0, 1, 4)},      // padded plane, 5x5 at stride 1, unpadded
+  };
+  const char* texts[] = {"(relu x0)", "(clip x0 0 6)", "(clip (add x0 x1) 0 6)", "(relu (add x1 x0))", "(add x0 x1)",
+                         "(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1))"};
+  const auto check = [&]<class T>(type_tag<T>, const depthwise& s, const char* text, bool own_bias, bool per_image, unsigned seed) {
+    CAPTURE(runtime::shape_to_string(s.x));
+    CAPTURE(runtime::shape_to_string(s.w));
+    INFO("expression: ", std::string(text), own_bias ? ", the convolution's bias" : "", per_image ? ", an operand per image" : "");
+    const tensor x = random_tensor<T>(s.x, -1, 1, seed), w = random_tensor<T>(s.w, -1, 1, seed + 1);
+    const tensor bias = own_bias ? random_tensor<T>({s.w[0]}, -1, 1, seed + 2) : tensor();
+    const tensor y = conv2d(x, w, bias, s.p);
+    const fused_expr e = fused_expr::parse(text);
+    std::vector<tensor> operands;
+    if (e.num_inputs() > 1) operands.push_back(random_tensor<T>(per_image ? shape_vector{s.x[0], s.w[0], 1, 1} : shape_vector{s.w[0], 1, 1}, -4, 4, seed + 3));
+    std::vector<tensor> inputs{y};
+    inputs.insert(inputs.end(), operands.begin(), operands.end());
+    const std::vector<T> want = e.run(inputs).template to_vector<T>();
+    for (const std::size_t threads : {1, 2}) {
+      CAPTURE(threads);
+      const pool_threads pool(threads);
+      const tensor out = tensor::empty(y.shape(), y.type());
+      conv2d_fused(x, w, bias, s.p, e, operands, out);
+      CHECK(out.template to_vector<T>() == want);
+    }
+  };
+  unsigned seed = 1400;
+  for (const depthwise& s : shapes)
+    for (const char* text : texts) {
+      check(type_tag<float>{}, s, text, false, false, seed);
+      check(type_tag<float>{}, s, text, true, false, seed + 4);
+      if (s.x[0] > 1) check(type_tag<float>{}, s, text, true, true, seed + 8);
+      seed += 10;
+    }
+  check(type_tag<double>{}, shapes[0], texts[2], true, false, 1500);
+  check(type_tag<double>{}, shapes[1], texts[1], false, false, 1501);
+  check(type_tag<double>{}, shapes[4], texts[3], true, false, 1502);
+}
+
 TEST_CASE("conv2d_fused: operands that do not fit the output are clear errors") {
   const tensor x = random_tensor<float>({1, 3, 8, 8}, -1, 1, 1), w = random_tensor<float>({4, 3, 3, 3}, -1, 1, 2);
   const tensor out = tensor::empty({1, 4, 6, 6}, dtype::float32);

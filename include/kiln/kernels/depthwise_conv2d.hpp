@@ -10,12 +10,14 @@
 ///   the output row, in tiles of several rows and vectors with a sum each (3x3 and 5x5 compiled
 ///   for their size; at stride 1 each input vector loaded once for the rows it serves).
 /// Groups of planes are shared out by `parallel_for`, written straight into the output where its
-/// planes are contiguous, and the epilogue is applied once per group.
+/// planes are contiguous. The epilogue is applied to each vector as it is stored where it is a
+/// bias and relu, clip or nothing (`register_epilogue`), else once per group.
 #pragma once
 
 #include <kiln/kernels/common.hpp>
 #include <kiln/kernels/gemm.hpp>
 #include <kiln/kernels/parallel.hpp>
+#include <kiln/kernels/register_epilogue.hpp>
 #include <kiln/kernels/window_params.hpp>
 #include <kiln/kernels/window_plane.hpp>
 
@@ -25,10 +27,25 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
 namespace kiln::kernels::detail {
+
+/// Stores vector `v` at `dst`, or, where it would run past `limit`, the part before `limit`
+/// (none when `dst` is at or past it).
+template <class V, class T>
+__attribute__((always_inline)) inline void store_until(const V& v, T* dst, const T* limit) {
+  constexpr std::int64_t W = std::int64_t(V::size);
+  if (dst + W <= limit) {
+    v.store_unaligned(dst);
+  } else if (dst < limit) {
+    alignas(64) T tmp[W];
+    v.store_aligned(tmp);
+    std::copy(tmp, tmp + (limit - dst), dst);
+  }
+}
 
 /// One tile of `conv2d_depthwise`: R output rows (from row y) times NV vectors of output
 /// columns (from column x), over the window's KH x KW taps (0: the run-time `kh`, `kw`), into
@@ -36,12 +53,14 @@ namespace kiln::kernels::detail {
 /// wait on each other's latency (one sum per vector, as a plain loop keeps, waits about four
 /// cycles per tap). With `Unit` (stride 1, no dilation, a compile-time KH) each input vector is
 /// loaded once for the up to KH rows of the tile that read it: (R + KH - 1) * KW loads for
-/// R * KH * KW multiply-adds, not one load each. Row r of the tile goes to `out + r * pitch`; a
-/// vector that would run past `limit` (the end of the output plane) is stored in part.
+/// R * KH * KW multiply-adds, not one load each. The sums are finished by `fin` (the plane's
+/// epilogue in registers, at its row 0) as they are stored. Row r of the tile goes to
+/// `out + r * pitch`; a vector that would run past `limit` (the end of the output plane) is
+/// stored in part.
 template <class T, std::int64_t KH, std::int64_t KW, std::int64_t R, std::int64_t NV, bool Unit>
-KILN_GEMM_KERNEL_INLINE void depthwise_tile(const window_plane<T>& plane, const T* k, T bias, const std::int64_t* taps, std::int64_t kh,
-                                            std::int64_t kw, std::int64_t sh, std::int64_t dh, std::int64_t y, std::int64_t x, T* out,
-                                            std::int64_t pitch, const T* limit) {
+KILN_GEMM_KERNEL_INLINE void depthwise_tile(const window_plane<T>& plane, const T* k, T bias, const register_epilogue<T>& fin, const std::int64_t* taps,
+                                            std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t dh, std::int64_t y, std::int64_t x,
+                                            T* out, std::int64_t pitch, const T* limit) {
   using V = batch<T>;
   constexpr std::int64_t W = std::int64_t(V::size);
   if constexpr (KH != 0) kh = KH;
@@ -76,14 +95,7 @@ KILN_GEMM_KERNEL_INLINE void depthwise_tile(const window_plane<T>& plane, const 
   }
   for (std::int64_t r = 0; r < R; ++r)
     for (std::int64_t v = 0; v < NV; ++v) {
-      T* dst = out + r * pitch + v * W;
-      if (dst + W <= limit) {
-        acc[r][v].store_unaligned(dst);
-      } else {
-        alignas(64) T tmp[W];
-        acc[r][v].store_aligned(tmp);
-        std::copy(tmp, tmp + (limit - dst), dst);
-      }
+      store_until(fin(acc[r][v], 0), out + r * pitch + v * W, limit);
     }
 }
 
@@ -92,30 +104,32 @@ KILN_GEMM_KERNEL_INLINE void depthwise_tile(const window_plane<T>& plane, const 
 /// right: a row whose width is not a whole number of vectors runs its last vector into the next
 /// row's first, which the next row's leftmost tile, stored after it, then overwrites.
 template <class T, std::int64_t KH, std::int64_t KW, std::int64_t R, std::int64_t NV, bool Unit>
-void depthwise_rows(const window_plane<T>& plane, const T* k, T bias, const std::int64_t* taps, std::int64_t kh, std::int64_t kw, std::int64_t sh,
-                    std::int64_t dh, std::int64_t y0, std::int64_t y1, std::int64_t ow, T* out, const T* limit) {
+void depthwise_rows(const window_plane<T>& plane, const T* k, T bias, const register_epilogue<T>& fin, const std::int64_t* taps, std::int64_t kh,
+                    std::int64_t kw, std::int64_t sh, std::int64_t dh, std::int64_t y0, std::int64_t y1, std::int64_t ow, T* out, const T* limit) {
   constexpr std::int64_t W = std::int64_t(batch<T>::size);
   const std::int64_t vectors = (ow + W - 1) / W;
   for (std::int64_t y = y0; y + R <= y1; y += R) {
     std::int64_t v = vectors;
-    for (; v >= NV; v -= NV) depthwise_tile<T, KH, KW, R, NV, Unit>(plane, k, bias, taps, kh, kw, sh, dh, y, (v - NV) * W, out + y * ow + (v - NV) * W, ow, limit);
-    for (; v > 0; --v) depthwise_tile<T, KH, KW, R, 1, Unit>(plane, k, bias, taps, kh, kw, sh, dh, y, (v - 1) * W, out + y * ow + (v - 1) * W, ow, limit);
+    for (; v >= NV; v -= NV)
+      depthwise_tile<T, KH, KW, R, NV, Unit>(plane, k, bias, fin, taps, kh, kw, sh, dh, y, (v - NV) * W, out + y * ow + (v - NV) * W, ow, limit);
+    for (; v > 0; --v)
+      depthwise_tile<T, KH, KW, R, 1, Unit>(plane, k, bias, fin, taps, kh, kw, sh, dh, y, (v - 1) * W, out + y * ow + (v - 1) * W, ow, limit);
   }
 }
 
 /// One output plane of `conv2d_depthwise` into `out` (OH rows of OW, one after another), from
-/// the padded input plane, plus `bias`. Stride 1 with a 3x3 or 5x5 window takes 4 rows by 2
+/// the padded input plane, plus `bias`, finished by `fin`. Stride 1 with a 3x3 or 5x5 window takes 4 rows by 2
 /// vectors at a time (each input vector loaded once for the rows it serves); otherwise a row of
 /// one or two vectors is computed 4 or 2 rows at a time (a 14 x 14 or 7 x 7 plane has one vector
 /// per row), a longer one 4 vectors at a time.
 template <class T, std::int64_t KH, std::int64_t KW>
-void depthwise_plane(const window_plane<T>& plane, const T* k, T bias, const std::int64_t* taps, std::int64_t kh, std::int64_t kw,
-                     std::int64_t sh, std::int64_t dh, std::int64_t oh, std::int64_t ow, T* out) {
+void depthwise_plane(const window_plane<T>& plane, const T* k, T bias, const register_epilogue<T>& fin, const std::int64_t* taps, std::int64_t kh,
+                     std::int64_t kw, std::int64_t sh, std::int64_t dh, std::int64_t oh, std::int64_t ow, T* out) {
   constexpr std::int64_t W = std::int64_t(batch<T>::size);
   const T* limit = out + oh * ow;
   const std::int64_t vectors = (ow + W - 1) / W;
   const auto rows = [&]<std::int64_t R, std::int64_t NV, bool Unit>(std::int64_t y0, std::int64_t y1) {
-    depthwise_rows<T, KH, KW, R, NV, Unit>(plane, k, bias, taps, kh, kw, sh, dh, y0, y1, ow, out, limit);
+    depthwise_rows<T, KH, KW, R, NV, Unit>(plane, k, bias, fin, taps, kh, kw, sh, dh, y0, y1, ow, out, limit);
   };
   if constexpr (KH != 0 && KW != 0) {
     if (sh == 1 && dh == 1) {
@@ -156,11 +170,11 @@ struct flat_window {
 
 /// NV vectors of outputs of `depthwise_flat_plane`, from output position q: the sums of each
 /// window column kept apart (KW sums per vector, so that the multiply-adds of a vector do not
-/// wait on each other), then added with the columns that fall outside the row masked off.
-/// `cols` holds each position's column (q mod ow).
+/// wait on each other), then added with the columns that fall outside the row masked off, and
+/// finished by `fin` as they are stored. `cols` holds each position's column (q mod ow).
 template <class T, std::int64_t S, std::int64_t KH, std::int64_t KW, std::int64_t NV>
-KILN_GEMM_KERNEL_INLINE void depthwise_flat_tile(const T* in, std::int64_t phase_pitch, const T* cols, const T* k, T bias, std::int64_t ow,
-                                                 std::int64_t q, T* out, const T* limit) {
+KILN_GEMM_KERNEL_INLINE void depthwise_flat_tile(const T* in, std::int64_t phase_pitch, const T* cols, const T* k, T bias,
+                                                 const register_epilogue<T>& fin, std::int64_t ow, std::int64_t q, T* out, const T* limit) {
   using V = batch<T>;
   using F = flat_window<S, KH, KW>;
   constexpr std::int64_t W = std::int64_t(V::size);
@@ -185,28 +199,22 @@ KILN_GEMM_KERNEL_INLINE void depthwise_flat_tile(const T* in, std::int64_t phase
         r += xsimd::select(inside, acc[j][v], V(T(0)));
       }
     }
-    T* dst = out + q + v * W;
-    if (dst + W <= limit) {
-      r.store_unaligned(dst);
-    } else if (dst < limit) {
-      alignas(64) T tmp[W];
-      r.store_aligned(tmp);
-      std::copy(tmp, tmp + (limit - dst), dst);
-    }
+    store_until(fin(r, 0), out + q + v * W, limit);
   }
 }
 
-/// One output plane (oh * ow = `positions`) of the flat form into `out`, two vectors at a time.
+/// One output plane (oh * ow = `positions`) of the flat form into `out`, two vectors at a time,
+/// finished by `fin`.
 /// `in` is the first of the S * S phase planes, `phase_pitch` apart, each at its first position
 /// (the zeros before it at negative offsets). The last vector may store up to `limit`: the
 /// group's later planes, written after this one.
 template <class T, std::int64_t S, std::int64_t KH, std::int64_t KW>
-void depthwise_flat_plane(const T* in, std::int64_t phase_pitch, const T* cols, const T* k, T bias, std::int64_t ow, std::int64_t positions, T* out,
-                          const T* limit) {
+void depthwise_flat_plane(const T* in, std::int64_t phase_pitch, const T* cols, const T* k, T bias, const register_epilogue<T>& fin, std::int64_t ow,
+                          std::int64_t positions, T* out, const T* limit) {
   constexpr std::int64_t W = std::int64_t(batch<T>::size);
   std::int64_t q = 0;
-  for (; q + 2 * W <= positions; q += 2 * W) depthwise_flat_tile<T, S, KH, KW, 2>(in, phase_pitch, cols, k, bias, ow, q, out, limit);
-  for (; q < positions; q += W) depthwise_flat_tile<T, S, KH, KW, 1>(in, phase_pitch, cols, k, bias, ow, q, out, limit);
+  for (; q + 2 * W <= positions; q += 2 * W) depthwise_flat_tile<T, S, KH, KW, 2>(in, phase_pitch, cols, k, bias, fin, ow, q, out, limit);
+  for (; q < positions; q += W) depthwise_flat_tile<T, S, KH, KW, 1>(in, phase_pitch, cols, k, bias, fin, ow, q, out, limit);
 }
 
 /// even[t] = in[2 t], odd[t] = in[2 t + 1] for t < W (one vector of each; reads 2 W elements):
@@ -295,7 +303,10 @@ auto flat_depthwise_kernel(const conv2d_params& p, const conv_geometry& g) -> de
 /// The planes of a group of channels are computed one after another, each plane's rows one
 /// after another, straight into the output where its planes are contiguous (else into a buffer),
 /// so that the epilogue runs once per group of planes, not per row or plane: its fixed cost per
-/// call was most of a 7 x 7 plane's time. The groups are shared out by `parallel_for`.
+/// call was most of a 7 x 7 plane's time. Where the epilogue offers image n's work in registers
+/// (`register_form(n)`: a bias per channel and relu, clip or nothing), the kernels apply it to
+/// each vector as they store it, and the pass is left out (on MobileNet-V2's ReLU6 it cost about a
+/// third of the convolution). The groups are shared out by `parallel_for`.
 template <class T, class Apply>
 void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int64_t bias_stride, const conv2d_params& p, const conv_geometry& g,
                       const tensor& out, const Apply& apply) {
@@ -327,6 +338,10 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
     if (!in_place) grow(buffer, m * positions);
     T* const planes = in_place ? dst : buffer.data();
+    // The epilogue in registers, where it can be, else a finish that changes nothing.
+    std::optional<register_epilogue<T>> fused;
+    if constexpr (offers_image_register_form<Apply, T>) fused = apply.register_form(n);
+    const register_epilogue<T> fin = fused ? *fused : register_epilogue<T>{};
     if (flat_kernel) {
       // Each position's column, and the phase planes with their zeros: kept from call to call
       // while the geometry stays (the planes' contents are overwritten, their zeros are not).
@@ -350,8 +365,8 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
           if (sh == 1) build_phase_planes<T, 1>(src, g.h, g.w, xs[2], xs[3], phases.data() + lead, pitch);
           else build_phase_planes<T, 2>(src, g.h, g.w, xs[2], xs[3], phases.data() + lead, pitch);
         }
-        flat_kernel(phases.data() + lead, pitch, cols.data(), wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), g.ow, positions,
-                    planes + (o - o0) * positions, planes + m * positions);
+        flat_kernel(phases.data() + lead, pitch, cols.data(), wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), fin.from_row(o), g.ow,
+                    positions, planes + (o - o0) * positions, planes + m * positions);
       }
     }
     // Where each window column starts in a built plane: the same for every plane of the call.
@@ -361,10 +376,10 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
       if (o == o0 || o % g.og == 0)  // a channel multiplier above 1 reads each input plane for several outputs
         plane.build(xb + n * xs[0] + c * xs[1], g.h, g.w, xs[2], xs[3], p.padding[0], p.padding[1], hp, wp, sw, T(0));
       if (o == o0) plane.taps(g.kw, dw, taps);
-      plane_kernel(plane, wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), taps.data(), g.kh, g.kw, sh, dh, g.oh, g.ow,
-                   planes + (o - o0) * positions);
+      plane_kernel(plane, wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), fin.from_row(o), taps.data(), g.kh, g.kw, sh, dh, g.oh,
+                   g.ow, planes + (o - o0) * positions);
     }
-    apply(n, planes, positions, 1, o0, 0, m, positions);
+    if (!fused) apply(n, planes, positions, 1, o0, 0, m, positions);
     if (!in_place)
       for (std::int64_t q = 0; q < m; ++q)
         for (std::int64_t y = 0; y < g.oh; ++y) store_row(planes + q * positions + y * g.ow, g.ow, dst + q * os[1] + y * os[2], os[3]);

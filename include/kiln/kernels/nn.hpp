@@ -61,7 +61,6 @@
 #include <kiln/kernels/winograd.hpp>
 
 #include <array>
-#include <concepts>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -323,11 +322,22 @@ struct conv_epilogue {
   }
 };
 
-/// Whether a convolution's epilogue `A` may offer image n's work as a `register_epilogue<T>`
-/// (`a.register_form(n)`, as `conv_epilogue` does).
-template <class A, class T>
-concept offers_image_register_form = requires(const A& a, std::int64_t n) {
-  { a.register_form(n) } -> std::same_as<std::optional<register_epilogue<T>>>;
+/// The epilogue of `conv2d_depthwise`, whose sums already start from the convolution's bias:
+/// image n's fused expression alone (`per_image`, none when empty), applied to a block as
+/// `conv_epilogue` does, or offered in registers.
+template <class T>
+struct depthwise_epilogue {
+  const std::vector<fused_epilogue<T>>* per_image = nullptr;
+
+  void operator()(std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m, std::int64_t len) const {
+    if (!per_image->empty()) (*per_image)[std::size_t(n)](c, rs, cs, o, j, m, len);
+  }
+  /// Image n's expression as a `register_epilogue` (for channel 0), one that changes nothing
+  /// when there is none, or nothing when it cannot be put so.
+  std::optional<register_epilogue<T>> register_form(std::int64_t n) const {
+    if (per_image->empty()) return register_epilogue<T>{};
+    return (*per_image)[std::size_t(n)].in_register();
+  }
 };
 
 /// The epilogue of one image's group in `conv2d_gemm`: `apply` at that image and first channel,

@@ -18,6 +18,7 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 namespace kiln::kernels {
 
@@ -70,6 +71,13 @@ __attribute__((always_inline)) inline void finish_stores(const register_epilogue
 template <class E, class T>
 concept offers_register_form = requires(const E& e) {
   { e.register_form() } -> std::convertible_to<const register_epilogue<T>*>;
+};
+
+/// Whether a convolution's epilogue `A` may offer image n's work as a `register_epilogue<T>`
+/// (`a.register_form(n)`: one, or nothing when it cannot be put so).
+template <class A, class T>
+concept offers_image_register_form = requires(const A& a, std::int64_t n) {
+  { a.register_form(n) } -> std::same_as<std::optional<register_epilogue<T>>>;
 };
 
 }  // namespace kiln::kernels

@@ -87,11 +87,6 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
         }
       }
       const conv_epilogue<T> apply{b, b_stride, &per_image};
-      // The depthwise kernel starts its sums from the bias.
-      const auto apply_epilogue = [&](std::int64_t n, T* c, std::int64_t rs, std::int64_t cs, std::int64_t o, std::int64_t j, std::int64_t m,
-                                      std::int64_t len) {
-        if (!per_image.empty()) per_image[std::size_t(n)](c, rs, cs, o, j, m, len);
-      };
       if (form == conv_weight::winograd2 || form == conv_weight::winograd4) {
         const auto& xs = x.strides();
         const auto& ys = dst.strides();
@@ -102,7 +97,7 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
         else conv2d_winograd_packed<4, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
       } else if (form == conv_weight::direct_packed) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
       else if (depthwise)
-        conv2d_depthwise<T>(x, wt, b, b_stride, p, g, dst, apply_epilogue);
+        conv2d_depthwise<T>(x, wt, b, b_stride, p, g, dst, depthwise_epilogue<T>{&per_image});
       else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
       else conv2d_gemm<T>(x, wt, p, g, dst, apply);
     }
