@@ -328,7 +328,7 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
   const std::int64_t threads = std::int64_t(num_threads());
   const std::int64_t per_group = std::clamp<std::int64_t>(std::min(2048 / std::max<std::int64_t>(positions, 1), g.o / (4 * threads)), 1, 16);
   const std::int64_t groups = (g.o + per_group - 1) / per_group;
-  parallel_for(g.n * groups, [&](std::int64_t t) {
+  const auto group = [&](std::int64_t t) {
     const std::int64_t n = t / groups, o0 = t % groups * per_group, m = std::min(per_group, g.o - o0);
     thread_local window_plane<T> plane;
     // The planes of the group: the output's where they are contiguous (the epilogue then runs in
@@ -383,6 +383,13 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
     if (!in_place)
       for (std::int64_t q = 0; q < m; ++q)
         for (std::int64_t y = 0; y < g.oh; ++y) store_row(planes + q * positions + y * g.ow, g.ow, dst + q * os[1] + y * os[2], os[3]);
+  };
+  // Each thread takes one contiguous range of groups, the same on every call (thread 0 the
+  // first): the channels a 1x1 convolution before it wrote on the same thread, when that one cut
+  // its output channels into ranges (`gemm_packed`), are read from the same core's cache.
+  const std::int64_t tasks = g.n * groups, parts = std::min(tasks, threads);
+  parallel_for(parts, [&](std::int64_t part) {
+    for (std::int64_t t = part * tasks / parts; t < (part + 1) * tasks / parts; ++t) group(t);
   });
 }
 
