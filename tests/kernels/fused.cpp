@@ -6,9 +6,12 @@
 #include <kiln/kernels/fused.hpp>
 
 #include "../common/message_of.hpp"
+#include "../common/pool_threads.hpp"
 #include "reference.hpp"
 
 #include <doctest/doctest.h>
+
+#include <functional>
 
 using namespace kiln;
 using namespace kiln::kernels;
@@ -106,6 +109,65 @@ TEST_CASE("compile-time and run-time fused chains equal the unfused kernels, for
   check_all_close(out.to_vector<double>(), chain_unfused(t, u, v).to_vector<double>(), 1e-15, 1e-15);
   run_fused(chain, {t, u, v}, out);
   check_all_close(out.to_vector<double>(), chain_unfused(t, u, v).to_vector<double>(), 1e-15, 1e-15);
+}
+
+TEST_CASE("a loop plan's ranges cover its elements once, in order, wherever they are cut") {
+  // Operand 0 [3, 5, 7] contiguous, operand 1 transposed, operand 2 broadcast along the middle
+  // axis: runs of 7 elements (the last axis) over an odometer of 3 x 5.
+  const tensor out = tensor::zeros({3, 5, 7}, dtype::float32), t = tensor::zeros({7, 5, 3}, dtype::float32).permute({2, 1, 0}),
+               b = tensor::zeros({3, 1, 7}, dtype::float32);
+  const loop_plan<3> plan({&out, &t, &b});
+  using visit = std::array<const char*, 3>;
+  const auto visits = [&](auto&& loop) {
+    std::vector<visit> v;
+    loop([&](std::int64_t n, const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& st) {
+      for (std::int64_t e = 0; e < n; ++e) v.push_back({p[0] + e * st[0], p[1] + e * st[1], p[2] + e * st[2]});
+    });
+    return v;
+  };
+  const std::vector<visit> whole = visits([&](auto&& f) { plan.for_each_run(f); });
+  REQUIRE(whole.size() == 105);
+  for (const std::vector<std::int64_t>& cuts : std::vector<std::vector<std::int64_t>>{{0, 105}, {0, 1, 105}, {0, 7, 35, 36, 104, 105}, {0, 3, 10, 52, 53, 54, 99, 105}}) {
+    std::vector<visit> parts;
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+      const std::vector<visit> v = visits([&](auto&& f) { plan.for_each_run_between(cuts[i], cuts[i + 1], f); });
+      parts.insert(parts.end(), v.begin(), v.end());
+    }
+    CHECK(parts == whole);
+  }
+  CHECK(visits([&](auto&& f) { plan.for_each_run_between(40, 40, f); }).empty());
+  CHECK(visits([&](auto&& f) { plan.for_each_run_between(100, 400, f); }).size() == 5);
+}
+
+TEST_CASE("a run-time fused expression shared out among threads gives the one-thread bits") {
+  // Large enough to be shared out: a per-channel scale and shift then relu over 1024 planes of
+  // 7 x 7 (runs of 49, the ranges cut inside them), one long run, a transposed input and a strided
+  // output, and an expression that needs temporaries.
+  const fused_expr bn = fused_expr::parse("(relu (add (multiply x0 x1) x2))"), mixed = fused_expr::parse(mixed_text);
+  struct problem {
+    tensor x0, x1, x2;
+    std::function<tensor()> out;  // a new output, zeros
+  };
+  std::vector<problem> problems;
+  problems.push_back({random_tensor<float>({1, 1024, 7, 7}, -2, 2, 901), random_tensor<float>({1024, 1, 1}, -2, 2, 902),
+                      random_tensor<float>({1024, 1, 1}, -2, 2, 903), [] { return tensor::zeros({1, 1024, 7, 7}, dtype::float32); }});
+  problems.push_back({random_tensor<float>({100003}, -2, 2, 904), random_tensor<float>({100003}, -2, 2, 905), random_tensor<float>({1}, -2, 2, 906),
+                      [] { return tensor::zeros({100003}, dtype::float32); }});
+  problems.push_back({random_tensor<float>({300, 211}, -2, 2, 907).permute({1, 0}), random_tensor<float>({300}, -2, 2, 908),
+                      random_tensor<float>({211, 1}, -1, 1, 909), [] { return tensor::zeros({211, 600}, dtype::float32).slice(1, 0, 600, 2); }});
+  for (const fused_expr* e : {&bn, &mixed})
+    for (problem& p : problems) {
+      CAPTURE(runtime::shape_to_string(p.x0.shape()));
+      const std::vector<tensor> in{p.x0, p.x1, p.x2};
+      const tensor one = p.out(), two = p.out();
+      {
+        const pool_threads pool(1);
+        e->run(in, one);
+      }
+      const pool_threads pool(2);
+      e->run(in, two);
+      CHECK(two.to_vector<float>() == one.to_vector<float>());
+    }
 }
 
 TEST_CASE("fused results against a scalar reference") {

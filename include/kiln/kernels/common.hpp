@@ -304,6 +304,45 @@ public:
     });
   }
 
+  /// As `for_each_run`, for the elements [begin, end) of the loop in row-major order only: the
+  /// runs they cover, the first and last of them cut where the range starts and ends. Ranges that
+  /// partition [0, numel()) call `f` once for every element, so threads may share the loop out.
+  template <class F>
+  void for_each_run_between(std::int64_t begin, std::int64_t end, F&& f) const {
+    begin = std::max<std::int64_t>(begin, 0), end = std::min(end, numel_);
+    if (begin >= end) return;
+    std::array<std::int64_t, N> inner{};
+    if (shape_.empty()) {
+      f(std::int64_t(1), base_, inner);
+      return;
+    }
+    const std::size_t d = shape_.size();
+    for (std::size_t k = 0; k < N; ++k) inner[k] = strides_[k][d - 1];
+    const std::int64_t n = shape_[d - 1];
+    // The outer index of run r = begin / n, as an odometer over the outer dimensions.
+    dims idx(d - 1, 0);
+    std::array<std::int64_t, N> off{};
+    std::int64_t r = begin / n;
+    for (std::size_t a = d - 1; a-- > 0;) {
+      idx[a] = r % shape_[a];
+      r /= shape_[a];
+      for (std::size_t k = 0; k < N; ++k) off[k] += idx[a] * strides_[k][a];
+    }
+    for (std::int64_t at = begin; at < end;) {
+      const std::int64_t j = at % n, len = std::min(n - j, end - at);
+      std::array<char*, N> ptrs;
+      for (std::size_t k = 0; k < N; ++k) ptrs[k] = base_[k] + off[k] + j * inner[k];
+      f(len, ptrs, inner);
+      at += len;
+      for (std::size_t a = d - 1; a-- > 0;) {  // the next run
+        for (std::size_t k = 0; k < N; ++k) off[k] += strides_[k][a];
+        if (++idx[a] < shape_[a]) break;
+        for (std::size_t k = 0; k < N; ++k) off[k] -= strides_[k][a] * shape_[a];
+        idx[a] = 0;
+      }
+    }
+  }
+
 private:
   dims shape_;
   std::array<dims, N> strides_;

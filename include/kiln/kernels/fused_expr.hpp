@@ -12,6 +12,7 @@
 #include <kiln/support/config.hpp>
 
 #include <kiln/kernels/fx.hpp>
+#include <kiln/kernels/parallel.hpp>
 #include <kiln/support/strings.hpp>
 
 #include <algorithm>
@@ -699,8 +700,24 @@ private:
   /// Bytes of each slot buffer: a tile of every operand.
   static constexpr std::size_t tile_bytes = 4096;
 
+  /// Elements below which `evaluate` runs on one thread: about 10 us of a cheap expression.
+  static constexpr std::int64_t min_parallel_elements = std::int64_t(1) << 15;
+
+  /// The expression over every element of `plan`, shared out among the kernels' threads in
+  /// contiguous ranges of whole tiles (each element is computed alike whatever the range: the same
+  /// bits on any thread count).
   template <class T, std::size_t N>
   void evaluate(const loop_plan<N + 1>& plan) const {
+    constexpr std::int64_t tile = tile_bytes / sizeof(T);
+    const std::int64_t total = plan.numel(), tiles = (total + tile - 1) / tile;
+    const std::int64_t parts = total < min_parallel_elements ? 1 : std::min<std::int64_t>(std::int64_t(num_threads()), tiles);
+    if (parts <= 1) return evaluate_range<T, N>(plan, 0, total);
+    parallel_for(parts, [&](std::int64_t part) { evaluate_range<T, N>(plan, part * tiles / parts * tile, (part + 1) * tiles / parts * tile); });
+  }
+
+  /// `evaluate` over the elements [begin, end) of `plan` (row-major), on the calling thread.
+  template <class T, std::size_t N>
+  void evaluate_range(const loop_plan<N + 1>& plan, std::int64_t begin, std::int64_t end) const {
     constexpr std::int64_t tile = tile_bytes / sizeof(T);
     constexpr std::int64_t W = std::int64_t(batch<T>::size);
     static_assert(tile % W == 0);
@@ -723,18 +740,22 @@ private:
     constexpr auto item = std::int64_t(sizeof(T));
     const std::vector<step<T>>& steps = p.template steps<T>();
 
-    plan.for_each_run([&](std::int64_t n, const std::array<char*, N + 1>& ptr, const std::array<std::int64_t, N + 1>& stride) {
+    plan.for_each_run_between(begin, end, [&](std::int64_t n, const std::array<char*, N + 1>& ptr, const std::array<std::int64_t, N + 1>& stride) {
+      // An operand broadcast along the run: its value over as much of a tile as the run reads
+      // (a run of 49 or 196 elements, one value per channel, fills 64 or 208, not 1,024).
+      const std::int64_t reach = std::min(tile, (n + W - 1) / W * W);
       for (std::size_t k = 0; k < N; ++k)
-        if (stride[k + 1] == 0) std::fill_n(buffer(k), tile, *reinterpret_cast<const T*>(ptr[k + 1]));
-      for (std::int64_t i = 0; i < n; i += tile) {
-        const std::int64_t m = std::min(tile, n - i);
+        if (stride[k + 1] == 0) std::fill_n(buffer(k), reach, *reinterpret_cast<const T*>(ptr[k + 1]));
+      // Elements [i, i + m) of the run. `exact` (m a whole number of vectors): contiguous operands
+      // are read, and a contiguous output written, in place; otherwise (a run's last elements,
+      // fewer than a vector) through the buffers, padded to a vector.
+      const auto chunk = [&](std::int64_t i, std::int64_t m, bool exact) {
         const std::int64_t padded = (m + W - 1) / W * W;
-        const bool full = m == tile;
         for (std::size_t k = 0; k < N; ++k) {
           const char* at = ptr[k + 1] + i * stride[k + 1];
           if (stride[k + 1] == 0) {
             src[k] = buffer(k);
-          } else if (full && stride[k + 1] == item) {
+          } else if (exact && stride[k + 1] == item) {
             src[k] = reinterpret_cast<const T*>(at);  // read in place
           } else {
             T* b = buffer(k);
@@ -744,7 +765,7 @@ private:
           }
         }
         char* out = ptr[0] + i * stride[0];
-        const bool direct_out = full && stride[0] == item;
+        const bool direct_out = exact && stride[0] == item;
         for (std::size_t c = 0; c < p.code.size(); ++c) {
           const instr& in = p.code[c];
           const bool last = c + 1 == p.code.size();
@@ -757,6 +778,14 @@ private:
           const T* r = buffer(p.code.back().dst);
           for (std::int64_t j = 0; j < m; ++j) std::memcpy(out + j * stride[0], r + j, sizeof(T));
         }
+      };
+      // Whole vectors in place, a tile at a time, then the run's last elements: a run of 196 (a
+      // 14 x 14 plane) is 12 vectors in place and 4 elements, not 196 elements gathered and
+      // scattered one at a time.
+      for (std::int64_t i = 0; i < n; i += tile) {
+        const std::int64_t m = std::min(tile, n - i), whole = m / W * W;
+        if (whole > 0) chunk(i, whole, true);
+        if (whole < m) chunk(i + whole, m - whole, false);
       }
     });
   }
