@@ -522,6 +522,38 @@ TEST_CASE("conv2d_fused: bias, activation, per-channel scale and residual per bl
   }
 }
 
+namespace {
+
+/// conv2d_fused of x (shape `xs`) and w (shape `ws`) with the expression `text`, bit for bit
+/// against conv2d and the expression run one after the other, on one and two threads: with the
+/// convolution's own bias (`own_bias`), and an operand x1 of one value per channel, or per image
+/// and channel (`per_image`).
+template <class T>
+void check_fused_bits(const shape_vector& xs, const shape_vector& ws, const conv2d_params& p, const char* text, bool own_bias, bool per_image,
+                      unsigned seed) {
+  CAPTURE(runtime::shape_to_string(xs));
+  CAPTURE(runtime::shape_to_string(ws));
+  INFO("expression: ", std::string(text), own_bias ? ", the convolution's bias" : "", per_image ? ", an operand per image" : "");
+  const tensor x = random_tensor<T>(xs, -1, 1, seed), w = random_tensor<T>(ws, -1, 1, seed + 1);
+  const tensor bias = own_bias ? random_tensor<T>({ws[0]}, -1, 1, seed + 2) : tensor();
+  const tensor y = conv2d(x, w, bias, p);
+  const fused_expr e = fused_expr::parse(text);
+  std::vector<tensor> operands;
+  if (e.num_inputs() > 1) operands.push_back(random_tensor<T>(per_image ? shape_vector{xs[0], ws[0], 1, 1} : shape_vector{ws[0], 1, 1}, -4, 4, seed + 3));
+  std::vector<tensor> inputs{y};
+  inputs.insert(inputs.end(), operands.begin(), operands.end());
+  const std::vector<T> want = e.run(inputs).template to_vector<T>();
+  for (const std::size_t threads : {1, 2}) {
+    CAPTURE(threads);
+    const pool_threads pool(threads);
+    const tensor out = tensor::empty(y.shape(), y.type());
+    conv2d_fused(x, w, bias, p, e, operands, out);
+    CHECK(out.template to_vector<T>() == want);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("conv2d_fused: a pointwise convolution's bias and activation applied in registers give the separate kernels' bits") {
   // A bias per channel (the convolution's own or an operand, one per image too) and relu, clip,
   // hard-sigmoid, hard-swish or nothing: the GEMM's micro-kernels apply them as they store. The
@@ -543,25 +575,8 @@ TEST_CASE("conv2d_fused: a pointwise convolution's bias and activation applied i
                          "(clip (add (multiply (add x0 x1) 0.2) 0.5) 0 1)",
                          "(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1))"};
   const auto check = [&]<class T>(type_tag<T>, const pointwise& s, const char* text, bool own_bias, bool per_image, unsigned seed) {
-    CAPTURE(runtime::shape_to_string(s.x));
     CAPTURE(s.o);
-    INFO("expression: ", std::string(text), own_bias ? ", the convolution's bias" : "", per_image ? ", an operand per image" : "");
-    const tensor x = random_tensor<T>(s.x, -1, 1, seed), w = random_tensor<T>({s.o, s.x[1], 1, 1}, -1, 1, seed + 1);
-    const tensor bias = own_bias ? random_tensor<T>({s.o}, -1, 1, seed + 2) : tensor();
-    const tensor y = conv2d(x, w, bias, conv(1, 0));
-    const fused_expr e = fused_expr::parse(text);
-    std::vector<tensor> operands;
-    if (e.num_inputs() > 1) operands.push_back(random_tensor<T>(per_image ? shape_vector{s.x[0], s.o, 1, 1} : shape_vector{s.o, 1, 1}, -4, 4, seed + 3));
-    std::vector<tensor> inputs{y};
-    inputs.insert(inputs.end(), operands.begin(), operands.end());
-    const std::vector<T> want = e.run(inputs).template to_vector<T>();
-    for (const std::size_t threads : {1, 2}) {
-      CAPTURE(threads);
-      const pool_threads pool(threads);
-      const tensor out = tensor::empty(y.shape(), y.type());
-      conv2d_fused(x, w, bias, conv(1, 0), e, operands, out);
-      CHECK(out.template to_vector<T>() == want);
-    }
+    check_fused_bits<T>(s.x, {s.o, s.x[1], 1, 1}, conv(1, 0), text, own_bias, per_image, seed);
   };
   unsigned seed = 1200;
   for (const pointwise& s : shapes)
@@ -641,25 +656,7 @@ TEST_CASE("conv2d_fused: a depthwise convolution's epilogue applied as its kerne
   const char* texts[] = {"(relu x0)", "(clip x0 0 6)", "(clip (add x0 x1) 0 6)", "(relu (add x1 x0))", "(add x0 x1)",
                          "(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1))"};
   const auto check = [&]<class T>(type_tag<T>, const depthwise& s, const char* text, bool own_bias, bool per_image, unsigned seed) {
-    CAPTURE(runtime::shape_to_string(s.x));
-    CAPTURE(runtime::shape_to_string(s.w));
-    INFO("expression: ", std::string(text), own_bias ? ", the convolution's bias" : "", per_image ? ", an operand per image" : "");
-    const tensor x = random_tensor<T>(s.x, -1, 1, seed), w = random_tensor<T>(s.w, -1, 1, seed + 1);
-    const tensor bias = own_bias ? random_tensor<T>({s.w[0]}, -1, 1, seed + 2) : tensor();
-    const tensor y = conv2d(x, w, bias, s.p);
-    const fused_expr e = fused_expr::parse(text);
-    std::vector<tensor> operands;
-    if (e.num_inputs() > 1) operands.push_back(random_tensor<T>(per_image ? shape_vector{s.x[0], s.w[0], 1, 1} : shape_vector{s.w[0], 1, 1}, -4, 4, seed + 3));
-    std::vector<tensor> inputs{y};
-    inputs.insert(inputs.end(), operands.begin(), operands.end());
-    const std::vector<T> want = e.run(inputs).template to_vector<T>();
-    for (const std::size_t threads : {1, 2}) {
-      CAPTURE(threads);
-      const pool_threads pool(threads);
-      const tensor out = tensor::empty(y.shape(), y.type());
-      conv2d_fused(x, w, bias, s.p, e, operands, out);
-      CHECK(out.template to_vector<T>() == want);
-    }
+    check_fused_bits<T>(s.x, s.w, s.p, text, own_bias, per_image, seed);
   };
   unsigned seed = 1400;
   for (const depthwise& s : shapes)
