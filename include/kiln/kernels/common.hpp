@@ -39,6 +39,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace kiln::kernels {
 
@@ -284,24 +285,7 @@ public:
   /// stepping by `strides[k]` bytes.
   template <class F>
   void for_each_run(F&& f) const {
-    if (numel_ == 0) return;
-    std::array<std::int64_t, N> inner{};
-    if (shape_.empty()) {
-      f(std::int64_t(1), base_, inner);
-      return;
-    }
-    const std::size_t d = shape_.size();
-    std::array<const std::int64_t*, N> outer;
-    for (std::size_t k = 0; k < N; ++k) {
-      inner[k] = strides_[k][d - 1];
-      outer[k] = strides_[k].data();
-    }
-    const std::int64_t n = shape_[d - 1];
-    for_each_offsets<N>(std::span<const std::int64_t>(shape_.data(), d - 1), outer, [&](const std::array<std::int64_t, N>& off) {
-      std::array<char*, N> ptrs;
-      for (std::size_t k = 0; k < N; ++k) ptrs[k] = base_[k] + off[k];
-      f(n, ptrs, inner);
-    });
+    for_each_run_between(0, numel_, std::forward<F>(f));
   }
 
   /// As `for_each_run`, for the elements [begin, end) of the loop in row-major order only: the
@@ -319,7 +303,7 @@ public:
     const std::size_t d = shape_.size();
     for (std::size_t k = 0; k < N; ++k) inner[k] = strides_[k][d - 1];
     const std::int64_t n = shape_[d - 1];
-    // The outer index of run r = begin / n, as an odometer over the outer dimensions.
+    // The outer index of the first run, begin / n, as an odometer over the outer dimensions.
     dims idx(d - 1, 0);
     std::array<std::int64_t, N> off{};
     std::int64_t r = begin / n;
@@ -328,8 +312,10 @@ public:
       r /= shape_[a];
       for (std::size_t k = 0; k < N; ++k) off[k] += idx[a] * strides_[k][a];
     }
-    for (std::int64_t at = begin; at < end;) {
-      const std::int64_t j = at % n, len = std::min(n - j, end - at);
+    // Only the first run may start inside a row; every later one starts at its row's beginning.
+    std::int64_t j = begin % n;
+    for (std::int64_t at = begin; at < end; j = 0) {
+      const std::int64_t len = std::min(n - j, end - at);
       std::array<char*, N> ptrs;
       for (std::size_t k = 0; k < N; ++k) ptrs[k] = base_[k] + off[k] + j * inner[k];
       f(len, ptrs, inner);
