@@ -5,11 +5,15 @@
 // kernels::conv2d_winograd) beside the classic baseline, im2col into a buffer followed by OpenBLAS
 // cblas_sgemm (one thread), timed together. GFLOP/s counts the direct algorithm's multiply-adds
 // for every kernel, so that the figures compare times. Depthwise convolutions (MobileNet-V2 and EfficientNet-B0 shapes) and the
-// ResNet max pool are compared with plain direct loops, since BLAS has nothing for them.
+// max pools of ResNet, SqueezeNet and GoogLeNet are compared with plain direct loops, since BLAS
+// has nothing for them.
 #include <kiln/kernels/nn.hpp>
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <limits>
+#include <string>
 #include <vector>
 
 #if KILN_HAVE_OPENBLAS
@@ -216,35 +220,50 @@ void direct_depthwise(benchmark::State& st) {
   report(st, p);
 }
 
-// ResNet's max pool: 3x3, stride 2, padding 1 on [1, 64, 112, 112].
+// Max pools of the model zoo: ResNet's (3x3, stride 2, padding 1 on 64x112²), SqueezeNet's first
+// (3x3, stride 2, ceil mode on 64x111²: rows of a few vectors and a part), and GoogLeNet's
+// inception branch at 7² (3x3, stride 1, padding 1 on 832x7²: rows shorter than a vector).
+struct pool_problem {
+  std::int64_t c, hw, k, s, pad;
+  bool ceil;
+};
+constexpr pool_problem pool_problems[] = {{64, 112, 3, 2, 1, false}, {64, 111, 3, 2, 0, true}, {832, 7, 3, 1, 1, true}};
+
 void kiln_max_pool(benchmark::State& st) {
-  const tensor x = tensor::empty({1, 64, 112, 112}, dtype::float32);
+  const pool_problem& pp = pool_problems[st.range(0)];
+  const tensor x = tensor::empty({1, pp.c, pp.hw, pp.hw}, dtype::float32);
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 17);
-  const kernels::pool2d_params p{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false};
-  const tensor y = tensor::empty({1, 64, 56, 56}, dtype::float32);
+  const kernels::pool2d_params p{{pp.k, pp.k}, {pp.s, pp.s}, {pp.pad, pp.pad, pp.pad, pp.pad}, {1, 1}, pp.ceil, false};
+  const tensor y = kernels::max_pool2d(x, p);
   for (auto _ : st) {
     kernels::max_pool2d(x, p, y);
     benchmark::ClobberMemory();
   }
+  st.SetLabel(std::to_string(pp.c) + "x" + std::to_string(pp.hw) + "² k" + std::to_string(pp.k) + " s" + std::to_string(pp.s) +
+              (pp.ceil ? " ceil" : ""));
   st.SetBytesProcessed(std::int64_t(st.iterations()) * std::int64_t(x.nbytes() + y.nbytes()));
 }
+// The same windows element by element, with the bounds tested per tap.
 void direct_max_pool(benchmark::State& st) {
-  const tensor x = tensor::empty({1, 64, 112, 112}, dtype::float32);
+  const pool_problem& pp = pool_problems[st.range(0)];
+  const tensor x = tensor::empty({1, pp.c, pp.hw, pp.hw}, dtype::float32);
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 17);
-  const tensor y = tensor::empty({1, 64, 56, 56}, dtype::float32);
+  const kernels::pool2d_params p{{pp.k, pp.k}, {pp.s, pp.s}, {pp.pad, pp.pad, pp.pad, pp.pad}, {1, 1}, pp.ceil, false};
+  const tensor y = kernels::max_pool2d(x, p);
+  const std::int64_t oh = y.shape(2), hw = pp.hw;
   for (auto _ : st) {
     const float* in = x.data<float>();
     float* out = y.data<float>();
-    for (std::int64_t c = 0; c < 64; ++c)
-      for (std::int64_t oy = 0; oy < 56; ++oy)
-        for (std::int64_t ox = 0; ox < 56; ++ox) {
+    for (std::int64_t c = 0; c < pp.c; ++c)
+      for (std::int64_t oy = 0; oy < oh; ++oy)
+        for (std::int64_t ox = 0; ox < oh; ++ox) {
           float m = -std::numeric_limits<float>::infinity();
-          for (std::int64_t i = 0; i < 3; ++i)
-            for (std::int64_t j = 0; j < 3; ++j) {
-              const std::int64_t iy = oy * 2 + i - 1, ix = ox * 2 + j - 1;
-              if (iy >= 0 && iy < 112 && ix >= 0 && ix < 112) m = std::max(m, in[(c * 112 + iy) * 112 + ix]);
+          for (std::int64_t i = 0; i < pp.k; ++i)
+            for (std::int64_t j = 0; j < pp.k; ++j) {
+              const std::int64_t iy = oy * pp.s + i - pp.pad, ix = ox * pp.s + j - pp.pad;
+              if (iy >= 0 && iy < hw && ix >= 0 && ix < hw) m = std::max(m, in[(c * hw + iy) * hw + ix]);
             }
-          out[(c * 56 + oy) * 56 + ox] = m;
+          out[(c * oh + oy) * oh + ox] = m;
         }
     benchmark::ClobberMemory();
   }
@@ -284,7 +303,7 @@ BENCHMARK(im2col_openblas)->Name("conv2d/im2col_openblas")->Apply(dense);
 #endif
 BENCHMARK(kiln_1thread)->Name("depthwise/kiln")->Apply(depthwise);
 BENCHMARK(direct_depthwise)->Name("depthwise/direct_loop")->Apply(depthwise);
-BENCHMARK(kiln_max_pool)->Name("max_pool2d/kiln")->Unit(benchmark::kMicrosecond);
-BENCHMARK(direct_max_pool)->Name("max_pool2d/direct_loop")->Unit(benchmark::kMicrosecond);
+BENCHMARK(kiln_max_pool)->Name("max_pool2d/kiln")->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(direct_max_pool)->Name("max_pool2d/direct_loop")->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

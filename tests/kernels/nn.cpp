@@ -391,6 +391,34 @@ TEST_CASE("max_pool2d and avg_pool2d: padding, ceil mode, dilation, count_includ
     check_pools<float>(random_tensor<float>({1, 2, 21, 150}, -1, 1, 11), pool(3, 2, 1, true), 11, 76);
     check_pools<float>(wide_nan, pool(2, 1, 0, false, false, 2), 4, 148);
   }
+  // Rows shorter than a vector (read a vector at a time, running into the next rows, except
+  // where that would pass x's end), rows a vector and a part long (the last vector overlapping
+  // the one before), in the geometries of SqueezeNet's and GoogLeNet's pools; each call after
+  // one of another geometry on the same thread.
+  const auto ceil_out = [](std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t pad) {  // PyTorch's rule
+    const std::int64_t out = (n + 2 * pad - k + s - 1) / s + 1;
+    return (out - 1) * s >= n + pad ? out - 1 : out;
+  };
+  for (const std::int64_t w : {7, 13, 14, 27, 55}) {
+    CAPTURE(w);
+    const tensor sq = random_tensor<float>({1, 5, w, w}, -1, 1, 13 + w);
+    const std::int64_t half = ceil_out(w, 3, 2, 0);  // 3x3, stride 2, ceil mode
+    check_pools<float>(sq, pool(3, 2, 0, true), half, half);
+    check_pools<float>(sq, pool(3, 1, 1, true), w, w);
+    check_pools<float>(sq, pool(2, 2, 0, true), ceil_out(w, 2, 2, 0), ceil_out(w, 2, 2, 0));
+    check_pools<double>(random_tensor<double>({2, 3, w, w}, -1, 1, 14 + w), pool(3, 1, 1), w, w);
+    check_pools<std::int32_t>(random_tensor<std::int32_t>({1, 3, w, w}, -100, 100, 15 + w), pool(3, 2, 0, true), half, half);
+    check_pools<std::int8_t>(random_tensor<std::int8_t>({1, 3, w, w}, -100, 100, 16 + w), pool(3, 1, 1), w, w);
+    // A NaN in the last columns of a row, and one in the rows a short row's vector runs into.
+    tensor nan_tail = random_tensor<float>({1, 2, w, w}, -1, 1, 17 + w);
+    nan_tail.data<float>()[w * w + 2 * w - 1] = std::numeric_limits<float>::quiet_NaN();
+    nan_tail.data<float>()[2 * w * w - 1] = std::numeric_limits<float>::quiet_NaN();
+    check_pools<float>(nan_tail, pool(3, 2, 0, true), half, half);
+    check_pools<float>(nan_tail, pool(3, 1, 1), w, w);
+    const kiln_test::pool_threads scope(2);
+    check_pools<float>(sq, pool(3, 1, 1, true), w, w);
+    check_pools<float>(sq.slice(3, 1, w), pool(3, 2, 1, true), ceil_out(w, 3, 2, 1), ceil_out(w - 1, 3, 2, 1));  // rows w apart
+  }
   pool2d_params wide = pool(1, 1, 0);
   wide.padding = {0, 2, 0, 0};
   const tensor edge = max_pool2d(random_tensor<float>({1, 1, 1, 3}, -1, 1, 10), wide);

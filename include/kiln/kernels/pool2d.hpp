@@ -21,6 +21,7 @@
 #include <kiln/kernels/transform.hpp>
 #include <kiln/kernels/window_params.hpp>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <vector>
@@ -36,8 +37,8 @@ struct pool_geometry {
 KILN_DECL pool_geometry check_pool2d(std::string_view op, const tensor& x, const pool2d_params& p, bool floating_only);
 
 /// Per output position along one axis, how many window taps fall in [lo, hi).
-KILN_DECL std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation, std::int64_t pad,
-                                               std::int64_t lo, std::int64_t hi);
+KILN_DECL std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation,
+                                               std::int64_t pad, std::int64_t lo, std::int64_t hi);
 
 /// max_pool2d (Max) or avg_pool2d, separably: for each output row, the window's input rows are
 /// first combined column by column into one padded row (`line`: contiguous vector loads, no
@@ -55,14 +56,19 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
   constexpr bool vectorized = ops::is_simd_type<T> && (Max || std::is_floating_point_v<T>);
   constexpr bool float_max = Max && std::is_floating_point_v<T>;
   constexpr std::int64_t W = vectorized ? std::int64_t(V::size) : 1;
-  const T fill = Max ? (std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest()) : T(0);
-  const std::int64_t kh = p.pool_size[0], kw = p.pool_size[1], sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
+  const T fill =
+      Max ? (std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest())
+          : T(0);
+  const std::int64_t kh = p.pool_size[0], kw = p.pool_size[1], sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0],
+                     dw = p.dilation[1];
   const std::int64_t top = p.padding[0], left = p.padding[1];
   // The padded row covers every window, ceil-mode ones included; `span` elements per phase copy
   // leave room for the output loop's last vectors, which run past the row.
   const std::int64_t wp = std::max(g.w + left + p.padding[3], (g.ow - 1) * sw + (kw - 1) * dw + 1);
   // (Whole vectors, so that the split by phase runs in whole vectors too.)
   const std::int64_t phase = ((wp + sw - 1) / sw + W - 1) / W * W, span = sw * phase + 4 * W;
+  // Output rows per band (below): their rows of the steps within about 16 KB.
+  const std::int64_t band = std::clamp<std::int64_t>(std::int64_t(16384 / sizeof(T)) / (2 * span), 1, 16);
   std::vector<T> inv_h, inv_w;  // avg: 1 / divisor, factored per axis
   if constexpr (!Max) {
     const bool inc = p.count_include_pad;
@@ -77,6 +83,14 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
   T* ob = static_cast<T*>(out.data());
   const auto& xs = x.strides();
   const auto& os = out.strides();
+  // One past x's last element in memory (x's first where a stride is negative: nothing read past
+  // a row's end then).
+  const T* x_end = xb;
+  if (x.numel() > 0 && std::all_of(xs.begin(), xs.end(), [](std::int64_t st) { return st >= 0; })) {
+    std::int64_t last = 0;
+    for (std::size_t a = 0; a < x.ndim(); ++a) last += (x.shape(a) - 1) * xs[a];
+    x_end = xb + last + 1;
+  }
   // The exact combination, for scalars and for the second try at a plane with a NaN.
   const auto exact = [](auto a, auto b) {
     if constexpr (Max) return ops::maximum{}(a, b);
@@ -91,13 +105,27 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
     T* oplane = ob + n * os[0] + c * os[1];
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
     thread_local std::vector<const T*> rows;
+    thread_local std::array<std::int64_t, 6> filled_for{};  // the geometry (and buffer) whose padding `buffer` holds
     const std::int64_t acc_size = (g.ow + 4 * W - 1) / (4 * W) * 4 * W;
-    grow(buffer, 2 * span + acc_size);
-    T* const line = buffer.data();                          // the combined padded row
-    T* const phases = sw == 1 ? line : line + span;         // the same split by phase
-    T* const acc = buffer.data() + 2 * span;                // one output row
-    std::fill(line, line + 2 * span, fill);                 // the padding columns, never written below
+    grow(buffer, band * 2 * span + acc_size);
+    // Output row b of a band: its combined padded row, and the same split by phase.
+    const auto line_of = [&](std::int64_t b) { return buffer.data() + b * 2 * span; };
+    const auto phases_of = [&](std::int64_t b) { return sw == 1 ? line_of(b) : line_of(b) + span; };
+    T* const acc = buffer.data() + band * 2 * span;  // one output row
+    // The padding columns, never written below: filled once for a thread and geometry.
+    if (const std::array<std::int64_t, 6> key{band, span, left, g.w, sw,
+                                              std::int64_t(reinterpret_cast<std::uintptr_t>(buffer.data()))};
+        filled_for != key) {
+      std::fill(buffer.data(), buffer.data() + band * 2 * span, fill);
+      filled_for = key;
+    }
     rows.resize(std::size_t(kh));
+    // Whether a whole vector from each of the window's first `count` rows stays inside x.
+    const auto rows_readable = [&](std::int64_t count) {
+      for (std::int64_t r = 0; r < count; ++r)
+        if (x_end - rows[std::size_t(r)] < W) return false;
+      return true;
+    };
     // One pass over the plane; `Fast`: the plain vector maximum, and whether a NaN may have been
     // lost (always false otherwise).
     const auto pass = [&]<bool Fast>() {
@@ -108,81 +136,104 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
         if constexpr (Fast) return xsimd::max(a, b);
         else return exact(a, b);
       };
-      for (std::int64_t y = 0; y < g.oh; ++y) {
-        std::int64_t count = 0;  // the window's rows inside the input
-        for (std::int64_t i = 0; i < kh; ++i)
-          if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < g.h) rows[std::size_t(count++)] = plane + r * xs[2];
-        // The rows combined, column by column, into line[left, left + w).
-        T* const dst = line + left;
-        std::int64_t col = 0;
-        if constexpr (vectorized) {
-          if (xs[3] == 1) {
-            const auto column = [&](std::int64_t at, sum_type& sum) {
-              V s(fill);
-              [[maybe_unused]] V total(T(0));
-              for (std::int64_t r = 0; r < count; ++r) {
-                const V v = V::load_unaligned(rows[std::size_t(r)] + at);
-                s = combine(s, v);
-                if constexpr (Fast && float_max) total += v;
+      // A band of output rows at a time, in three steps over its rows, so that no step reads
+      // what the step before has just stored (a vector load across two recent stores waits for
+      // them to reach the cache).
+      for (std::int64_t y0 = 0; y0 < g.oh; y0 += band) {
+        const std::int64_t y1 = std::min(g.oh, y0 + band);
+        for (std::int64_t y = y0; y < y1; ++y) {
+          T* const line = line_of(y - y0);
+          std::int64_t count = 0;  // the window's rows inside the input
+          for (std::int64_t i = 0; i < kh; ++i)
+            if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < g.h) rows[std::size_t(count++)] = plane + r * xs[2];
+          // The rows combined, column by column, into line[left, left + w).
+          T* const dst = line + left;
+          std::int64_t col = 0;
+          if constexpr (vectorized) {
+            if (xs[3] == 1) {
+              const auto column = [&](std::int64_t at, sum_type& sum) {
+                V s(fill);
+                [[maybe_unused]] V total(T(0));
+                for (std::int64_t r = 0; r < count; ++r) {
+                  const V v = V::load_unaligned(rows[std::size_t(r)] + at);
+                  s = combine(s, v);
+                  if constexpr (Fast && float_max) total += v;
+                }
+                if constexpr (Fast && float_max) sum += total;
+                s.store_unaligned(dst + at);
+              };
+              for (; col + 2 * W <= g.w; col += 2 * W) {
+                column(col, sum0);
+                column(col + W, sum1);
               }
-              if constexpr (Fast && float_max) sum += total;
-              s.store_unaligned(dst + at);
-            };
-            for (; col + 2 * W <= g.w; col += 2 * W) {
-              column(col, sum0);
-              column(col + W, sum1);
+              for (; col + W <= g.w; col += W) column(col, sum0);
+              if (col < g.w && g.w >= W) {  // the last columns: one vector ending at the row's end
+                column(g.w - W, sum1);
+                col = g.w;
+              } else if (col < g.w && rows_readable(count)) {
+                // A row shorter than a vector: one vector from each row, running into the rows
+                // after it; the columns past the row's end are put back to the padding.
+                column(0, sum1);
+                std::fill(dst + g.w, dst + W, fill);
+                col = g.w;
+              }
             }
-            for (; col + W <= g.w; col += W) column(col, sum0);
           }
-        }
-        for (; col < g.w; ++col) {
-          T s = fill;
-          for (std::int64_t r = 0; r < count; ++r) {
-            const T v = rows[std::size_t(r)][col * xs[3]];
-            s = exact(s, v);
-            if constexpr (Fast && float_max) scalar_nan |= std::isnan(v);
+          for (; col < g.w; ++col) {
+            T s = fill;
+            for (std::int64_t r = 0; r < count; ++r) {
+              const T v = rows[std::size_t(r)][col * xs[3]];
+              s = exact(s, v);
+              if constexpr (Fast && float_max) scalar_nan |= std::isnan(v);
+            }
+            dst[col] = s;
           }
-          dst[col] = s;
         }
         // Split by phase (the common stride 2 in one loop over pairs, which compilers vectorise
         // as a deinterleave).
-        if (sw == 2) {
-          T* __restrict even = phases;
-          T* __restrict odd = phases + phase;
-          for (std::int64_t m = 0; m < phase; ++m) {
-            even[m] = line[2 * m];
-            odd[m] = line[2 * m + 1];
-          }
-        } else if (sw > 2) {
-          for (std::int64_t q = 0; q < sw * phase; ++q) phases[q % sw * phase + q / sw] = line[q];
-        }
-        // The window's columns combined into the output row.
-        std::int64_t xo = 0;
-        if constexpr (vectorized) {
-          const auto vectors = [&]<int U>() {
-            V s[U];
-            for (int u = 0; u < U; ++u) s[u] = V(fill);
-            for (std::int64_t j = 0; j < kw; ++j) {
-              const T* at = phases + taps[std::size_t(j)] + xo;
-              for (int u = 0; u < U; ++u) s[u] = combine(s[u], V::load_unaligned(at + u * W));
+        for (std::int64_t y = y0; y < y1 && sw > 1; ++y) {
+          const T* const line = line_of(y - y0);
+          T* const phases = phases_of(y - y0);
+          if (sw == 2) {
+            T* __restrict even = phases;
+            T* __restrict odd = phases + phase;
+            for (std::int64_t m = 0; m < phase; ++m) {
+              even[m] = line[2 * m];
+              odd[m] = line[2 * m + 1];
             }
-            for (int u = 0; u < U; ++u) s[u].store_aligned(acc + xo + u * W);
-          };
-          for (; xo + 3 * W < g.ow; xo += 4 * W) vectors.template operator()<4>();  // the last vectors may run past the row
-          for (; xo < g.ow; xo += W) vectors.template operator()<1>();
+          } else if (sw > 2) {
+            for (std::int64_t q = 0; q < sw * phase; ++q) phases[q % sw * phase + q / sw] = line[q];
+          }
         }
-        for (; xo < g.ow; ++xo) {
-          T s = fill;
-          for (std::int64_t j = 0; j < kw; ++j) s = exact(s, phases[taps[std::size_t(j)] + xo]);
-          acc[xo] = s;
+        for (std::int64_t y = y0; y < y1; ++y) {
+          const T* const phases = phases_of(y - y0);
+          // The window's columns combined into the output row.
+          std::int64_t xo = 0;
+          if constexpr (vectorized) {
+            const auto vectors = [&]<int U>() {
+              V s[U];
+              for (int u = 0; u < U; ++u) s[u] = V(fill);
+              for (std::int64_t j = 0; j < kw; ++j) {
+                const T* at = phases + taps[std::size_t(j)] + xo;
+                for (int u = 0; u < U; ++u) s[u] = combine(s[u], V::load_unaligned(at + u * W));
+              }
+              for (int u = 0; u < U; ++u) s[u].store_aligned(acc + xo + u * W);
+            };
+            for (; xo + 3 * W < g.ow; xo += 4 * W) vectors.template operator()<4>();  // the last vectors may run past the row
+            for (; xo < g.ow; xo += W) vectors.template operator()<1>();
+          }
+          for (; xo < g.ow; ++xo) {
+            T s = fill;
+            for (std::int64_t j = 0; j < kw; ++j) s = exact(s, phases[taps[std::size_t(j)] + xo]);
+            acc[xo] = s;
+          }
+          if constexpr (!Max)
+            for (std::int64_t j = 0; j < g.ow; ++j) acc[j] *= inv_h[std::size_t(y)] * inv_w[std::size_t(j)];
+          T* const orow = oplane + y * os[2];
+          if (os[3] == 1)  // (a loop the compiler vectorises: std::copy calls memmove for each short row)
+            for (std::int64_t j = 0; j < g.ow; ++j) orow[j] = acc[j];
+          else store_row(acc, g.ow, orow, os[3]);
         }
-        if constexpr (!Max)
-          for (std::int64_t j = 0; j < g.ow; ++j) acc[j] *= inv_h[std::size_t(y)] * inv_w[std::size_t(j)];
-        T* const orow = oplane + y * os[2];
-        if (os[3] == 1)  // (a loop the compiler vectorises: std::copy calls memmove for each short row)
-          for (std::int64_t j = 0; j < g.ow; ++j) orow[j] = acc[j];
-        else
-          store_row(acc, g.ow, orow, os[3]);
       }
       if constexpr (float_max) {  // (nested: Clang checks the call in a branch that depends on Fast alone)
         if constexpr (Fast) return scalar_nan || xsimd::any(xsimd::isnan(sum0 + sum1));
