@@ -419,6 +419,29 @@ TEST_CASE("max_pool2d and avg_pool2d: padding, ceil mode, dilation, count_includ
     check_pools<float>(sq, pool(3, 1, 1, true), w, w);
     check_pools<float>(sq.slice(3, 1, w), pool(3, 2, 1, true), ceil_out(w, 3, 2, 1), ceil_out(w - 1, 3, 2, 1));  // rows w apart
   }
+  // Stride-1 float max pools that keep the plane's size take a small plane flat (GoogLeNet's
+  // branch pools): windows of 3 and 5, dilation 2, padding on one side only, batches, planes
+  // up to 64 x 64 (and one past), infinities and NaNs, two threads.
+  {
+    const tensor b = random_tensor<float>({2, 3, 7, 9}, -1, 1, 30);
+    check_pools<float>(b, pool(3, 1, 1), 7, 9);
+    check_pools<float>(b, pool(5, 1, 2), 7, 9);
+    check_pools<float>(b, pool(3, 1, 2, false, false, 2), 7, 9);
+    check_pools<double>(random_tensor<double>({2, 3, 5, 6}, -1, 1, 31), pool(3, 1, 1), 5, 6);
+    pool2d_params upper = pool(2, 1, 0);
+    upper.padding = {0, 0, 1, 1};  // ONNX's SAME_UPPER for a window of 2
+    check_pools<float>(b, upper, 7, 9);
+    upper.padding = {1, 1, 0, 0};  // SAME_LOWER
+    check_pools<float>(b, upper, 7, 9);
+    for (const std::int64_t side : {28, 56, 64, 65}) check_pools<float>(random_tensor<float>({1, 2, side, side}, -1, 1, 32 + side), pool(3, 1, 1), side, side);
+    tensor inf = random_tensor<float>({1, 3, 6, 6}, -1, 1, 33);
+    inf.data<float>()[7] = std::numeric_limits<float>::infinity();
+    inf.data<float>()[8] = -std::numeric_limits<float>::infinity();
+    inf.data<float>()[36 + 35] = std::numeric_limits<float>::quiet_NaN();
+    check_pools<float>(inf, pool(3, 1, 1), 6, 6);
+    const kiln_test::pool_threads scope(2);
+    check_pools<float>(random_tensor<float>({1, 40, 14, 14}, -1, 1, 34), pool(3, 1, 1, true), 14, 14);
+  }
   pool2d_params wide = pool(1, 1, 0);
   wide.padding = {0, 2, 0, 0};
   const tensor edge = max_pool2d(random_tensor<float>({1, 1, 1, 3}, -1, 1, 10), wide);

@@ -40,6 +40,79 @@ KILN_DECL pool_geometry check_pool2d(std::string_view op, const tensor& x, const
 KILN_DECL std::vector<std::int64_t> tap_counts(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t dilation,
                                                std::int64_t pad, std::int64_t lo, std::int64_t hi);
 
+/// A float max pool at stride 1 whose output has the input's size (a KH x KW window padded by
+/// KH - 1 rows and KW - 1 columns in all: GoogLeNet's 3x3 branch pools), on a small plane stored
+/// flat, straight through its rows a vector of positions at a time, so that a 7 x 7 or 14 x 14
+/// plane fills every lane of its vectors. The plane is copied between rows of `fill` (the window's
+/// rows above and below it); tap (i, j) of position p then reads the copy at p + i dh w + j dw -
+/// left, a column outside the row (the neighbouring row's element) masked off by the position's
+/// column. Returns whether the plane may hold a NaN (the plain maximum may drop one): the sum of
+/// its elements, taken on the side, is NaN. The caller then does the plane again exactly.
+template <class T>
+bool max_pool_same_plane(const T* in, std::int64_t h, std::int64_t w, std::int64_t kh, std::int64_t kw, std::int64_t top,
+                         std::int64_t left, std::int64_t dh, std::int64_t dw, T* out) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  const T fill = -std::numeric_limits<T>::infinity();
+  const std::int64_t positions = h * w;
+  // The copy: W elements before it (the first taps' columns reach `left` before the plane), the
+  // rows above, the plane, the rows below, and as far as the last vector's taps reach.
+  const std::int64_t lead = W + left, first = lead + top * w, size = first + (h + kh) * dh * w + 2 * W + kw * dw;
+  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> copy, cols;
+  thread_local std::array<std::int64_t, 6> filled_for{};  // the geometry and buffers whose rows of `fill` and columns they hold
+  grow(copy, size);
+  grow(cols, positions + W);
+  const auto address = [](const T* a) { return std::int64_t(reinterpret_cast<std::uintptr_t>(a)); };
+  if (const std::array<std::int64_t, 6> key{first, positions, size, w, address(copy.data()), address(cols.data())};
+      filled_for != key) {
+    std::fill(copy.data(), copy.data() + size, fill);
+    for (std::int64_t q = 0; q < positions + W; ++q) cols[std::size_t(q)] = T(q % w);
+    filled_for = key;
+  }
+  T* const c = copy.data() + first;
+  V sum(T(0));
+  if (positions >= W) {
+    std::int64_t q = 0;
+    for (; q + W <= positions; q += W) {
+      const V v = V::load_unaligned(in + q);
+      sum += v;
+      v.store_unaligned(c + q);
+    }
+    if (q < positions) {  // the last elements: one vector overlapping the one before
+      const V v = V::load_unaligned(in + positions - W);
+      sum += v;
+      v.store_unaligned(c + positions - W);
+    }
+  } else {
+    for (std::int64_t q = 0; q < positions; ++q) c[q] = in[q];
+    sum += V::load_unaligned(c);  // (followed by rows of -inf: a NaN still shows)
+  }
+  const T* const base = c - top * w - left;  // tap (0, 0) of position 0
+  const auto vector_at = [&](std::int64_t q) {
+    const V col = V::load_unaligned(cols.data() + q);
+    V r(fill);
+    for (std::int64_t j = 0; j < kw; ++j) {
+      V m(fill);
+      for (std::int64_t i = 0; i < kh; ++i) m = xsimd::max(m, V::load_unaligned(base + q + i * dh * w + j * dw));
+      const std::int64_t dx = j * dw - left;  // column x + dx of the row
+      if (dx < 0) m = xsimd::select(col >= V(T(-dx)), m, V(fill));
+      else if (dx > 0) m = xsimd::select(col < V(T(w - dx)), m, V(fill));
+      r = xsimd::max(r, m);
+    }
+    return r;
+  };
+  if (positions >= W) {
+    std::int64_t q = 0;
+    for (; q + W <= positions; q += W) vector_at(q).store_unaligned(out + q);
+    if (q < positions) vector_at(positions - W).store_unaligned(out + positions - W);  // overlapping the one before
+  } else {
+    alignas(64) T tmp[W];
+    vector_at(0).store_aligned(tmp);
+    std::copy(tmp, tmp + positions, out);
+  }
+  return xsimd::any(xsimd::isnan(sum));
+}
+
 /// max_pool2d (Max) or avg_pool2d, separably: for each output row, the window's input rows are
 /// first combined column by column into one padded row (`line`: contiguous vector loads, no
 /// copy of the plane), which the window's columns then combine into the output row. Pooling
@@ -99,10 +172,17 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
   // Plane by plane. (Cut into one band of rows per thread instead, so that each thread reads the
   // rows the first convolution wrote on its core, ResNet-18's max pool measured no faster on two
   // threads: its 3.2 MB input is in neither core's L2 cache.)
+  // A float max pool at stride 1 that keeps the size of a small plane stored flat: in one piece.
+  bool same_flat = false;
+  if constexpr (float_max && vectorized)
+    same_flat = sh == 1 && sw == 1 && g.oh == g.h && g.ow == g.w && g.h * g.w <= 4096 && xs[3] == 1 && xs[2] == g.w &&
+                os[3] == 1 && os[2] == g.w;
   parallel_for(g.n * g.c, [&](std::int64_t t) {
     const std::int64_t n = t / g.c, c = t % g.c;
     const T* plane = xb + n * xs[0] + c * xs[1];
     T* oplane = ob + n * os[0] + c * os[1];
+    if constexpr (float_max && vectorized)
+      if (same_flat && !max_pool_same_plane(plane, g.h, g.w, kh, kw, top, left, dh, dw, oplane)) return;  // else NaN: below
     thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
     thread_local std::vector<const T*> rows;
     thread_local std::array<std::int64_t, 6> filled_for{};  // the geometry (and buffer) whose padding `buffer` holds
