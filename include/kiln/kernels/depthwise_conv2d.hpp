@@ -33,17 +33,18 @@
 
 namespace kiln::kernels::detail {
 
-/// Stores vector `v` at `dst`, or, where it would run past `limit`, the part before `limit`
-/// (none when `dst` is at or past it).
+/// Stores vector `v` at `out + at`, or, where it would run past `out + end`, the part before it
+/// (none when `at` is at or past `end`). Offsets, not pointers, so that nothing forms an address
+/// past the output's end.
 template <class V, class T>
-__attribute__((always_inline)) inline void store_until(const V& v, T* dst, const T* limit) {
+__attribute__((always_inline)) inline void store_until(const V& v, T* out, std::int64_t at, std::int64_t end) {
   constexpr std::int64_t W = std::int64_t(V::size);
-  if (dst + W <= limit) {
-    v.store_unaligned(dst);
-  } else if (dst < limit) {
+  if (at + W <= end) {
+    v.store_unaligned(out + at);
+  } else if (at < end) {
     alignas(64) T tmp[W];
     v.store_aligned(tmp);
-    std::copy(tmp, tmp + (limit - dst), dst);
+    std::copy(tmp, tmp + (end - at), out + at);
   }
 }
 
@@ -95,7 +96,7 @@ KILN_GEMM_KERNEL_INLINE void depthwise_tile(const window_plane<T>& plane, const 
   }
   for (std::int64_t r = 0; r < R; ++r)
     for (std::int64_t v = 0; v < NV; ++v) {
-      store_until(fin(acc[r][v], 0), out + r * pitch + v * W, limit);
+      store_until(fin(acc[r][v], 0), out, r * pitch + v * W, limit - out);
     }
 }
 
@@ -199,7 +200,7 @@ KILN_GEMM_KERNEL_INLINE void depthwise_flat_tile(const T* in, std::int64_t phase
         r += xsimd::select(inside, acc[j][v], V(T(0)));
       }
     }
-    store_until(fin(r, 0), out + q + v * W, limit);
+    store_until(fin(r, 0), out, q + v * W, limit - out);
   }
 }
 
