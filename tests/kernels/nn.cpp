@@ -722,6 +722,39 @@ TEST_CASE("conv2d_fused: a depthwise convolution's epilogue applied as its kerne
   check(type_tag<double>{}, shapes[4], texts[3], true, false, 1502);
 }
 
+TEST_CASE("conv2d_fused: a direct convolution's epilogue applied as it stores gives the separate kernels' bits") {
+  // The direct kernels (a network's first layer with its positions along the vectors, and the
+  // blocked kernel whose sums are written out a value at a time) finish each value as they store
+  // it where the expression is relu, clip or nothing of x0, or of x0 plus one value per channel;
+  // hard-sigmoid and hard-swish run as a pass afterwards. Strides 1 and 2, 3x3 and 7x7, partial
+  // groups of channels, rows of whole and partial vectors, batch 2, one and two threads, float
+  // and double; against conv2d and the expression run one after the other.
+  struct direct {
+    shape_vector x, w;
+    conv2d_params p;
+  };
+  const std::vector<direct> shapes = {
+      {{1, 3, 20, 40}, {16, 3, 3, 3}, conv(1, 1)},   // positions along the vectors (few taps, rows of 40)
+      {{1, 3, 64, 80}, {20, 3, 7, 7}, conv(2, 3)},   // ResNet's first layer's form, 20 channels
+      {{2, 3, 16, 36}, {8, 3, 3, 3}, conv(1, 1)},    // batch 2
+      {{1, 16, 20, 20}, {40, 16, 3, 3}, conv(1, 1)},  // the blocked kernel (rows of 20 at AVX-512)
+      {{1, 32, 18, 18}, {24, 32, 3, 3}, conv(1, 1)},  // the blocked kernel: 288 taps
+      {{2, 20, 33, 33}, {70, 20, 3, 3}, conv(2, 1)},  // stride 2, 70 channels, batch 2
+  };
+  const char* texts[] = {"(relu x0)", "(clip x0 0 6)", "(clip (add x0 x1) 0 6)", "(relu (add x1 x0))", "(add x0 x1)",
+                         "(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1))"};
+  unsigned seed = 1600;
+  for (const direct& s : shapes)
+    for (const char* text : texts) {
+      check_fused_bits<float>(s.x, s.w, s.p, text, false, false, seed);
+      check_fused_bits<float>(s.x, s.w, s.p, text, true, false, seed + 4);
+      if (s.x[0] > 1) check_fused_bits<float>(s.x, s.w, s.p, text, true, true, seed + 8);
+      seed += 10;
+    }
+  check_fused_bits<double>(shapes[0].x, shapes[0].w, shapes[0].p, texts[2], true, false, 1700);
+  check_fused_bits<double>(shapes[4].x, shapes[4].w, shapes[4].p, texts[1], true, false, 1701);
+}
+
 TEST_CASE("conv2d_fused: operands that do not fit the output are clear errors") {
   const tensor x = random_tensor<float>({1, 3, 8, 8}, -1, 1, 1), w = random_tensor<float>({4, 3, 3, 3}, -1, 1, 2);
   const tensor out = tensor::empty({1, 4, 6, 6}, dtype::float32);

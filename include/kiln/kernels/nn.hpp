@@ -55,6 +55,7 @@
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/pool2d.hpp>
 #include <kiln/kernels/reduce.hpp>
+#include <kiln/kernels/register_epilogue.hpp>
 #include <kiln/kernels/transform.hpp>
 #include <kiln/kernels/window_params.hpp>
 #include <kiln/kernels/window_plane.hpp>
@@ -535,10 +536,10 @@ bool use_direct_rows(const conv_geometry& g) {
 /// times OC output channels, over all K taps. Tap k reads its NV input vectors at in[k] + x0
 /// (a phase-split padded row, so consecutive outputs are consecutive inputs whatever the
 /// stride) and broadcasts its OC weights from w + k * ws. Stores the first `len` positions of
-/// each channel's row at out + o * os.
+/// each channel's row at out + o * os, finished by `fin` (channel o at its row o).
 template <class T, int NV>
 void direct_rows_tile(const T* const* in, std::int64_t x0, const T* w, std::int64_t ws, std::int64_t K, std::int64_t oc, T* out,
-                      std::int64_t os, std::int64_t len) {
+                      std::int64_t os, std::int64_t len, const register_epilogue<T>& fin) {
   using S = direct_rows_shape<T>;
   using V = typename S::V;
   constexpr std::int64_t W = S::W, OC = S::OC;
@@ -558,10 +559,10 @@ void direct_rows_tile(const T* const* in, std::int64_t x0, const T* w, std::int6
   for (std::int64_t o = 0; o < oc; ++o) {
     T* dst = out + o * os;
     if (len == NV * W) {
-      for (int v = 0; v < NV; ++v) acc[o][v].store_unaligned(dst + v * W);
+      for (int v = 0; v < NV; ++v) fin(acc[o][v], o).store_unaligned(dst + v * W);
     } else {
       alignas(64) T tmp[NV * W];
-      for (int v = 0; v < NV; ++v) acc[o][v].store_aligned(tmp + v * W);
+      for (int v = 0; v < NV; ++v) fin(acc[o][v], o).store_aligned(tmp + v * W);
       std::copy_n(tmp, len, dst);
     }
   }
@@ -575,7 +576,9 @@ void direct_rows_tile(const T* const* in, std::int64_t x0, const T* w, std::int6
 /// transposes its tiles into the channels' rows a value at a time: 64 x 12,544 scalar stores
 /// for that layer, into 32 rows of 50 KB apart). Each thread takes an even share of the output
 /// rows and copies the input rows they read into padded planes of its own, columns split by
-/// phase (`window_plane`); the epilogue runs over each finished output row while it is in cache.
+/// phase (`window_plane`). An epilogue that offers a register form (a bias per channel and relu,
+/// clip or nothing) finishes each vector as it is stored; any other runs over each finished
+/// output row while it is in cache.
 /// Reads the direct kernel's packed weights: channel group j of block b at tap k is the OC
 /// values at (b * K + k) * OB + (j % 4) * OC. Like that kernel, it writes `out` with contiguous
 /// rows (`conv2d_into` passes a separate output otherwise).
@@ -592,6 +595,9 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
   for (std::int64_t n = 0; n < g.n; ++n) {
     const T* xb = static_cast<const T*>(x.data()) + n * xs[0];
     T* ob = static_cast<T*>(out.data()) + n * os[0];
+    std::optional<register_epilogue<T>> fused;  // else a finish that changes nothing, and `apply` after
+    if constexpr (offers_image_register_form<Apply, T>) fused = apply.register_form(n);
+    const register_epilogue<T> fin = fused ? *fused : register_epilogue<T>{};
     parallel_for(parts, [&](std::int64_t part) {
       const std::int64_t y0 = part * g.oh / parts, y1 = (part + 1) * g.oh / parts;
       // The padded rows [r0, r1) the share reads, of which input rows [i0, i1).
@@ -619,6 +625,7 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
         for (std::int64_t grp = 0; grp < groups; ++grp) {
           const std::int64_t o0 = grp * OC, oc = std::min(OC, g.o - o0);
           const T* w = weights + (o0 / OB * K) * OB + o0 % OB;
+          const register_epilogue<T> fin_group = fin.from_row(o0);
           for (std::int64_t x0 = 0; x0 < g.ow;) {
             // Tiles of NV = 3 vectors; a rest of 4 vectors as two tiles of 2 (a tile of one vector
             // is load-bound: one load and OC broadcasts per OC multiply-adds).
@@ -626,13 +633,13 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
             const std::int64_t vectors = (g.ow - x0 + W - 1) / W, nv = vectors == 4 ? 2 : std::min<std::int64_t>(NV, vectors);
             const std::int64_t len = std::min(g.ow - x0, nv * W);
             T* dst = row + o0 * os[1] + x0;
-            if (nv == 3) direct_rows_tile<T, 3>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len);
-            else if (nv == 2) direct_rows_tile<T, 2>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len);
-            else direct_rows_tile<T, 1>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len);
+            if (nv == 3) direct_rows_tile<T, 3>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len, fin_group);
+            else if (nv == 2) direct_rows_tile<T, 2>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len, fin_group);
+            else direct_rows_tile<T, 1>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len, fin_group);
             x0 += len;
           }
         }
-        apply(n, row, os[1], 1, std::int64_t(0), y * g.ow, g.o, g.ow);
+        if (!fused) apply(n, row, os[1], 1, std::int64_t(0), y * g.ow, g.o, g.ow);
       }
     });
   }
@@ -646,6 +653,9 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
 /// the first tile over a chunk would otherwise wait for all of it while the others wait for
 /// nothing. ResNet-18's 512-channel 3x3 layer on Zen 5, its 9.4 MB of weights from memory:
 /// 1.61 -> 1.30 ms on one thread, 0.84 -> 0.70 ms on two; the whole network 5 % faster.
+/// A group's sums are written out to the channels' rows a value at a time, finished on the way
+/// by an epilogue that offers a register form (a bias per channel and relu, clip or nothing);
+/// any other runs over each finished block afterwards.
 template <class T, class Apply>
 void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
   constexpr std::int64_t OB = direct_conv_shape<T>::OB;
@@ -675,6 +685,8 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
   for (std::int64_t n = 0; n < g.n; ++n) {
     const T* xb = static_cast<const T*>(x.data()) + n * xs[0];
     T* ob = static_cast<T*>(out.data()) + n * os[0];
+    std::optional<register_epilogue<T>> fused;  // the epilogue as the sums are written out, where it can be
+    if constexpr (offers_image_register_form<Apply, T>) fused = apply.register_form(n);
     with_tile_width<T>(tp, [&]<std::int64_t TP>() {
       parallel_for(parts, [&](std::int64_t part) {
         const std::int64_t begin = part * items / parts, end = (part + 1) * items / parts;
@@ -737,16 +749,25 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
                                    weights + (at + share0) * OB, std::min(kc, share1 - share0));
               }
             }
-            for (std::int64_t i = g0; i < g1; ++i) {
-              const std::int64_t q0 = i * TP, len = std::min(TP, N - q0);
-              for (std::int64_t c = 0; c < m; ++c) {
-                T* row = ob + (o0 + c) * os[1] + q0;
-                for (std::int64_t t = 0; t < len; ++t) row[t] = sums[i - g0][t][c];
+            const auto write_out = [&](const auto& finish) {
+              for (std::int64_t i = g0; i < g1; ++i) {
+                const std::int64_t q0 = i * TP, len = std::min(TP, N - q0);
+                for (std::int64_t c = 0; c < m; ++c) {
+                  T* row = ob + (o0 + c) * os[1] + q0;
+                  for (std::int64_t t = 0; t < len; ++t) row[t] = finish(sums[i - g0][t][c], c);
+                }
               }
+            };
+            if (fused) {
+              const register_epilogue<T> fin = fused->from_row(o0);
+              if (fin.clips()) write_out(fin);
+              else write_out([&fin](T v, std::int64_t c) { return fin.with_bias(v, c); });
+            } else {
+              write_out([](T v, std::int64_t) { return v; });
             }
           }
           const std::int64_t q_begin = t0 * TP, q_end = std::min(N, t1 * TP);
-          apply(n, ob + o0 * os[1] + q_begin, os[1], 1, o0, q_begin, m, q_end - q_begin);
+          if (!fused) apply(n, ob + o0 * os[1] + q_begin, os[1], 1, o0, q_begin, m, q_end - q_begin);
         }
       });
     });
