@@ -40,6 +40,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace kiln::kernels {
 
@@ -158,6 +159,42 @@ inline std::size_t normalize_axis(std::string_view op, std::int64_t a, std::size
 template <class Vec>
 void grow(Vec& v, std::int64_t n) {
   if (v.size() < std::size_t(n)) v.resize(std::size_t(n));
+}
+
+/// A per-thread buffer part of which never changes while the geometry of the calls stays the
+/// same (rows of padding around a plane, a column per position): `get` prepares it again only when
+/// the geometry `key` differs from the last call's or the storage moved, and the kernel
+/// overwrites only the rest.
+///
+///     thread_local prepared_buffer<T, 2> cols;
+///     const T* c = cols.get(positions, {positions, w}, [&](T* b) { flat_columns(b, positions, w); });
+template <class T, std::size_t N>
+class prepared_buffer {
+public:
+  /// The buffer, at least `size` elements (64-byte aligned); `prepare(data)` runs first if `key`
+  /// or the storage is not what it was when it last ran.
+  template <class Prepare>
+  T* get(std::int64_t size, const std::array<std::int64_t, N>& key, Prepare&& prepare) {
+    grow(data_, size);
+    if (key != key_ || data_.data() != prepared_at_) {
+      prepare(data_.data());
+      key_ = key;
+      prepared_at_ = data_.data();
+    }
+    return data_.data();
+  }
+
+private:
+  std::vector<T, xsimd::aligned_allocator<T, 64>> data_;
+  std::array<std::int64_t, N> key_{};
+  const T* prepared_at_ = nullptr;
+};
+
+/// The column of each position of a w-wide plane stored flat: c[q] = q mod w for q < n (what the
+/// flat kernels compare with to mask the taps that cross a row's end).
+template <class T>
+void flat_columns(T* c, std::int64_t n, std::int64_t w) {
+  for (std::int64_t q = 0, x = 0; q < n; ++q, x = x + 1 == w ? 0 : x + 1) c[q] = T(x);
 }
 }  // namespace detail
 

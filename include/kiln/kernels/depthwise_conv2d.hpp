@@ -347,26 +347,21 @@ void conv2d_depthwise(const tensor& x, const tensor& wt, const T* bias, std::int
       // Each position's column, and the phase planes with their zeros: kept from call to call
       // while the geometry stays (the planes' contents are overwritten, their zeros are not).
       constexpr std::int64_t W = std::int64_t(batch<T>::size);
-      thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> phases, cols;
-      thread_local std::int64_t built_ow = 0, built_positions = 0, built_lead = -1, built_stride = 0;
+      thread_local prepared_buffer<T, 4> phase_buffer, col_buffer;
       const std::int64_t padded = (positions + W - 1) / W * W;
       const std::int64_t reach = (g.kh / 2 + sh - 1) / sh;  // rows and columns the taps reach around a phase plane
       const std::int64_t lead = reach * g.ow + reach;
       const std::int64_t pitch = lead + padded + lead;
-      if (built_ow != g.ow || built_positions != positions || built_lead != lead || built_stride != sh) {
-        grow(cols, padded);
-        for (std::int64_t q = 0, x = 0; q < padded; ++q, x = x + 1 == g.ow ? 0 : x + 1) cols[std::size_t(q)] = T(x);
-        grow(phases, sh * sh * pitch + W);
-        std::fill_n(phases.data(), sh * sh * pitch + W, T(0));
-        built_ow = g.ow, built_positions = positions, built_lead = lead, built_stride = sh;
-      }
+      const std::array<std::int64_t, 4> key{g.ow, positions, lead, sh};
+      const T* const cols = col_buffer.get(padded, key, [&](T* c) { flat_columns(c, padded, g.ow); });
+      T* const phases = phase_buffer.get(sh * sh * pitch + W, key, [&](T* b) { std::fill_n(b, sh * sh * pitch + W, T(0)); });
       for (std::int64_t o = o0; o < o0 + m; ++o) {
         if (o == o0 || o % g.og == 0) {
           const T* const src = xb + n * xs[0] + o / g.og * xs[1];
-          if (sh == 1) build_phase_planes<T, 1>(src, g.h, g.w, xs[2], xs[3], phases.data() + lead, pitch);
-          else build_phase_planes<T, 2>(src, g.h, g.w, xs[2], xs[3], phases.data() + lead, pitch);
+          if (sh == 1) build_phase_planes<T, 1>(src, g.h, g.w, xs[2], xs[3], phases + lead, pitch);
+          else build_phase_planes<T, 2>(src, g.h, g.w, xs[2], xs[3], phases + lead, pitch);
         }
-        flat_kernel(phases.data() + lead, pitch, cols.data(), wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), fin.from_row(o), g.ow,
+        flat_kernel(phases + lead, pitch, cols, wb + o * g.kh * g.kw, bias ? bias[o * bias_stride] : T(0), fin.from_row(o), g.ow,
                     positions, planes + (o - o0) * positions, planes + m * positions);
       }
     }

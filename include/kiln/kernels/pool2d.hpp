@@ -58,18 +58,11 @@ bool max_pool_same_plane(const T* in, std::int64_t h, std::int64_t w, std::int64
   // The copy: W elements before it (the first taps' columns reach `left` before the plane), the
   // rows above, the plane, the rows below, and as far as the last vector's taps reach.
   const std::int64_t lead = W + left, first = lead + top * w, size = first + (h + kh) * dh * w + 2 * W + kw * dw;
-  thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> copy, cols;
-  thread_local std::array<std::int64_t, 6> filled_for{};  // the geometry and buffers whose rows of `fill` and columns they hold
-  grow(copy, size);
-  grow(cols, positions + W);
-  const auto address = [](const T* a) { return std::int64_t(reinterpret_cast<std::uintptr_t>(a)); };
-  if (const std::array<std::int64_t, 6> key{first, positions, size, w, address(copy.data()), address(cols.data())};
-      filled_for != key) {
-    std::fill(copy.data(), copy.data() + size, fill);
-    for (std::int64_t q = 0; q < positions + W; ++q) cols[std::size_t(q)] = T(q % w);
-    filled_for = key;
-  }
-  T* const c = copy.data() + first;
+  thread_local prepared_buffer<T, 4> copy_buffer;
+  thread_local prepared_buffer<T, 2> col_buffer;
+  // The rows of `fill` around the plane's place are never written: filled once per geometry.
+  T* const c = copy_buffer.get(size, {first, positions, size, w}, [&](T* b) { std::fill_n(b, size, fill); }) + first;
+  const T* const cols = col_buffer.get(positions + W, {positions, w}, [&](T* b) { flat_columns(b, positions + W, w); });
   V sum(T(0));
   if (positions >= W) {
     std::int64_t q = 0;
@@ -89,7 +82,7 @@ bool max_pool_same_plane(const T* in, std::int64_t h, std::int64_t w, std::int64
   }
   const T* const base = c - top * w - left;  // tap (0, 0) of position 0
   const auto vector_at = [&](std::int64_t q) {
-    const V col = V::load_unaligned(cols.data() + q);
+    const V col = V::load_unaligned(cols + q);
     V r(fill);
     for (std::int64_t j = 0; j < kw; ++j) {
       V m(fill);
@@ -118,7 +111,11 @@ bool max_pool_same_plane(const T* in, std::int64_t h, std::int64_t w, std::int64
 /// copy of the plane), which the window's columns then combine into the output row. Pooling
 /// reads each input row about kh / sh times and does kh + kw combinations per output instead of
 /// kh * kw. For a horizontal stride s the combined row is split into s phases first, so that
-/// the columns' step vectorises as well (padded column q at (q % s) * phase + q / s).
+/// the columns' step vectorises as well (padded column q at (q % s) * phase + q / s). Each step
+/// runs over a band of output rows (about 16 KB of them) before the next, so that no vector load
+/// spans two stores that have not reached the cache. A row shorter than a vector is read a vector
+/// at a time into the rows after it while that stays inside x. A float max pool at stride 1 that
+/// keeps a small plane's size runs on the plane stored flat instead (`max_pool_same_plane`).
 ///
 /// Float max takes the plain maximum, which may drop a NaN, while it sums the inputs it reads on
 /// the side; a plane whose sum comes out NaN (a NaN input, or rarely infinities of both signs)
@@ -169,36 +166,31 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
     if constexpr (Max) return ops::maximum{}(a, b);
     else return a + b;
   };
-  // Plane by plane. (Cut into one band of rows per thread instead, so that each thread reads the
-  // rows the first convolution wrote on its core, ResNet-18's max pool measured no faster on two
-  // threads: its 3.2 MB input is in neither core's L2 cache.)
-  // A float max pool at stride 1 that keeps the size of a small plane stored flat: in one piece.
+  // A float max pool at stride 1 that keeps the size of a small plane stored flat: in one piece
+  // (`max_pool_same_plane`).
   bool same_flat = false;
   if constexpr (float_max && vectorized)
     same_flat = sh == 1 && sw == 1 && g.oh == g.h && g.ow == g.w && g.h * g.w <= 4096 && xs[3] == 1 && xs[2] == g.w &&
                 os[3] == 1 && os[2] == g.w;
+  // Plane by plane. (Cut into one band of rows per thread instead, so that each thread reads the
+  // rows the first convolution wrote on its core, ResNet-18's max pool measured no faster on two
+  // threads: its 3.2 MB input is in neither core's L2 cache.)
   parallel_for(g.n * g.c, [&](std::int64_t t) {
     const std::int64_t n = t / g.c, c = t % g.c;
     const T* plane = xb + n * xs[0] + c * xs[1];
     T* oplane = ob + n * os[0] + c * os[1];
     if constexpr (float_max && vectorized)
       if (same_flat && !max_pool_same_plane(plane, g.h, g.w, kh, kw, top, left, dh, dw, oplane)) return;  // else NaN: below
-    thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> buffer;
+    // Output row b of a band: its combined padded row, and the same split by phase; then one
+    // output row. The padding columns are never written: filled once for a thread and geometry.
+    thread_local prepared_buffer<T, 5> buffer;
     thread_local std::vector<const T*> rows;
-    thread_local std::array<std::int64_t, 6> filled_for{};  // the geometry (and buffer) whose padding `buffer` holds
     const std::int64_t acc_size = (g.ow + 4 * W - 1) / (4 * W) * 4 * W;
-    grow(buffer, band * 2 * span + acc_size);
-    // Output row b of a band: its combined padded row, and the same split by phase.
-    const auto line_of = [&](std::int64_t b) { return buffer.data() + b * 2 * span; };
+    T* const lines =
+        buffer.get(band * 2 * span + acc_size, {band, span, left, g.w, sw}, [&](T* b) { std::fill_n(b, band * 2 * span, fill); });
+    const auto line_of = [&](std::int64_t b) { return lines + b * 2 * span; };
     const auto phases_of = [&](std::int64_t b) { return sw == 1 ? line_of(b) : line_of(b) + span; };
-    T* const acc = buffer.data() + band * 2 * span;  // one output row
-    // The padding columns, never written below: filled once for a thread and geometry.
-    if (const std::array<std::int64_t, 6> key{band, span, left, g.w, sw,
-                                              std::int64_t(reinterpret_cast<std::uintptr_t>(buffer.data()))};
-        filled_for != key) {
-      std::fill(buffer.data(), buffer.data() + band * 2 * span, fill);
-      filled_for = key;
-    }
+    T* const acc = lines + band * 2 * span;
     rows.resize(std::size_t(kh));
     // Whether a whole vector from each of the window's first `count` rows stays inside x.
     const auto rows_readable = [&](std::int64_t count) {
