@@ -120,6 +120,14 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
       {{1, 3, 10, 12}, {5, 3, 1, 1}, asym, false},            // asymmetric strides and padding
       {{1, 400, 9, 9}, {7, 400, 1, 1}, conv(2, 0), false},    // K = 400 crosses KC
       {{2, 5, 13, 14}, {6, 5, 1, 1}, conv(3, 1), true},       // stride 3, batch 2
+      // More of use_direct_rows, whose tiles run through the rows flat: SqueezeNet's 3x3 layer on
+      // 16 channels (K = 144, rows of 55 in rows of 57), its first layer (stride 2 unpadded, rows
+      // of 111 in rows of 112), stride 3 with padding on one side, channels that leave a group
+      // partial, one output row.
+      {{1, 16, 9, 55}, {21, 16, 3, 3}, conv(1, 1), true},
+      {{1, 3, 25, 224}, {19, 3, 3, 3}, conv(2, 0), false},
+      {{2, 2, 14, 101}, {5, 2, 3, 3}, conv(3, 2), true},
+      {{1, 3, 3, 70}, {9, 3, 3, 3}, conv(1, 0), false},
   };
   unsigned seed = 10;
   for (const auto& k : cases) {
@@ -136,6 +144,8 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
   check_conv<double>(cases[17], 93, false);
   check_conv<double>(cases[20], 92, true);   // positions along the vectors, double
   check_conv<double>(cases[23], 91, true);   // a strided 1x1 window, double panels
+  check_conv<double>(cases[27], 90, true);   // positions along the vectors through the rows, double
+  check_conv<double>(cases[28], 89, false);
 }
 
 TEST_CASE("conv2d: an input whose rows are a window of wider rows (packing reads up to the last element, no further)") {
@@ -442,6 +452,27 @@ TEST_CASE("max_pool2d and avg_pool2d: padding, ceil mode, dilation, count_includ
     const kiln_test::pool_threads scope(2);
     check_pools<float>(random_tensor<float>({1, 40, 14, 14}, -1, 1, 34), pool(3, 1, 1, true), 14, 14);
   }
+  // The row path in more geometries: ResNet's 3x3/2 pool at 112, strides 3 and 2 x 3, dilation,
+  // one-sided padding, an infinity and a NaN in the last element, planes of 140, two threads.
+  {
+    check_pools<float>(random_tensor<float>({1, 3, 112, 112}, -1, 1, 40), pool(3, 2, 1), 56, 56);
+    const tensor b = random_tensor<float>({2, 3, 23, 40}, -1, 1, 41);
+    check_pools<float>(b, pool(3, 3, 1, true), 8, 14);
+    check_pools<float>(b, pool(3, 2, 2, false, false, 2), 12, 20);
+    pool2d_params uneven = pool(3, 2, 1);
+    uneven.strides = {2, 3};
+    uneven.padding = {0, 1, 2, 0};
+    check_pools<float>(b, uneven, 12, 13);
+    check_pools<double>(random_tensor<double>({1, 2, 27, 27}, -1, 1, 42), pool(3, 2, 0, true), 13, 13);
+    tensor odd = random_tensor<float>({1, 2, 27, 27}, -1, 1, 43);
+    odd.data<float>()[5] = std::numeric_limits<float>::infinity();
+    odd.data<float>()[729 + 27 * 26 + 26] = std::numeric_limits<float>::quiet_NaN();  // the last element
+    check_pools<float>(odd, pool(3, 2, 0, true), 13, 13);
+    check_pools<float>(random_tensor<float>({1, 2, 140, 140}, -1, 1, 44), pool(3, 2, 1), 70, 70);
+    const kiln_test::pool_threads scope(2);
+    check_pools<float>(random_tensor<float>({1, 9, 55, 55}, -1, 1, 45), pool(3, 2, 0, true), 27, 27);
+    check_pools<float>(random_tensor<float>({1, 3, 140, 140}, -1, 1, 46), pool(3, 2, 1), 70, 70);
+  }
   pool2d_params wide = pool(1, 1, 0);
   wide.padding = {0, 2, 0, 0};
   const tensor edge = max_pool2d(random_tensor<float>({1, 1, 1, 3}, -1, 1, 10), wide);
@@ -740,6 +771,7 @@ TEST_CASE("conv2d_fused: a direct convolution's epilogue applied as it stores gi
       {{1, 16, 20, 20}, {40, 16, 3, 3}, conv(1, 1)},  // the blocked kernel (rows of 20 at AVX-512)
       {{1, 32, 18, 18}, {24, 32, 3, 3}, conv(1, 1)},  // the blocked kernel: 288 taps
       {{2, 20, 33, 33}, {70, 20, 3, 3}, conv(2, 1)},  // stride 2, 70 channels, batch 2
+      {{2, 16, 7, 55}, {20, 16, 3, 3}, conv(1, 1)},   // positions along the vectors through rows of 55
   };
   const char* texts[] = {"(relu x0)", "(clip x0 0 6)", "(clip (add x0 x1) 0 6)", "(relu (add x1 x0))", "(add x0 x1)",
                          "(multiply (add x0 x1) (clip (add (multiply (add x0 x1) 0.1666666716337204) 0.5) 0 1))"};

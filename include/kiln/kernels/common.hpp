@@ -190,6 +190,48 @@ private:
   const T* prepared_at_ = nullptr;
 };
 
+/// Stores lanes [first, last) of `v` at dst[0, last - first).
+template <class T>
+__attribute__((always_inline)) inline void store_lanes(const batch<T>& v, std::int64_t first, std::int64_t last, T* dst) {
+  constexpr std::int64_t W = std::int64_t(batch<T>::size);
+#if defined(__AVX512F__)
+  if constexpr (W == 16 && std::is_same_v<T, float>) {
+    // (The lanes' base address, dst - first, may lie before the output: formed as an integer.)
+    T* const base = reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(dst) - std::uintptr_t(first) * sizeof(T));
+    _mm512_mask_storeu_ps(base, __mmask16((0xffffu << first) & (0xffffu >> (16 - last))), v);
+    return;
+  } else if constexpr (W == 8 && std::is_same_v<T, double>) {
+    T* const base = reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(dst) - std::uintptr_t(first) * sizeof(T));
+    _mm512_mask_storeu_pd(base, __mmask8((0xffu << first) & (0xffu >> (8 - last))), v);
+    return;
+  }
+#endif
+  alignas(64) T tmp[W];
+  v.store_aligned(tmp);
+  for (std::int64_t l = first; l < last; ++l) dst[l - first] = tmp[l];
+}
+
+/// Where a vector of flat positions starts: flat position f = row * pitch + col.
+struct flat_spot {
+  std::int64_t row, col;
+};
+
+/// Stores vector v of flat positions from `spot` (rows `pitch` apart, the first `ow` of each an
+/// output, the rest padding) into `rows` rows of `ow` contiguous values at out, dropping the
+/// padding's lanes and any past the last row: one store where the vector lies inside a row's
+/// outputs, else each row's lanes apart.
+template <class T>
+__attribute__((always_inline)) inline void store_flat(const batch<T>& v, flat_spot spot, std::int64_t pitch, std::int64_t ow,
+                                                      std::int64_t rows, T* out) {
+  constexpr std::int64_t W = std::int64_t(batch<T>::size);
+  if (spot.col + W <= ow) {
+    v.store_unaligned(out + spot.row * ow + spot.col);
+    return;
+  }
+  for (std::int64_t l = 0, row = spot.row, col = spot.col; l < W && row < rows; l += pitch - col, col = 0, ++row)
+    if (col < ow) store_lanes(v, l, std::min(W, l + ow - col), out + row * ow + col);
+}
+
 /// The column of each position of a w-wide plane stored flat: c[q] = q mod w for q < n (what the
 /// flat kernels compare with to mask the taps that cross a row's end).
 template <class T>

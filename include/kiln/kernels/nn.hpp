@@ -23,8 +23,9 @@
 ///   plane over a zero-padded copy of the input plane, vectorised along the output row, in tiles
 ///   of several rows and vectors (`depthwise_tile`). Groups of planes are shared out by `parallel_for`.
 /// - With few taps per output (at most 256, a network's first layer) and output rows of at least
-///   two vectors, the direct kernel turned around (`conv2d_direct_rows`): output positions of a
-///   row along the vectors, output channels along the registers, on the same reordered weights.
+///   two vectors, the direct kernel turned around (`conv2d_direct_rows`): output positions along
+///   the vectors, straight through the rows of planes split by stride phase, output channels
+///   along the registers, on the same reordered weights.
 /// - With a constant weight packed at compile time (the compiler's `prepack_weights`): the direct
 ///   kernel on the reordered weight (`conv2d_prepacked`, any output size), or for stride-1 3x3
 ///   convolutions with many channels, Winograd's F(2x2, 3x3) or F(4x4, 3x3) on the transformed
@@ -58,7 +59,6 @@
 #include <kiln/kernels/register_epilogue.hpp>
 #include <kiln/kernels/transform.hpp>
 #include <kiln/kernels/window_params.hpp>
-#include <kiln/kernels/window_plane.hpp>
 #include <kiln/kernels/winograd.hpp>
 
 #include <array>
@@ -532,14 +532,14 @@ bool use_direct_rows(const conv_geometry& g) {
   return g.c * g.kh * g.kw <= 256 && g.ow >= 2 * direct_rows_shape<T>::W && g.kw > 1;
 }
 
-/// One tile of `conv2d_direct_rows`: NV vectors of consecutive output positions in one row
-/// times OC output channels, over all K taps. Tap k reads its NV input vectors at in[k] + x0
-/// (a phase-split padded row, so consecutive outputs are consecutive inputs whatever the
-/// stride) and broadcasts its OC weights from w + k * ws. Stores the first `len` positions of
-/// each channel's row at out + o * os, finished by `fin` (channel o at its row o).
+/// One tile of `conv2d_direct_rows`: NV vectors of consecutive flat positions from f0 times OC
+/// output channels, over all K taps. Tap k reads its NV input vectors at in[k] + f0 and
+/// broadcasts its OC weights from w + k * ws. Stores each channel's vectors at the `spots` into
+/// its plane at out + o * os (`store_flat`), finished by `fin` (channel o at its row o).
 template <class T, int NV>
-void direct_rows_tile(const T* const* in, std::int64_t x0, const T* w, std::int64_t ws, std::int64_t K, std::int64_t oc, T* out,
-                      std::int64_t os, std::int64_t len, const register_epilogue<T>& fin) {
+void direct_rows_tile(const T* const* in, std::int64_t f0, const T* w, std::int64_t ws, std::int64_t K, std::int64_t oc, T* out,
+                      std::int64_t os, const flat_spot* spots, int nv, std::int64_t pitch, std::int64_t ow, std::int64_t rows,
+                      const register_epilogue<T>& fin) {
   using S = direct_rows_shape<T>;
   using V = typename S::V;
   constexpr std::int64_t W = S::W, OC = S::OC;
@@ -547,7 +547,7 @@ void direct_rows_tile(const T* const* in, std::int64_t x0, const T* w, std::int6
   for (std::int64_t o = 0; o < OC; ++o)
     for (int v = 0; v < NV; ++v) acc[o][v] = V(T(0));
   for (std::int64_t k = 0; k < K; ++k) {
-    const T* src = in[k] + x0;
+    const T* src = in[k] + f0;
     V a[NV];
     for (int v = 0; v < NV; ++v) a[v] = V::load_unaligned(src + v * W);
     const T* wk = w + k * ws;
@@ -556,29 +556,30 @@ void direct_rows_tile(const T* const* in, std::int64_t x0, const T* w, std::int6
       for (int v = 0; v < NV; ++v) acc[o][v] = xsimd::fma(a[v], b, acc[o][v]);
     }
   }
-  for (std::int64_t o = 0; o < oc; ++o) {
-    T* dst = out + o * os;
-    if (len == NV * W) {
-      for (int v = 0; v < NV; ++v) fin(acc[o][v], o).store_unaligned(dst + v * W);
-    } else {
-      alignas(64) T tmp[NV * W];
-      for (int v = 0; v < NV; ++v) fin(acc[o][v], o).store_aligned(tmp + v * W);
-      std::copy_n(tmp, len, dst);
-    }
-  }
+  for (std::int64_t o = 0; o < oc; ++o)
+    for (int v = 0; v < nv; ++v) store_flat(fin(acc[o][v], o), spots[v], pitch, ow, rows, out + o * os);
 }
 
 /// The direct convolution with the roles of `conv2d_direct_packed`'s tiles turned around, for
 /// convolutions with few taps per output and wide output rows (`use_direct_rows`; ResNet's
-/// first layer, 7x7 stride 2 on 3 channels): consecutive output positions of one row go along
-/// the vectors and OC output channels along the registers, each tap's weights broadcast. A
-/// tile's results are whole vectors of each channel's row, stored as they are (the other kernel
-/// transposes its tiles into the channels' rows a value at a time: 64 x 12,544 scalar stores
-/// for that layer, into 32 rows of 50 KB apart). Each thread takes an even share of the output
-/// rows and copies the input rows they read into padded planes of its own, columns split by
-/// phase (`window_plane`). An epilogue that offers a register form (a bias per channel and relu,
-/// clip or nothing) finishes each vector as it is stored; any other runs over each finished
-/// output row while it is in cache.
+/// first layer, 7x7 stride 2 on 3 channels; SqueezeNet's 3x3 layers on 16 and 32 channels):
+/// consecutive output positions go along the vectors and OC output channels along the
+/// registers, each tap's weights broadcast. A tile's results are whole vectors of each channel's
+/// row, stored as they are (the other kernel transposes its tiles into the channels' rows a value
+/// at a time: 64 x 12,544 scalar stores for that layer, into 32 rows of 50 KB apart).
+///
+/// Each thread takes an even share of the output rows and copies the input rows they read into
+/// zero-padded planes of its own, split by phase: for strides sh x sw, padded element (r, q) of
+/// the share goes to plane (r mod sh, q mod sw) at row r / sh, column q / sw, in rows of `pitch`
+/// (about ow plus the window's reach). Tap (i, j) of output (y, x) is then element
+/// (y + i dh / sh) * pitch + x + j dw / sw of one plane: the outputs run through the share's
+/// rows flat, `pitch` apart, and tiles of three vectors go straight across the rows' ends (a row
+/// of 55 or 111 outputs fills its vectors with the next row's, not with nothing). The columns
+/// between the rows are dropped as the tiles are stored (`store_flat`). The planes' padding is
+/// written once for a thread and geometry (`prepared_buffer`).
+///
+/// An epilogue that offers a register form (a bias per channel and relu, clip or nothing)
+/// finishes each vector as it is stored; any other runs over the share's outputs after it.
 /// Reads the direct kernel's packed weights: channel group j of block b at tap k is the OC
 /// values at (b * K + k) * OB + (j % 4) * OC. Like that kernel, it writes `out` with contiguous
 /// rows (`conv2d_into` passes a separate output otherwise).
@@ -588,7 +589,11 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
   constexpr std::int64_t W = S::W, OC = S::OC, NV = S::NV, OB = direct_conv_shape<T>::OB;
   const std::int64_t K = g.c * g.kh * g.kw, groups = (g.o + OC - 1) / OC;
   const std::int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
-  const std::int64_t wp = std::max(g.w + p.padding[1] + p.padding[3], (g.ow + NV * W) * sw + (g.kw - 1) * dw + 1);
+  const std::int64_t top = p.padding[0], left = p.padding[1];
+  // The padded width every window of a row fits in, and the planes' rows (each a column phase).
+  const std::int64_t wp = std::max(g.w + left + p.padding[3], (g.ow - 1) * sw + (g.kw - 1) * dw + 1);
+  const std::int64_t pitch = (wp + sw - 1) / sw;
+  const std::int64_t reach = (g.kh - 1) * dh / sh;  // rows of a plane below an output row's that its taps read
   const auto& xs = x.strides();
   const auto& os = out.strides();
   const std::int64_t parts = std::min<std::int64_t>(std::int64_t(num_threads()), g.oh);
@@ -599,47 +604,71 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
     if constexpr (offers_image_register_form<Apply, T>) fused = apply.register_form(n);
     const register_epilogue<T> fin = fused ? *fused : register_epilogue<T>{};
     parallel_for(parts, [&](std::int64_t part) {
-      const std::int64_t y0 = part * g.oh / parts, y1 = (part + 1) * g.oh / parts;
-      // The padded rows [r0, r1) the share reads, of which input rows [i0, i1).
-      const std::int64_t r0 = y0 * sh, r1 = (y1 - 1) * sh + (g.kh - 1) * dh + 1;
-      const std::int64_t i0 = std::clamp<std::int64_t>(r0 - p.padding[0], 0, g.h), i1 = std::clamp<std::int64_t>(r1 - p.padding[0], 0, g.h);
-      thread_local std::vector<window_plane<T>> planes;
-      if (std::int64_t(planes.size()) < g.c) planes.resize(std::size_t(g.c));
-      for (std::int64_t c = 0; c < g.c; ++c)
-        planes[std::size_t(c)].build(xb + c * xs[1] + i0 * xs[2], i1 - i0, g.w, xs[2], xs[3], i0 + p.padding[0] - r0, p.padding[1], r1 - r0, wp, sw,
-                                     T(0));
-      thread_local std::vector<std::int64_t> taps;
-      planes[0].taps(g.kw, dw, taps);
-      // Where tap k of output row y0 starts; row y's is (y - y0) * sh rows of the planes further
-      // on (the planes are alike, so one distance serves all).
+      const std::int64_t y0 = part * g.oh / parts, y1 = (part + 1) * g.oh / parts, rows = y1 - y0;
+      // The share's outputs, flat, and the tiles' last vector: whole tiles, reading past the
+      // last row into rows of zeros and the slack.
+      const std::int64_t flat = rows * pitch, tiles = (flat + NV * W - 1) / (NV * W);
+      const std::int64_t plane_rows = rows + reach + 1, plane = plane_rows * pitch, planes = sh * sw;
+      const std::int64_t size = g.c * planes * plane + NV * W;
+      // Input rows [i0, i1) are padded rows [i0 + top - y0 sh, ...) of the share.
+      const std::int64_t r0 = y0 * sh - top;
+      const std::int64_t i0 = std::clamp<std::int64_t>(r0, 0, g.h), i1 = std::clamp<std::int64_t>(r0 + plane_rows * sh, 0, g.h);
+      thread_local prepared_buffer<T, 9> buffer;
+      T* const b = buffer.get(size, {g.c, sh, sw, plane_rows, pitch, i0 - r0, i1 - i0, left, g.w},
+                              [&](T* z) { std::fill_n(z, size, T(0)); });
+      for (std::int64_t c = 0; c < g.c; ++c) {
+        T* const cb = b + c * planes * plane;
+        for (std::int64_t i = i0; i < i1; ++i) {
+          const std::int64_t r = i - r0;  // padded row of the share
+          T* const dst = cb + (r % sh * sw) * plane + r / sh * pitch;
+          const T* src = xb + c * xs[1] + i * xs[2];
+          if (sw == 1 && xs[3] == 1) {
+            std::copy_n(src, g.w, dst + left);
+          } else if (sw == 2 && xs[3] == 1) {
+            // Both phases in one loop over pairs of input columns (a deinterleave, vectorised).
+            T* __restrict d0 = dst + left % 2 * plane + left / 2;              // input columns 0, 2, 4, ...
+            T* __restrict d1 = dst + (left + 1) % 2 * plane + (left + 1) / 2;  // input columns 1, 3, 5, ...
+            const std::int64_t pairs = g.w / 2;
+            for (std::int64_t m = 0; m < pairs; ++m) {
+              d0[m] = src[2 * m];
+              d1[m] = src[2 * m + 1];
+            }
+            if (g.w % 2) d0[pairs] = src[g.w - 1];
+          } else {
+            for (std::int64_t q = 0; q < g.w; ++q) dst[(q + left) % sw * plane + (q + left) / sw] = src[q * xs[3]];
+          }
+        }
+      }
+      // Where tap k of flat position 0 is.
       thread_local std::vector<const T*> in;
       in.resize(std::size_t(K));
       for (std::int64_t k = 0; k < K; ++k) {
-        const std::int64_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, j = k % g.kw;
-        in[std::size_t(k)] = planes[std::size_t(c)].row(i * dh) + taps[std::size_t(j)];
+        const std::int64_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh * dh, j = k % g.kw * dw;
+        in[std::size_t(k)] = b + c * planes * plane + (i % sh * sw + j % sw) * plane + i / sh * pitch + j / sw;
       }
-      const std::int64_t plane_row = planes[0].row(1) - planes[0].row(0);
-      for (std::int64_t y = y0; y < y1; ++y) {
-        const std::int64_t at = (y - y0) * sh * plane_row;
-        T* row = ob + y * os[2];
+      T* const share = ob + y0 * os[2];
+      // A few tiles at a time, every channel group over them (their input rows stay in cache).
+      constexpr std::int64_t chunk = 2;
+      std::int64_t done = 0;  // the share's rows finished
+      for (std::int64_t t0 = 0; t0 < tiles; t0 += chunk) {
+        const std::int64_t t1 = std::min(tiles, t0 + chunk);
+        flat_spot spots[chunk][NV];
+        int nv[chunk] = {};
+        for (std::int64_t t = t0; t < t1; ++t)
+          for (std::int64_t f = t * NV * W; f < std::min(flat, (t + 1) * NV * W); f += W) spots[t - t0][nv[t - t0]++] = {f / pitch, f % pitch};
         for (std::int64_t grp = 0; grp < groups; ++grp) {
           const std::int64_t o0 = grp * OC, oc = std::min(OC, g.o - o0);
           const T* w = weights + (o0 / OB * K) * OB + o0 % OB;
           const register_epilogue<T> fin_group = fin.from_row(o0);
-          for (std::int64_t x0 = 0; x0 < g.ow;) {
-            // Tiles of NV = 3 vectors; a rest of 4 vectors as two tiles of 2 (a tile of one vector
-            // is load-bound: one load and OC broadcasts per OC multiply-adds).
-            static_assert(NV == 3);
-            const std::int64_t vectors = (g.ow - x0 + W - 1) / W, nv = vectors == 4 ? 2 : std::min<std::int64_t>(NV, vectors);
-            const std::int64_t len = std::min(g.ow - x0, nv * W);
-            T* dst = row + o0 * os[1] + x0;
-            if (nv == 3) direct_rows_tile<T, 3>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len, fin_group);
-            else if (nv == 2) direct_rows_tile<T, 2>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len, fin_group);
-            else direct_rows_tile<T, 1>(in.data(), at + x0, w, OB, K, oc, dst, os[1], len, fin_group);
-            x0 += len;
-          }
+          for (std::int64_t t = t0; t < t1; ++t)
+            direct_rows_tile<T, NV>(in.data(), t * NV * W, w, OB, K, oc, share + o0 * os[1], os[1], spots[t - t0], nv[t - t0], pitch, g.ow,
+                                    rows, fin_group);
         }
-        if (!fused) apply(n, row, os[1], 1, std::int64_t(0), y * g.ow, g.o, g.ow);
+        if (!fused) {  // the rows the chunk finished: row y once flat position y pitch + ow - 1 is stored
+          const std::int64_t complete = std::min(rows, (std::min(flat, t1 * NV * W) + pitch - g.ow) / pitch);
+          if (complete > done) apply(n, share + done * g.ow, os[1], 1, std::int64_t(0), (y0 + done) * g.ow, g.o, (complete - done) * g.ow);
+          done = std::max(done, complete);
+        }
       }
     });
   }
