@@ -148,6 +148,58 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
   check_conv<double>(cases[28], 89, false);
 }
 
+TEST_CASE("store_flat: a vector of flat positions lands on the rows' outputs; padding lanes and those past the last row are dropped") {
+  // Every start of a vector in rows of `pitch` positions, the first `ow` of each an output: rows
+  // longer than a vector, a vector long and a part, and shorter than a vector (a vector then
+  // meets three rows); float and double (masked stores at AVX-512 and AVX2, a buffer else).
+  const auto check = [&]<class T>(type_tag<T>) {
+    constexpr std::int64_t W = std::int64_t(kernels::batch<T>::size);
+    for (const std::int64_t pitch : {W / 2 + 3, W, W + 1, W + 3, 2 * W + 1})
+      for (const std::int64_t ow : {pitch, pitch - 1, pitch - 3})
+        for (const std::int64_t rows : {1, 2, 3}) {
+          if (ow <= 0) continue;
+          CAPTURE(pitch);
+          CAPTURE(ow);
+          CAPTURE(rows);
+          for (std::int64_t f = 0; f < rows * pitch; ++f) {
+            CAPTURE(f);
+            std::vector<T> out(std::size_t(rows * ow + W), T(-1)), want = out;
+            alignas(64) T lanes[W];
+            for (std::int64_t l = 0; l < W; ++l) {
+              lanes[l] = T(f + l);
+              const std::int64_t r = (f + l) / pitch, c = (f + l) % pitch;
+              if (r < rows && c < ow) want[std::size_t(r * ow + c)] = T(f + l);
+            }
+            kernels::detail::store_flat(kernels::batch<T>::load_aligned(lanes), {f / pitch, f % pitch}, pitch, ow, rows, out.data());
+            CHECK(out == want);
+          }
+        }
+  };
+  check(type_tag<float>{});
+  check(type_tag<double>{});
+}
+
+TEST_CASE("prepared_buffer prepares again only when the geometry or the storage changes") {
+  kernels::detail::prepared_buffer<int, 2> b;
+  int prepared = 0;
+  const auto fill = [&](int* d) {
+    ++prepared;
+    std::fill_n(d, 10, 7);
+  };
+  int* p = b.get(10, {3, 4}, fill);
+  CHECK(prepared == 1);
+  p[0] = 1;  // the kernel's part
+  p = b.get(10, {3, 4}, fill);
+  CHECK(prepared == 1);
+  CHECK(p[0] == 1);
+  CHECK(p[9] == 7);
+  b.get(10, {3, 5}, fill);  // another geometry
+  CHECK(prepared == 2);
+  const int* before = b.get(10, {3, 5}, fill);
+  const int* after = b.get(1 << 20, {3, 5}, fill);  // grown: the storage moves
+  CHECK(prepared == (after == before ? 2 : 3));
+}
+
 TEST_CASE("conv2d: an input whose rows are a window of wider rows (packing reads up to the last element, no further)") {
   // The last w columns of a wider tensor: rows contiguous but `w + 5` apart, and the window ends
   // where the allocation does, so a whole-vector read past the last element would be caught by

@@ -190,7 +190,8 @@ private:
   const T* prepared_at_ = nullptr;
 };
 
-/// Stores lanes [first, last) of `v` at dst[0, last - first).
+/// Stores lanes [first, last) of `v` at dst[0, last - first): a masked store at AVX-512 and AVX2
+/// (float and double), element by element from a buffer else.
 template <class T>
 __attribute__((always_inline)) inline void store_lanes(const batch<T>& v, std::int64_t first, std::int64_t last, T* dst) {
   constexpr std::int64_t W = std::int64_t(batch<T>::size);
@@ -203,6 +204,23 @@ __attribute__((always_inline)) inline void store_lanes(const batch<T>& v, std::i
   } else if constexpr (W == 8 && std::is_same_v<T, double>) {
     T* const base = reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(dst) - std::uintptr_t(first) * sizeof(T));
     _mm512_mask_storeu_pd(base, __mmask8((0xffu << first) & (0xffu >> (8 - last))), v);
+    return;
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (W == 8 && std::is_same_v<T, float>) {
+    T* const base = reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(dst) - std::uintptr_t(first) * sizeof(T));
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(int(first) - 1)),
+                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(int(last)), lane));
+    _mm256_maskstore_ps(base, mask, v);
+    return;
+  } else if constexpr (W == 4 && std::is_same_v<T, double>) {
+    T* const base = reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(dst) - std::uintptr_t(first) * sizeof(T));
+    const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+    const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi64(lane, _mm256_set1_epi64x(first - 1)),
+                                          _mm256_cmpgt_epi64(_mm256_set1_epi64x(last), lane));
+    _mm256_maskstore_pd(base, mask, v);
     return;
   }
 #endif
