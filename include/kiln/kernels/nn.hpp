@@ -562,11 +562,12 @@ void direct_rows_tile(const T* const* in, std::int64_t f0, const T* w, std::int6
 
 /// The direct convolution with the roles of `conv2d_direct_packed`'s tiles turned around, for
 /// convolutions with few taps per output and wide output rows (`use_direct_rows`; ResNet's
-/// first layer, 7x7 stride 2 on 3 channels; SqueezeNet's 3x3 layers on 16 and 32 channels):
+/// first layer, 7x7 stride 2 on 3 channels; SqueezeNet's 3x3 layers on 16 channels):
 /// consecutive output positions go along the vectors and OC output channels along the
 /// registers, each tap's weights broadcast. A tile's results are whole vectors of each channel's
-/// row, stored as they are (the other kernel transposes its tiles into the channels' rows a value
-/// at a time: 64 x 12,544 scalar stores for that layer, into 32 rows of 50 KB apart).
+/// plane, stored as they are where they lie inside a row (the other kernel transposes its tiles
+/// into the channels' rows a value at a time: 64 x 12,544 scalar stores for that layer, into 32
+/// rows of 50 KB apart).
 ///
 /// Each thread takes an even share of the output rows and copies the input rows they read into
 /// zero-padded planes of its own, split by phase: for strides sh x sw, padded element (r, q) of
