@@ -148,7 +148,7 @@ TEST_CASE("conv2d: strides, padding, dilation, groups, depthwise, 1x1, bias, lay
   check_conv<double>(cases[28], 89, false);
 }
 
-TEST_CASE("store_flat: a vector of flat positions lands on the rows' outputs; padding lanes and those past the last row are dropped") {
+TEST_CASE("store_flat: a vector of flat positions lands on the rows' outputs, the padding's lanes and those past the last row dropped") {
   // Every start of a vector in rows of `pitch` positions, the first `ow` of each an output: rows
   // longer than a vector, a vector long and a part, and shorter than a vector (a vector then
   // meets three rows); float and double (masked stores at AVX-512 and AVX2, a buffer else).
