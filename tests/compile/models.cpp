@@ -22,6 +22,23 @@ TEST_CASE("the MLP, CNN and transformer layer compile and match the evaluator at
   }
 }
 
+TEST_CASE("variables named as the compiled mode's own names (c0, c1, arena, literals, tmp) keep their values") {
+  // c0 and c1 are also the names the generated C++ gives the pooled constants.
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3, 5, 5), "float32")) -> R.Tensor((2, 3, 5, 5), "float32"):
+        c0: R.Tensor((2, 3, 5, 5), "float32") = R.add(x, R.const(1.5, "float32"))
+        c1: R.Tensor((2, 3, 5, 5), "float32") = R.multiply(c0, R.const([[[0.5]], [[2.0]], [[-1.0]]], "float32"))
+        arena: R.Tensor((2, 3, 5, 5), "float32") = R.nn.max_pool2d(c1, pool_size=[3, 3], padding=[1, 1, 1, 1])
+        arena_use: R.Tensor((2, 3, 5, 5), "float32") = R.negative(arena)
+        literals: R.Tensor((2, 3, 5, 5), "float32") = R.nn.relu(arena_use)
+        tmp: R.Tensor((2, 3, 5, 5), "float32") = R.add(literals, c0)
+        return tmp
+)");
+  for (int opt : {0, 2}) check_against_evaluator(m, "main", arguments_for(m, "main", {}), opt);
+}
+
 TEST_CASE("control flow: a tensor condition, a bool condition, values merged from both branches") {
   const ir::ir_module m = ir::parse_module(R"(@I.ir_module
 class Module:

@@ -207,7 +207,8 @@ public:
   std::string run() {
     collect_uses(static_cast<const ir::seq_expr_node&>(*f_->body));
     find_cacheable();
-    for (const char* r : {"k", "vm", "args", "rt", "fx", "value", "vm_arg", "fn", "std", "kiln"}) taken_.insert(r);
+    // The generated code's own names; a variable of the same name gets another (fresh).
+    for (const char* r : {"k", "vm", "args", "rt", "fx", "value", "vm_arg", "fn", "std", "kiln", "arena", "arena_use", "literals"}) taken_.insert(r);
     std::string params;
     for (std::size_t i = 0; i < f_->params.size(); ++i) {
       const ir::var& p = f_->params[i];
@@ -304,7 +305,7 @@ private:
       return std::int64_t(st_.exec.constants.size() - 1);
     });
     auto it = constants_.find(idx);
-    if (it == constants_.end()) it = constants_.emplace(idx, "c" + std::to_string(idx)).first;
+    if (it == constants_.end()) it = constants_.emplace(idx, fresh("c" + std::to_string(idx))).first;  // apart from variables named c1, ...
     return it->second;
   }
 
