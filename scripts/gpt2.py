@@ -21,7 +21,10 @@ with the batch and both lengths symbolic. A prefill passes an empty past (past_s
 
 --reference STEM writes PyTorch's greedy decoding of random prompts with its own cache: for each
 prompt length L, STEM.prompt_L.npy (int64 [1, L]), STEM.tokens_L.npy (int64 [steps]) and
-STEM.logits_L.npy (float32 [steps, vocab], the logits each token was chosen from).
+STEM.logits_L.npy (float32 [steps, vocab], the logits each token was chosen from), and
+STEM.logits64_L.npy (float64 [steps, vocab]: the same logits from the model in double precision on
+the same tokens, the reference against which an engine's rounding error and PyTorch's float32 one
+are measured).
 
 --weights DIR writes the same model's weights for a program that builds it in kiln's IR
 (examples/gpt2_ir.hpp): DIR/config.json with Hugging Face's GPT2Config names (n_layer, n_embd,
@@ -32,6 +35,7 @@ layout).
 Needs Debian's python3-torch and python3-onnx (run with /usr/bin/python3).
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -170,6 +174,18 @@ def greedy(model, prompt, steps):
     return np.array(tokens, dtype=np.int64), np.stack(chosen_from).astype(np.float32)
 
 
+@torch.no_grad()
+def exact_logits(model, prompt, tokens):
+    """The logits greedy() chose `tokens` from, computed by the model in double precision in one
+    call over the prompt and the tokens before the last (no cache): float64 [steps, vocab]."""
+    m = copy.deepcopy(model).double()
+    ids = torch.cat([prompt, torch.tensor(tokens[:-1], dtype=torch.int64).unsqueeze(0)], dim=1)
+    n = ids.shape[1]
+    logits = m(ids, torch.ones(1, n, dtype=torch.int64), torch.arange(n).unsqueeze(0),
+               *(p.double() for p in m.empty_past(1)))[0]
+    return logits[0, prompt.shape[1] - 1:].numpy()
+
+
 def save_weights(model, directory):
     """The model's configuration (config.json) and its parameters, one .npy file each."""
     os.makedirs(directory, exist_ok=True)
@@ -207,6 +223,7 @@ def main():
             np.save(f"{args.reference}.prompt_{length}.npy", prompt.numpy())
             np.save(f"{args.reference}.tokens_{length}.npy", tokens)
             np.save(f"{args.reference}.logits_{length}.npy", logits)
+            np.save(f"{args.reference}.logits64_{length}.npy", exact_logits(model, prompt, tokens))
 
 
 if __name__ == "__main__":

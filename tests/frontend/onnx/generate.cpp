@@ -11,6 +11,7 @@
 #include <kiln/vm/library.hpp>
 
 #include "../../common/message_of.hpp"
+#include "../../models/gpt2_accuracy.hpp"
 #include "models_dir.hpp"
 
 #include <doctest/doctest.h>
@@ -31,7 +32,8 @@ fs::path gpt2_stem() { return kiln_test::onnx_models_dir() / "gpt2_test"; }
 std::vector<std::int64_t> ints(const fs::path& file) { return runtime::load_npy(file).to_vector<std::int64_t>(); }
 
 /// Greedy decoding of the reference prompt of length `length` on `machine`: the tokens equal
-/// PyTorch's, and every step's logits lie within 1e-4 of PyTorch's (absolute and relative).
+/// PyTorch's, every step's logits lie within 1e-4 of PyTorch's (absolute and relative), and their
+/// largest error against the logits in double precision is at most twice PyTorch's float32 one.
 void check_greedy(vm::virtual_machine& machine, int length) {
   CAPTURE(length);
   const fs::path stem = gpt2_stem();
@@ -40,6 +42,7 @@ void check_greedy(vm::virtual_machine& machine, int length) {
   const std::vector<std::int64_t> want = ints(stem.string() + ".tokens_" + l + ".npy");
   const runtime::tensor want_logits = runtime::load_npy(stem.string() + ".logits_" + l + ".npy");  // [steps, vocab]
   const std::int64_t vocab = want_logits.shape()[1];
+  kiln_test::gpt2_accuracy accuracy(stem, length);
   vm::decoder dec(machine);
   std::size_t step = 0;
   vm::generate_options options{.max_new_tokens = std::int64_t(want.size())};
@@ -53,12 +56,14 @@ void check_greedy(vm::virtual_machine& machine, int length) {
     const runtime::closeness c = runtime::compare_close(logits.slice(1, last, last + 1).contiguous().view({1, vocab}),
                                                         want_logits.slice(0, s, s + 1), 1e-4, 1e-4);
     CHECK_MESSAGE(c.ok(), c.describe());
+    accuracy.add(s, logits.slice(1, last, last + 1));
     ++step;
   };
   const auto got = dec.generate({prompt}, options);
   REQUIRE(got.size() == 1);
   CHECK(got[0] == want);
   CHECK(step == want.size());
+  accuracy.check();
 }
 
 }  // namespace
