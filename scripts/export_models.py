@@ -21,6 +21,9 @@ Models:
              the encoder layer and the GPT block exported with a dynamic batch and sequence
              (PyTorch's dynamic_axes), with a second input and output at batch 2, sequence 50
              (NAME.input2.npy, NAME.output2.npy)
+  squeezenet1_1, densenet121
+             torchvision's, on a 64x64 image: their concatenations (fire modules, dense blocks)
+             run in place, written by the layers before them
   any other name of a torchvision classification model (mobilenet_v2, efficientnet_b0,
              densenet121, vit_b_16, ...): that model with random weights, on an image of
              --image-size (vit_* models need 224)
@@ -114,7 +117,8 @@ def build(name, batch, image_size):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
-    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block", "recurrent", "encoder_dynamic", "gpt_block_dynamic"])
+    parser.add_argument("--only", nargs="*", default=["mlp", "resnet18", "encoder", "gpt_block", "recurrent", "encoder_dynamic", "gpt_block_dynamic",
+                                                  "squeezenet1_1", "densenet121"])
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--suffix", default="")

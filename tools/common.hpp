@@ -155,13 +155,34 @@ inline kiln::vm::executable load_model(const fs::path& path, const std::map<std:
   return kiln::compile(read_ir(path, bytes, kind, shapes, upper_bounds));
 }
 
+/// `--config KEY=VALUE` (repeatable): a pass config option, as TVM's PassContext(config=...).
+inline void add_config_option(CLI::App& app, std::vector<std::string>& configs) {
+  app.add_option("--config", configs,
+                 "KEY=VALUE: set a pass config option for the compilation (repeatable), e.g. kiln.static_plan_block_memory.concat_in_place=false")
+      ->allow_extra_args(false);
+}
+
+/// Sets each KEY=VALUE of `configs` on `ctx`; an unknown key or a value of the wrong type is an error naming it.
+inline void apply_config(kiln::pass_context& ctx, const std::vector<std::string>& configs) {
+  kiln::transform::register_passes();  // registers the passes' config options
+  for (const std::string& c : configs) {
+    const std::size_t eq = c.find('=');
+    if (eq == std::string::npos || eq == 0) throw tool_error("--config '" + c + "': expected KEY=VALUE");
+    try {
+      ctx.set_config_from_text(c.substr(0, eq), c.substr(eq + 1));
+    } catch (const kiln::usage_error& e) {
+      throw tool_error("--config '" + c + "': " + e.what());
+    }
+  }
+}
+
 /// Pass-context options shared by the tools that run pipelines.
 struct pass_options {
   bool print_after_all = false, print_after_change = false, print_full_constants = false, time_passes = false, verify_each = false,
        stats = false;
   int opt_level = 2;
   std::size_t threads = 1;
-  std::vector<std::string> disabled;
+  std::vector<std::string> disabled, configs;
   long long bisect = -1;  // -1: no limit
 
   void add_to(CLI::App& app, bool with_change = true) {
@@ -178,6 +199,7 @@ struct pass_options {
     app.add_option("-j,--threads", threads, "Run function passes on this many threads")->check(CLI::Range(1, 1024));
     app.add_option("--disable-pass", disabled, "Skip this pass wherever a pipeline runs it (TVM's disabled_pass; repeatable)")
         ->allow_extra_args(false);
+    add_config_option(app, configs);
     app.add_option("--opt-bisect-limit", bisect,
                    "Run only the first N passes and skip the rest, printing each decision to stderr (LLVM's -opt-bisect-limit)")
         ->check(CLI::NonNegativeNumber);
@@ -192,6 +214,7 @@ struct pass_options {
       if (!registry.contains(name)) throw tool_error("--disable-pass '" + name + "': " + registry.unknown_pass_message(name));
       ctx.disable(registry.canonical_name(name));
     }
+    apply_config(ctx, configs);
     std::vector<kiln::instrument> list;
     if (bisect >= 0) list.emplace_back(kiln::bisect_limit(static_cast<std::size_t>(bisect), &std::cerr));
     if (time_passes) list.emplace_back(kiln::pass_timing{});

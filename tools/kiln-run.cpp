@@ -158,7 +158,7 @@ struct trace_events {
 int main(int argc, char** argv) {
   CLI::App app{"Runs a model on kiln's VM: an .onnx file, a module in kiln's IR text format, or an executable from kiln-compile.", "kiln-run"};
   std::string input, output, function = "main";
-  std::vector<std::string> input_options, shape_options, bound_options;
+  std::vector<std::string> input_options, shape_options, bound_options, configs;
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
   std::size_t threads = cores;
   int repeat = 1, warmup = 1;
@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
   app.add_option("--shape", shape_options, "Fix an ONNX input's shape: NAME=D0,D1,... (repeatable)");
   app.add_option("--upper-bound", bound_options,
                  "Bound an ONNX model's symbolic dimension: NAME=N (repeatable; memory is planned for the largest sizes)");
+  add_config_option(app, configs);
   app.add_option("-t,--threads", threads, "Threads for the kernels (default: this machine's cores, " + std::to_string(cores) + ", as ONNX Runtime)")
       ->check(CLI::Range(1, 1024));
   app.add_option("-r,--repeat", repeat, "Time this many runs (median, min, spread)")->check(CLI::Range(1, 1000000));
@@ -198,7 +199,12 @@ int main(int argc, char** argv) {
     std::map<std::string, std::int64_t> bounds;
     for (auto& b : bound_options) bounds.insert(parse_bound_option(b));
     model_kind kind{};
-    const vm::executable ex = load_model(input, shapes, bounds, &kind);
+    kiln::pass_context ctx;
+    apply_config(ctx, configs);
+    const vm::executable ex = [&] {
+      kiln::pass_context_scope scope(ctx);
+      return load_model(input, shapes, bounds, &kind);
+    }();
     const auto index = ex.find_function(function);
     if (!index || ex.functions[*index].kind == vm::function_kind::native) throw tool_error("the model has no function '" + function + "'");
     const vm::function_info& f = ex.functions[*index];

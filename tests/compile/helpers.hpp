@@ -15,7 +15,9 @@
 
 #include <filesystem>
 #include <map>
+#include <iomanip>
 #include <random>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 
@@ -95,6 +97,27 @@ inline double max_difference(const vm::value& a, const vm::value& b, bool scaled
 inline std::filesystem::path temp_file(const std::string& stem, const std::string& ext) {
   static int counter = 0;
   return std::filesystem::temp_directory_path() / ("kiln-test-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "-" + stem + ext);
+}
+
+/// An [O, C, KH, KW] float32 weight as IR text.
+inline std::string conv_weight_text(std::int64_t o, std::int64_t c, std::int64_t kh, std::int64_t kw) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2) << "R.const([";
+  for (std::int64_t a = 0; a < o; ++a) {
+    s << (a ? ", [" : "[");
+    for (std::int64_t b = 0; b < c; ++b) {
+      s << (b ? ", [" : "[");
+      for (std::int64_t i = 0; i < kh; ++i) {
+        s << (i ? ", [" : "[");
+        for (std::int64_t j = 0; j < kw; ++j) s << (j ? ", " : "") << double((a * 5 + b * 3 + i * 7 + j) % 13) * 0.01 - 0.06;
+        s << "]";
+      }
+      s << "]";
+    }
+    s << "]";
+  }
+  s << "], \"float32\")";
+  return s.str();
 }
 
 /// `m` compiled in bytecode at opt level 2 without the pass named `disabled`.

@@ -218,31 +218,6 @@ class Module:
                  "columns, got float32[8]"));
 }
 
-namespace {
-
-/// An [O, C, KH, KW] float32 weight as IR text.
-std::string conv_weight_text(std::int64_t o, std::int64_t c, std::int64_t kh, std::int64_t kw) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(2) << "R.const([";
-  for (std::int64_t a = 0; a < o; ++a) {
-    s << (a ? ", [" : "[");
-    for (std::int64_t b = 0; b < c; ++b) {
-      s << (b ? ", [" : "[");
-      for (std::int64_t i = 0; i < kh; ++i) {
-        s << (i ? ", [" : "[");
-        for (std::int64_t j = 0; j < kw; ++j) s << (j ? ", " : "") << double((a * 5 + b * 3 + i * 7 + j) % 13) * 0.01 - 0.06;
-        s << "]";
-      }
-      s << "]";
-    }
-    s << "]";
-  }
-  s << "], \"float32\")";
-  return s.str();
-}
-
-}  // namespace
-
 TEST_CASE("prepack_weights: a convolution's constant weight is reordered for the direct kernel, fused or not, 1x1, grouped, small and parameter weights are left alone") {
   const std::string w = conv_weight_text(6, 3, 3, 3);
   const std::string src = R"(@I.ir_module

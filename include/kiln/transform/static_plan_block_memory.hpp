@@ -21,6 +21,15 @@
 ///   in bytes has a bound (by interval arithmetic over the bounds) joins the arena at its largest
 ///   size; `vm_shape_lower` checks every bound where its variable is defined, so a larger input is
 ///   a clean error, never an overlap.
+/// - **Concatenations in place**: a `kernels.concat` whose inputs and result are all tensors of
+///   static size planned here, whose slices along the axis are contiguous (every dimension before
+///   the axis is 1: NCHW channels at batch 1), is not run: its inputs are placed in the slices of
+///   its result, so that the kernels producing them write into the concatenation (ONNX Runtime's
+///   and XLA's concat-in-place buffers). Concatenations that share inputs share one block:
+///   DenseNet's `concat(f0, ..., fk)` of a block are all prefixes of the block's last one, each
+///   feature written once where every later concatenation reads it. A concatenation stays a copy
+///   when the placement would contradict one made before (the same input at two places, or two
+///   inputs over the same bytes).
 /// - **Symbolic sizes** otherwise get storage tokens: a tensor reuses the storage of an earlier one
 ///   whose lifetime has ended when their sizes in bytes are provably equal (keyed by bytes, not
 ///   dtype), else it gets a storage of its own, allocated where it is first needed.
@@ -34,6 +43,8 @@
 #pragma once
 
 #include <kiln/ir/module.hpp>
+#include <kiln/kernels/calling_convention.hpp>
+#include <kiln/pass/pass_config.hpp>
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/pass/property.hpp>
 #include <kiln/transform/analyses.hpp>
@@ -42,6 +53,7 @@
 #include <kiln/transform/properties.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -66,6 +78,14 @@ inline memory_plan_stats memory_plan_of(const ir::base_func& f) {
   return s;
 }
 
+/// Whether `static_plan_block_memory` runs concatenations in place (default true); false keeps
+/// every concatenation a copy.
+inline const pass_config_option<bool>& concat_in_place_option() {
+  static const pass_config_option<bool> option{"kiln.static_plan_block_memory.concat_in_place",
+                                               "static_plan_block_memory places a concatenation's inputs in its slices instead of copying them; default true"};
+  return option;
+}
+
 struct static_plan_block_memory {
   static constexpr std::string_view name = "static_plan_block_memory";
   static constexpr std::string_view description =
@@ -81,7 +101,7 @@ struct static_plan_block_memory {
   /// Statistics: "arena bytes" (the arenas' sizes, summed over functions), "tensor bytes placed"
   /// (what the tensors in them would take unshared) and "storages of symbolic size".
   ir::function operator()(const ir::function& f, const ir::ir_module&, pass_context& ctx) const {
-    analysis a(f, *ctx.analysis<liveness>(f));
+    analysis a(f, *ctx.analysis<liveness>(f), ctx.config(concat_in_place_option(), true));
     ir::function out = a.rewrite();
     const memory_plan_stats s = memory_plan_of(out);
     if (s.planned_bytes) ctx.statistic(name, "arena bytes") += static_cast<std::uint64_t>(s.planned_bytes);
@@ -98,11 +118,21 @@ private:
     std::int64_t begin = 0, end = 0;
     std::int64_t offset = -1;  ///< static: offset in the arena
     int token = -1;            ///< symbolic: storage token
+    const ir::shape_expr_node* shape = nullptr;
+    int block = -1;            ///< a concatenation block it is part of, or -1
+    std::int64_t at = 0;       ///< its offset in that block
+    bool covered = false;      ///< the result of a concatenation run in place: its inputs write its bytes
+  };
+
+  /// Tensors placed together by concatenations run in place; placed in the arena as one tensor.
+  struct concat_block {
+    std::vector<candidate*> members;
+    candidate whole{nullptr, {}, 0};  ///< its size and lifetime, for the arena
   };
 
   class analysis {
   public:
-    analysis(const ir::function& f, const detail::value_lifetimes& life) : f_(f) {
+    analysis(const ir::function& f, const detail::value_lifetimes& life, bool concat_in_place) : f_(f) {
       auto& body = static_cast<const ir::seq_expr_node&>(*f->body);
       for (auto& block : body.blocks)
         for (auto& b : block.bindings) bindings_.push_back(&b);
@@ -120,19 +150,30 @@ private:
       collect();
       escapes_ = life.escapes;
       for (auto& c : cands_) c.end = life.end.at(c.var);
+      if (concat_in_place) place_concats();
     }
 
     ir::function rewrite() {
       std::vector<candidate*> fixed, symbolic;
       for (auto& c : cands_) {
         if (escapes_.count(c.var)) continue;  // the caller holds it after the return: its own allocation
+        if (c.size >= 0) stats_.unplanned_bytes += c.size;
+        if (c.block >= 0) continue;  // placed with its block
         (c.size >= 0 ? fixed : symbolic).push_back(&c);
       }
-      place_static(fixed);
+      std::vector<candidate*> arena_tensors = fixed;
+      for (concat_block& b : blocks_)
+        if (!b.members.empty()) arena_tensors.push_back(&b.whole);
+      place_static(arena_tensors);
       place_symbolic(symbolic);
+      for (concat_block& b : blocks_)
+        for (candidate* m : b.members) {
+          m->offset = b.whole.offset + m->at;
+          fixed.push_back(m);
+        }
 
       ir::var arena;
-      if (!fixed.empty())
+      if (!arena_tensors.empty())
         arena = ir::make_var("storage", ir::object_type());
       std::unordered_map<const ir::var_node*, const candidate*> plan;
       for (auto* c : fixed) plan[c->var] = c;
@@ -140,6 +181,7 @@ private:
       std::vector<ir::var> token_vars(std::size_t(stats_.storage_tokens));
       auto on_body = [](const ir::expr& e) { return e; };
       auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
+        if (in_place_.count(b.variable.get())) return;  // a concatenation its inputs wrote
         auto it = plan.find(b.variable.get());
         if (it == plan.end()) return out.push_back(b);
         const candidate& c = *it->second;
@@ -201,7 +243,109 @@ private:
         // an impossible size is a clean allocation error), so the plan's sums cannot overflow.
         if (size > max_planned_bytes) size = -1;
         cands_.push_back({b.variable.get(), bytes, size, p, p});
+        cands_.back().shape = shape;
       }
+    }
+
+    /// Groups the inputs and results of the concatenations that can run in place into blocks
+    /// (see the file comment), in program order; records the concatenation calls to drop.
+    void place_concats() {
+      std::unordered_map<const ir::var_node*, candidate*> by_var;
+      for (auto& c : cands_) by_var[c.var] = &c;
+      // A tensor of static size, planned here.
+      auto planned = [&](const ir::expr& e) -> candidate* {
+        auto* v = ir::dyn_cast<ir::var_node>(e);
+        auto it = v ? by_var.find(v) : by_var.end();
+        if (it == by_var.end() || escapes_.count(v) || !ir::as_int(it->second->bytes)) return nullptr;
+        return it->second;
+      };
+      for (const ir::binding* b : bindings_) {
+        if (detail::extern_symbol(b->value) != kernels::abi::concat::name) continue;
+        auto& call = static_cast<const ir::call_node&>(*b->value);
+        if (call.args.size() != 3) continue;
+        auto* inputs = ir::dyn_cast<ir::tuple_node>(call.args[0]);
+        auto* axis_value = ir::dyn_cast<ir::prim_value_node>(call.args[1]);
+        candidate* result = planned(call.args[2]);
+        if (!inputs || inputs->fields.empty() || !axis_value || !axis_value->int_value || !result) continue;
+        const std::optional<std::int64_t> axis_given = ir::as_int(axis_value->int_value);
+        const std::int64_t rank = std::int64_t(result->shape->values.size());
+        if (!axis_given || *axis_given < -rank || *axis_given >= rank) continue;
+        const std::int64_t axis = *axis_given < 0 ? *axis_given + rank : *axis_given;
+        bool contiguous = true;  // the slices along the axis: every dimension before it is 1
+        for (std::int64_t d = 0; d < axis; ++d) contiguous = contiguous && ir::as_int(result->shape->values[std::size_t(d)]) == 1;
+        if (!contiguous) continue;
+        // Where each tensor of the concatenation lies, from the start of its result.
+        std::vector<std::pair<candidate*, std::int64_t>> wanted{{result, 0}};
+        std::int64_t at = 0;
+        for (const ir::expr& e : inputs->fields) {
+          candidate* in = planned(e);
+          if (!in) break;
+          wanted.emplace_back(in, at);
+          at += *ir::as_int(in->bytes);
+        }
+        if (wanted.size() != inputs->fields.size() + 1 || at != *ir::as_int(result->bytes)) continue;
+        if (join(wanted)) in_place_.insert(b->variable.get());
+      }
+      // Each block's size and lifetime, from offset 0.
+      for (concat_block& blk : blocks_) {
+        if (blk.members.empty()) continue;
+        std::int64_t lo = blk.members.front()->at, hi = lo, begin = blk.members.front()->begin, end = blk.members.front()->end;
+        for (candidate* m : blk.members) {
+          lo = std::min(lo, m->at);
+          hi = std::max(hi, m->at + m->size);
+          begin = std::min(begin, m->begin);
+          end = std::max(end, m->end);
+        }
+        for (candidate* m : blk.members) m->at -= lo;
+        blk.whole.size = hi - lo;
+        blk.whole.begin = begin;
+        blk.whole.end = end;
+      }
+    }
+
+    /// Places the tensors of one concatenation (its result first, each at its offset from it),
+    /// merging the blocks they are already part of; false, changing nothing, when that
+    /// contradicts a placement made before.
+    bool join(const std::vector<std::pair<candidate*, std::int64_t>>& wanted) {
+      std::map<int, std::int64_t> shift;  // block -> what its offsets gain in the concatenation's frame
+      if (wanted.front().first->block >= 0) return false;  // the result is written here, by its inputs
+      std::unordered_set<const candidate*> seen;
+      for (auto& [c, at] : wanted) {
+        if (!seen.insert(c).second) return false;  // one tensor at two places
+        if (c->block < 0) continue;
+        auto [it, fresh] = shift.emplace(c->block, at - c->at);
+        if (!fresh && it->second != at - c->at) return false;
+      }
+      // What the kernels write, and where: no two of them may share a byte.
+      std::vector<std::pair<std::int64_t, std::int64_t>> written;
+      for (auto& [c, at] : wanted)
+        if (c->block < 0 && c != wanted.front().first) written.emplace_back(at, at + c->size);
+      for (auto& [blk, by] : shift)
+        for (candidate* m : blocks_[std::size_t(blk)].members)
+          if (!m->covered) written.emplace_back(m->at + by, m->at + by + m->size);
+      std::sort(written.begin(), written.end());
+      for (std::size_t i = 1; i < written.size(); ++i)
+        if (written[i].first < written[i - 1].second) return false;
+      // Merge into one block, in the concatenation's frame.
+      const int into = int(blocks_.size());
+      blocks_.emplace_back();
+      concat_block& merged = blocks_.back();
+      for (auto& [blk, by] : shift) {
+        for (candidate* m : blocks_[std::size_t(blk)].members) {
+          m->at += by;
+          m->block = into;
+          merged.members.push_back(m);
+        }
+        blocks_[std::size_t(blk)].members.clear();
+      }
+      for (auto& [c, at] : wanted)
+        if (c->block < 0) {
+          c->block = into;
+          c->at = at;
+          merged.members.push_back(c);
+        }
+      wanted.front().first->covered = true;
+      return true;
     }
 
     static std::int64_t align(std::int64_t n) { return (n + alignment - 1) / alignment * alignment; }
@@ -214,7 +358,6 @@ private:
       // the changes at each position).
       std::vector<std::int64_t> change(positions + 1, 0);
       for (auto* c : fixed) {
-        stats_.unplanned_bytes += c->size;
         change[first(c)] += c->size;
         change[last(c) + 1] -= c->size;
       }
@@ -284,6 +427,8 @@ private:
     std::vector<const ir::binding*> bindings_;
     std::int64_t result_pos_ = 0;
     std::vector<candidate> cands_;
+    std::deque<concat_block> blocks_;  // emptied when merged into another
+    std::unordered_set<const ir::var_node*> in_place_;  // the bindings of the concatenations not run
     std::unordered_set<const ir::var_node*> escapes_;
     std::vector<ir::prim_expr> token_bytes_;
     const ir::int_dict* bounds_ = nullptr;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Models exported from PyTorch (scripts/export_models.py: an MLP, ResNet-18, a transformer encoder
-// layer and a GPT-style decoder block, both also with a dynamic batch and sequence, a recurrent
-// classifier of LSTM and GRU layers; random weights) imported, compiled at opt level 0 and 2,
+// Models exported from PyTorch (scripts/export_models.py: an MLP, ResNet-18, SqueezeNet 1.1,
+// DenseNet-121, a transformer encoder layer and a GPT-style decoder block, both also with a dynamic
+// batch and sequence, a recurrent classifier of LSTM and GRU layers; random weights) imported, compiled at opt level 0 and 2,
 // run, and compared with PyTorch's output at atol = rtol = 1e-4. The directory of exported models
 // comes from the environment (KILN_ONNX_MODELS); CTest's fixture writes it first.
 #include <kiln/compile.hpp>
@@ -57,6 +57,9 @@ void check_model(const std::string& name, const std::vector<std::pair<std::strin
 TEST_CASE("PyTorch's MLP (784-512-512-10) through ONNX") { check_model("mlp"); }
 TEST_CASE("PyTorch's ResNet-18 through ONNX") { check_model("resnet18"); }
 TEST_CASE("PyTorch's transformer encoder layer through ONNX") { check_model("encoder"); }
+// Their concatenations run in place: each fire module's two expansions, each dense block's features.
+TEST_CASE("torchvision's SqueezeNet 1.1 through ONNX") { check_model("squeezenet1_1"); }
+TEST_CASE("torchvision's DenseNet-121 through ONNX") { check_model("densenet121"); }
 TEST_CASE("a GPT-style decoder block from PyTorch through ONNX") { check_model("gpt_block"); }
 TEST_CASE("PyTorch's LSTM (two bidirectional layers) and GRU through ONNX") { check_model("recurrent"); }
 TEST_CASE("the encoder layer exported with a dynamic batch and sequence runs at (1, 128) and (2, 50)") {

@@ -33,6 +33,9 @@ KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry) {
   // TVM's names (tvm.relax.transform.*) for the same passes. kiln fuses in one pipeline what TVM
   // splits in FuseOps (grouping) and FuseTIR (merging the groups' kernels).
   for (const auto& [tvm, kiln_name] : tvm_pass_names) registry.add_alias(std::string(tvm), std::string(kiln_name));
+  // The passes' config options, so that a context can set them by name (set_config_from_text).
+  (void)fold_constant_max_bytes();
+  (void)concat_in_place_option();
 }
 
 KILN_DECL pass<ir::ir_module> get_pipeline(std::string_view name) {
