@@ -85,10 +85,17 @@ inline std::optional<std::int64_t> non_negative(const std::string& text) {
   return std::nullopt;
 }
 
+/// The position of the '=' in an option's `NAME=VALUE` text `text`; an error naming the option and the
+/// `expected` form when there is none or the name is empty.
+inline std::size_t split_assignment(const std::string& text, const char* option, const char* expected) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw tool_error(std::string(option) + " '" + text + "': expected " + expected);
+  return eq;
+}
+
 /// `name=1,3,224,224` as a name and dimensions.
 inline std::pair<std::string, std::vector<std::int64_t>> parse_shape_option(const std::string& text) {
-  const auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) throw tool_error("--shape '" + text + "': expected NAME=D0,D1,...");
+  const std::size_t eq = split_assignment(text, "--shape", "NAME=D0,D1,...");
   std::vector<std::int64_t> dims;
   std::size_t at = eq + 1;
   while (at <= text.size()) {
@@ -104,8 +111,7 @@ inline std::pair<std::string, std::vector<std::int64_t>> parse_shape_option(cons
 
 /// `--upper-bound NAME=N`: a bound of an ONNX model's symbolic dimension.
 inline std::pair<std::string, std::int64_t> parse_bound_option(const std::string& text) {
-  const auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) throw tool_error("--upper-bound '" + text + "': expected NAME=N");
+  const std::size_t eq = split_assignment(text, "--upper-bound", "NAME=N");
   const std::string n = text.substr(eq + 1);
   const auto v = non_negative(n);
   if (!v) throw tool_error("--upper-bound '" + text + "': '" + n + "' is not a dimension");
@@ -164,10 +170,10 @@ inline void add_config_option(CLI::App& app, std::vector<std::string>& configs) 
 
 /// Sets each KEY=VALUE of `configs` on `ctx`; an unknown key or a value of the wrong type is an error naming it.
 inline void apply_config(kiln::pass_context& ctx, const std::vector<std::string>& configs) {
+  if (configs.empty()) return;
   kiln::transform::register_passes();  // registers the passes' config options
   for (const std::string& c : configs) {
-    const std::size_t eq = c.find('=');
-    if (eq == std::string::npos || eq == 0) throw tool_error("--config '" + c + "': expected KEY=VALUE");
+    const std::size_t eq = split_assignment(c, "--config", "KEY=VALUE");
     try {
       ctx.set_config_from_text(c.substr(0, eq), c.substr(eq + 1));
     } catch (const kiln::usage_error& e) {

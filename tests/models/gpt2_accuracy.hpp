@@ -22,11 +22,11 @@ namespace kiln_test {
 /// the steps of one decoding.
 class gpt2_accuracy {
 public:
-  /// The reference of the prompt of `length` tokens under `stem` (STEM.logits_L.npy, STEM.logits64_L.npy).
-  gpt2_accuracy(const std::filesystem::path& stem, int length) {
-    const std::string l = std::to_string(length);
-    pytorch_ = kiln::runtime::load_npy(stem.string() + ".logits_" + l + ".npy").contiguous();
-    exact_ = kiln::runtime::load_npy(stem.string() + ".logits64_" + l + ".npy").contiguous();
+  /// The reference of the prompt of `length` tokens under `stem`: PyTorch's float32 logits (STEM.logits_L.npy,
+  /// already loaded by the test) and the exact ones (STEM.logits64_L.npy).
+  gpt2_accuracy(const std::filesystem::path& stem, int length, const kiln::runtime::tensor& pytorch_logits)
+      : pytorch_(pytorch_logits.contiguous()) {
+    exact_ = kiln::runtime::load_npy(stem.string() + ".logits64_" + std::to_string(length) + ".npy").contiguous();
     REQUIRE(pytorch_.type() == kiln::dtype::float32);
     REQUIRE(exact_.type() == kiln::dtype::float64);
     REQUIRE(pytorch_.shape() == exact_.shape());
@@ -57,9 +57,6 @@ public:
     CHECK(steps_ > 0);
     CHECK(engine_ <= 2 * pytorch_error_);
   }
-
-  double engine_error() const noexcept { return engine_; }
-  double pytorch_error() const noexcept { return pytorch_error_; }
 
 private:
   static void raise(double& largest, double d) {

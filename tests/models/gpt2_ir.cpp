@@ -42,7 +42,7 @@ void check_gpt2_ir_greedy(vm::virtual_machine& machine, int length) {
   const std::vector<std::int64_t> want = gpt2_ir_ints(stem + ".tokens_" + l + ".npy");
   const runtime::tensor want_logits = runtime::load_npy(stem + ".logits_" + l + ".npy");  // [steps, vocab]
   const std::int64_t vocab = want_logits.shape()[1];
-  kiln_test::gpt2_accuracy accuracy(stem, length);
+  kiln_test::gpt2_accuracy accuracy(stem, length, want_logits);
   gpt2_ir::sequence seq(machine);
   std::vector<std::int64_t> got;
   std::vector<std::int64_t> ids = prompt;

@@ -42,7 +42,7 @@ void check_greedy(vm::virtual_machine& machine, int length) {
   const std::vector<std::int64_t> want = ints(stem.string() + ".tokens_" + l + ".npy");
   const runtime::tensor want_logits = runtime::load_npy(stem.string() + ".logits_" + l + ".npy");  // [steps, vocab]
   const std::int64_t vocab = want_logits.shape()[1];
-  kiln_test::gpt2_accuracy accuracy(stem, length);
+  kiln_test::gpt2_accuracy accuracy(stem, length, want_logits);
   vm::decoder dec(machine);
   std::size_t step = 0;
   vm::generate_options options{.max_new_tokens = std::int64_t(want.size())};

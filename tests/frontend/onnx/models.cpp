@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Models exported from PyTorch (scripts/export_models.py: an MLP, ResNet-18, SqueezeNet 1.1,
 // DenseNet-121, a transformer encoder layer and a GPT-style decoder block, both also with a dynamic
-// batch and sequence, a recurrent classifier of LSTM and GRU layers; random weights) imported, compiled at opt level 0 and 2,
-// run, and compared with PyTorch's output at atol = rtol = 1e-4. The directory of exported models
-// comes from the environment (KILN_ONNX_MODELS); CTest's fixture writes it first.
+// batch and sequence, a recurrent classifier of LSTM and GRU layers; random weights) imported,
+// compiled at opt level 0 and 2, run, and compared with PyTorch's output at atol = rtol = 1e-4. The
+// directory of exported models comes from the environment (KILN_ONNX_MODELS); CTest's fixture
+// writes it first.
 #include <kiln/compile.hpp>
 #include <kiln/frontend/onnx/import.hpp>
 #include <kiln/runtime/compare.hpp>
