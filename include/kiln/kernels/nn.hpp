@@ -59,6 +59,7 @@
 #include <kiln/kernels/register_epilogue.hpp>
 #include <kiln/kernels/transform.hpp>
 #include <kiln/kernels/window_params.hpp>
+#include <kiln/kernels/window_plane.hpp>
 #include <kiln/kernels/winograd.hpp>
 
 #include <array>
@@ -623,21 +624,7 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
           const std::int64_t r = i - r0;  // padded row of the share
           T* const dst = cb + (r % sh * sw) * plane + r / sh * pitch;
           const T* src = xb + c * xs[1] + i * xs[2];
-          if (sw == 1 && xs[3] == 1) {
-            std::copy_n(src, g.w, dst + left);
-          } else if (sw == 2 && xs[3] == 1) {
-            // Both phases in one loop over pairs of input columns (a deinterleave, vectorised).
-            T* __restrict d0 = dst + left % 2 * plane + left / 2;              // input columns 0, 2, 4, ...
-            T* __restrict d1 = dst + (left + 1) % 2 * plane + (left + 1) / 2;  // input columns 1, 3, 5, ...
-            const std::int64_t pairs = g.w / 2;
-            for (std::int64_t m = 0; m < pairs; ++m) {
-              d0[m] = src[2 * m];
-              d1[m] = src[2 * m + 1];
-            }
-            if (g.w % 2) d0[pairs] = src[g.w - 1];
-          } else {
-            for (std::int64_t q = 0; q < g.w; ++q) dst[(q + left) % sw * plane + (q + left) / sw] = src[q * xs[3]];
-          }
+          split_row_by_phase(src, g.w, xs[3], sw, left, dst, plane);
         }
       }
       // Where tap k of flat position 0 is.

@@ -14,6 +14,33 @@
 
 namespace kiln::kernels::detail {
 
+/// Copies the `w` elements of row `src` (`step` apart) to padded columns [left, left + w) of a row
+/// split into `s` column phases: padded column q goes to dst[(q % s) * phase + q / s].
+template <class T>
+void split_row_by_phase(const T* src, std::int64_t w, std::int64_t step, std::int64_t s, std::int64_t left, T* dst, std::int64_t phase) {
+  if (s == 1 && step == 1) {
+    std::copy_n(src, w, dst + left);
+  } else if (s == 2 && step == 1) {
+    // Both phases in one loop over pairs of input columns, which compilers vectorise as a
+    // deinterleave of two vectors (one phase at a time, with a stride of 2, they copy an element
+    // at a time).
+    T* __restrict d0 = dst + left % 2 * phase + left / 2;              // input columns 0, 2, 4, ...
+    T* __restrict d1 = dst + (left + 1) % 2 * phase + (left + 1) / 2;  // input columns 1, 3, 5, ...
+    const std::int64_t pairs = w / 2;
+    for (std::int64_t m = 0; m < pairs; ++m) {
+      d0[m] = src[2 * m];
+      d1[m] = src[2 * m + 1];
+    }
+    if (w % 2) d0[pairs] = src[w - 1];
+  } else {
+    for (std::int64_t c0 = 0; c0 < std::min(s, w); ++c0) {  // the input columns of one phase
+      T* d = dst + (left + c0) % s * phase + (left + c0) / s;
+      const std::int64_t count = (w - c0 + s - 1) / s;
+      for (std::int64_t m = 0; m < count; ++m) d[m] = src[(c0 + m * s) * step];
+    }
+  }
+}
+
 /// A padded copy of one input plane, laid out so that a window's tap reads consecutive output
 /// columns from consecutive addresses whatever the horizontal stride `s`: padded column q of a
 /// row is stored at (q % s) * phase + q / s. Output column x's tap at padded column x * s + t is
@@ -40,31 +67,7 @@ public:
     } else {
       std::fill_n(b, hp * row_ + slack, fill);
     }
-    for (std::int64_t i = 0; i < h; ++i) {
-      T* row = b + (top + i) * row_;
-      const T* in = src + i * sh;
-      if (s == 1 && sw == 1) {
-        std::copy_n(in, w, row + left);
-      } else if (s == 2 && sw == 1) {
-        // The common case: both phases in one loop over pairs of input columns, which compilers
-        // vectorise as a deinterleave of two vectors (one phase at a time, with a stride of 2,
-        // they copy an element at a time).
-        T* __restrict d0 = row + left % 2 * phase_ + left / 2;              // input columns 0, 2, 4, ...
-        T* __restrict d1 = row + (left + 1) % 2 * phase_ + (left + 1) / 2;  // input columns 1, 3, 5, ...
-        const std::int64_t pairs = w / 2;
-        for (std::int64_t m = 0; m < pairs; ++m) {
-          d0[m] = in[2 * m];
-          d1[m] = in[2 * m + 1];
-        }
-        if (w % 2) d0[pairs] = in[w - 1];
-      } else {
-        for (std::int64_t c0 = 0; c0 < std::min(s, w); ++c0) {  // the input columns of one phase
-          T* dst = row + (left + c0) % s * phase_ + (left + c0) / s;
-          const std::int64_t count = (w - c0 + s - 1) / s;
-          for (std::int64_t m = 0; m < count; ++m) dst[m] = in[(c0 + m * s) * sw];
-        }
-      }
-    }
+    for (std::int64_t i = 0; i < h; ++i) split_row_by_phase(src + i * sh, w, sw, s, left, b + (top + i) * row_, phase_);
   }
   /// Elements past the last row, so that a vector loop may run over a row's end: whole vectors
   /// cover a ragged output row, and the lanes beyond it are dropped.
