@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The graph-level passes: canonicalize_bindings, dead_code_elimination, eliminate_common_subexpr,
-// fold_constant.
+// fold_constant, simplify_ops.
 #include <kiln/transform/canonicalize_bindings.hpp>
 #include <kiln/transform/default_pipeline.hpp>
 #include <kiln/transform/dead_code_elimination.hpp>
 #include <kiln/transform/eliminate_common_subexpr.hpp>
 #include <kiln/transform/fold_constant.hpp>
+#include <kiln/transform/simplify_ops.hpp>
 
 #include "helpers.hpp"
 
@@ -207,4 +208,146 @@ class Module:
   CHECK(s.at("canonicalize_bindings").at("copies removed") == 2);
   CHECK(s.at("dead_code_elimination").at("bindings removed") >= 1);
   CHECK(ctx.statistics_report().find("eliminate_common_subexpr - expressions shared") != std::string::npos);
+}
+
+TEST_CASE("simplify_ops removes pads of zero widths and keeps the others") {
+  CHECK(after(t::simplify_ops{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 2, 4, 4), "float32")) -> R.Tensor((1, 2, 6, 6), "float32"):
+        with R.dataflow():
+            a: R.Tensor((1, 2, 4, 4), "float32") = R.nn.pad(x, pad_width=[0, 0, 0, 0, 0, 0, 0, 0])
+            b: R.Tensor((1, 2, 4, 4), "float32") = R.nn.relu(a)
+            c: R.Tensor((1, 2, 4, 4), "float32") = R.nn.pad(b, pad_width=[0, 0, 0, 0, 0, 0, 0, 0], pad_mode="reflect")
+            gv: R.Tensor((1, 2, 6, 6), "float32") = R.nn.pad(c, pad_width=[0, 0, 0, 0, 1, 1, 1, 1])
+            R.output(gv)
+        return gv
+)") == R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 2, 4, 4), "float32")) -> R.Tensor((1, 2, 6, 6), "float32"):
+        with R.dataflow():
+            b: R.Tensor((1, 2, 4, 4), "float32") = R.nn.relu(x)
+            gv: R.Tensor((1, 2, 6, 6), "float32") = R.nn.pad(b, pad_width=[0, 0, 0, 0, 1, 1, 1, 1])
+            R.output(gv)
+        return gv
+)");
+}
+
+TEST_CASE("simplify_ops pools a 1x1 convolution's input instead of its output, where that costs less") {
+  // DenseNet's transition: 8 channels to 4, then a 2x2 pool of stride 2.
+  CHECK(after(t::simplify_ops{}, R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 4, 4), "float32"), w: R.Tensor((4, 8, 1, 1), "float32")) -> R.Tensor((1, 4, 2, 2), "float32"):
+        with R.dataflow():
+            r: R.Tensor((1, 8, 4, 4), "float32") = R.nn.relu(x)
+            c: R.Tensor((1, 4, 4, 4), "float32") = R.nn.conv2d(r, w)
+            gv: R.Tensor((1, 4, 2, 2), "float32") = R.nn.avg_pool2d(c, pool_size=[2, 2], strides=[2, 2])
+            R.output(gv)
+        return gv
+)") == R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 4, 4), "float32"), w: R.Tensor((4, 8, 1, 1), "float32")) -> R.Tensor((1, 4, 2, 2), "float32"):
+        with R.dataflow():
+            r: R.Tensor((1, 8, 4, 4), "float32") = R.nn.relu(x)
+            c_pool: R.Tensor((1, 8, 2, 2), "float32") = R.nn.avg_pool2d(r, pool_size=[2, 2], strides=[2, 2])
+            gv: R.Tensor((1, 4, 2, 2), "float32") = R.nn.conv2d(c_pool, w)
+            R.output(gv)
+        return gv
+)");
+}
+
+TEST_CASE("simplify_ops leaves a pool after a convolution that is not 1x1, strided, padded, used twice, biased or integer, or when pooling first costs more") {
+  const std::string unchanged[] = {
+      // a 3x3 window
+      R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 4, 4), "float32"), w: R.Tensor((4, 8, 3, 3), "float32")) -> R.Tensor((1, 4, 2, 2), "float32"):
+        c: R.Tensor((1, 4, 4, 4), "float32") = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
+        gv: R.Tensor((1, 4, 2, 2), "float32") = R.nn.avg_pool2d(c, pool_size=[2, 2], strides=[2, 2])
+        return gv
+)",
+      // a stride
+      R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 8, 8), "float32"), w: R.Tensor((4, 8, 1, 1), "float32")) -> R.Tensor((1, 4, 2, 2), "float32"):
+        c: R.Tensor((1, 4, 4, 4), "float32") = R.nn.conv2d(x, w, strides=[2, 2])
+        gv: R.Tensor((1, 4, 2, 2), "float32") = R.nn.avg_pool2d(c, pool_size=[2, 2], strides=[2, 2])
+        return gv
+)",
+      // padding
+      R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 2, 2), "float32"), w: R.Tensor((4, 8, 1, 1), "float32")) -> R.Tensor((1, 4, 2, 2), "float32"):
+        c: R.Tensor((1, 4, 4, 4), "float32") = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
+        gv: R.Tensor((1, 4, 2, 2), "float32") = R.nn.avg_pool2d(c, pool_size=[2, 2], strides=[2, 2])
+        return gv
+)",
+      // the convolution's result used again
+      R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 4, 4), "float32"), w: R.Tensor((4, 8, 1, 1), "float32")) -> R.Tuple(R.Tensor((1, 4, 2, 2), "float32"), R.Tensor((1, 4, 4, 4), "float32")):
+        c: R.Tensor((1, 4, 4, 4), "float32") = R.nn.conv2d(x, w)
+        p: R.Tensor((1, 4, 2, 2), "float32") = R.nn.avg_pool2d(c, pool_size=[2, 2], strides=[2, 2])
+        return (p, c)
+)",
+      // a bias between
+      R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 4, 4), "float32"), w: R.Tensor((4, 8, 1, 1), "float32"), b: R.Tensor((4, 1, 1), "float32")) -> R.Tensor((1, 4, 2, 2), "float32"):
+        c: R.Tensor((1, 4, 4, 4), "float32") = R.nn.conv2d(x, w)
+        d: R.Tensor((1, 4, 4, 4), "float32") = R.add(c, b)
+        gv: R.Tensor((1, 4, 2, 2), "float32") = R.nn.avg_pool2d(d, pool_size=[2, 2], strides=[2, 2])
+        return gv
+)",
+      // integers: the pool rounds
+      R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 4, 4), "int32"), w: R.Tensor((4, 8, 1, 1), "int32")) -> R.Tensor((1, 4, 2, 2), "int32"):
+        c: R.Tensor((1, 4, 4, 4), "int32") = R.nn.conv2d(x, w)
+        gv: R.Tensor((1, 4, 2, 2), "int32") = R.nn.avg_pool2d(c, pool_size=[2, 2], strides=[2, 2])
+        return gv
+)",
+      // a 3x3 pool of stride 1 after a convolution to fewer channels: pooling 8 channels first
+      // would cost more than the convolution saves (none)
+      R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 4, 4), "float32"), w: R.Tensor((2, 8, 1, 1), "float32")) -> R.Tensor((1, 2, 4, 4), "float32"):
+        c: R.Tensor((1, 2, 4, 4), "float32") = R.nn.conv2d(x, w)
+        gv: R.Tensor((1, 2, 4, 4), "float32") = R.nn.avg_pool2d(c, pool_size=[3, 3], padding=[1, 1, 1, 1])
+        return gv
+)",
+  };
+  for (const std::string& src : unchanged) {
+    CAPTURE(src);
+    CHECK(after(t::simplify_ops{}, src) == text_of(ir::parse_module(src)));
+  }
+}
+
+TEST_CASE("simplify_ops counts what it did in the context's statistics") {
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 4, 4), "float32"), w: R.Tensor((4, 8, 1, 1), "float32")) -> R.Tensor((1, 4, 2, 2), "float32"):
+        c: R.Tensor((1, 4, 4, 4), "float32") = R.nn.conv2d(x, w)
+        p: R.Tensor((1, 4, 4, 4), "float32") = R.nn.pad(c, pad_width=[0, 0, 0, 0, 0, 0, 0, 0])
+        gv: R.Tensor((1, 4, 2, 2), "float32") = R.nn.avg_pool2d(p, pool_size=[2, 2], strides=[2, 2])
+        return gv
+)");
+  pass_context ctx;
+  const ir::ir_module out = kiln::run(t::simplify_ops{}, m, ctx);
+  const auto& s = ctx.statistics();
+  CHECK(s.at("simplify_ops").at("zero pads removed") == 1);
+  CHECK(s.at("simplify_ops").at("pools moved before a 1x1 convolution") == 1);
+  CHECK(ir::verify(out).empty());
+  CHECK(contains(text_of(out), "R.nn.conv2d(c_pool, w)"));
 }

@@ -32,6 +32,7 @@
 #include <kiln/transform/kv_cache_in_place.hpp>
 #include <kiln/transform/legalize_ops.hpp>
 #include <kiln/transform/prepack_weights.hpp>
+#include <kiln/transform/simplify_ops.hpp>
 #include <kiln/transform/static_plan_block_memory.hpp>
 #include <kiln/transform/to_non_dataflow.hpp>
 #include <kiln/transform/vm_builtin_lower.hpp>
@@ -42,10 +43,11 @@
 
 namespace kiln::transform {
 
-/// Graph-level simplification (opt level 1 and up, but canonicalization): constants folded, common
+/// Graph-level simplification (opt level 1 and up, but canonicalization): constants folded,
+/// operators that do nothing removed and average pools moved ahead of 1x1 convolutions, common
 /// values shared, renamings and dead code removed.
-using simplify = named_sequential<"kiln.simplify", 0, canonicalize_bindings, fold_constant, eliminate_common_subexpr, canonicalize_bindings,
-                                  dead_code_elimination>;
+using simplify = named_sequential<"kiln.simplify", 0, canonicalize_bindings, fold_constant, simplify_ops, eliminate_common_subexpr,
+                                  canonicalize_bindings, dead_code_elimination>;
 
 /// Operator fusion (opt level 1 and up): attention (matmul, scale, mask, softmax, matmul) becomes
 /// one kernel, matmul and conv2d take the elementwise operators after them into their kernel

@@ -11,6 +11,7 @@ namespace kiln::transform {
 KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry) {
   registry.add<canonicalize_bindings>()
       .add<fold_constant>()
+      .add<simplify_ops>()
       .add<eliminate_common_subexpr>()
       .add<dead_code_elimination>()
       .add<simplify>()
