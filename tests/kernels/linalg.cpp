@@ -139,8 +139,9 @@ TEST_CASE("a matrix times a vector (N = 1) reads A in place, by rows or by colum
   }
 }
 
-TEST_CASE("gemm reads a B with contiguous rows in place for few panels of rows: the packed product, bit for bit") {
-  // Up to gemm_detail::in_place_b_panels panels of MR rows, and where a panel of B fits the L1
+TEST_CASE("gemm reads a B with contiguous rows in place for few panels of rows or many of columns: the packed product, bit for bit") {
+  // Up to gemm_detail::in_place_b_panels panels of MR rows, or any rows for a B of at least
+  // gemm_detail::in_place_b_min_panels panels of columns, and where a panel of B fits the L1
   // cache (gemm_detail::read_b_in_place: K = 1 and 16 here; 500 is packed), B's whole NR-column
   // panels are read from its rows and only a partial last panel is packed. The same product through a B that
   // must be packed (the same values, columns 1 apart in memory no longer) gives the same sums in
@@ -148,7 +149,8 @@ TEST_CASE("gemm reads a B with contiguous rows in place for few panels of rows: 
   // allocation does: a whole-vector read past the row would be caught by AddressSanitizer.
   constexpr std::int64_t MR = gemm_detail::shape<float>::MR, NR = gemm_detail::shape<float>::NR;
   unsigned seed = 4000;
-  for (const std::int64_t m : {gemm_detail::small_m_rows + 1, MR + 4, 2 * MR, 5 * MR + 1, gemm_detail::in_place_b_panels * MR, gemm_detail::in_place_b_panels * MR + 1})
+  for (const std::int64_t m : {gemm_detail::small_m_rows + 1, MR + 4, 2 * MR, 5 * MR + 1, gemm_detail::in_place_b_panels * MR, gemm_detail::in_place_b_panels * MR + 1,
+                             3 * gemm_detail::in_place_b_panels * MR + 7})
     for (const std::int64_t n : {NR / 2, NR, 2 * NR + 5, 4 * NR, 70 * NR + 3})
       for (const std::int64_t k : {std::int64_t(1), std::int64_t(16), std::int64_t(500)}) {
         CAPTURE(m);

@@ -361,20 +361,31 @@ KILN_GEMM_KERNEL_INLINE void block_kernel(std::int64_t kc, const T* a, std::int6
 /// The most rows of A the unpacked small-M paths take (`gemm` below).
 inline constexpr std::int64_t small_m_rows = 4;
 
-/// The most panels of A's rows (MR each) for which `gemm` reads a B with contiguous rows in
-/// place (`in_place_b`) rather than packing it.
+/// The most panels of A's rows (MR each) for which `gemm` reads a B of few columns (fewer than
+/// `in_place_b_min_panels` panels of NR) with contiguous rows in place (`in_place_b`) rather than
+/// packing it.
 inline constexpr std::int64_t in_place_b_panels = 8;
 
+/// The fewest panels of B's columns from which `gemm` reads B in place whatever A's rows.
+inline constexpr std::int64_t in_place_b_min_panels = 4;
+
 /// Whether `gemm` reads B (K x N) in place for an A of `m` rows (`in_place_b`): B's rows are
-/// contiguous, A has at most `in_place_b_panels` panels of rows, so that each of B's panels
-/// serves few micro-kernel calls and packing it would cost about as much as they do, and one
-/// panel of B, K rows of NR values, fits a 32 KB L1 cache with its rows not a multiple of 4 KB
-/// apart (rows that are would share cache sets). With more rows the micro-kernel's K row streams
+/// contiguous, one panel of B, K rows of NR values, fits a 32 KB L1 cache with its rows not a
+/// multiple of 4 KB apart (rows that are would share cache sets), and either A has at most
+/// `in_place_b_panels` panels of rows (each of B's panels then serves few micro-kernel calls,
+/// and packing it would cost about as much as they do) or B has at least `in_place_b_min_panels`
+/// panels of columns. Read in place, a panel comes from B's rows on its first use and from L1 on
+/// the others, as a packed one would after the packing's extra pass over B: products of 96 to 512
+/// rows, K of 128 to 256 and N of 196 to 3136 (the 1x1 convolutions of DenseNet and ResNet-50,
+/// B their image) took 0.85-0.98x the time with B in place on Zen 5, with the AVX-512 and the
+/// AVX2 kernels. With few columns and many rows packing stays ahead (1024 x 256 x 49: 1.01-1.04x
+/// in place). With more rows of B than the L1 bound lets in, the micro-kernel's K row streams
 /// outrun the prefetchers: a 16 x 4096 x 1000 product took 2.4x as long with B in place (Zen 4).
 template <class T>
 bool read_b_in_place(const matrix_view<const T>& b, std::int64_t m) {
   using S = shape<T>;
-  return b.col_stride == 1 && (m + S::MR - 1) / S::MR <= in_place_b_panels && b.rows * S::NR * std::int64_t(sizeof(T)) <= 32 * 1024 &&
+  const bool few_rows = (m + S::MR - 1) / S::MR <= in_place_b_panels, many_columns = b.cols >= in_place_b_min_panels * S::NR;
+  return b.col_stride == 1 && (few_rows || many_columns) && b.rows * S::NR * std::int64_t(sizeof(T)) <= 32 * 1024 &&
          b.row_stride * std::int64_t(sizeof(T)) % 4096 != 0;
 }
 
