@@ -36,6 +36,7 @@
 #include <kiln/pass/pass_context.hpp>
 #include <kiln/transform/analyses.hpp>
 #include <kiln/transform/canonicalize_bindings.hpp>
+#include <kiln/transform/detail/fusion.hpp>
 #include <kiln/transform/detail/rewrite.hpp>
 
 #include <algorithm>
@@ -43,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace kiln::transform {
@@ -92,7 +94,7 @@ private:
     auto* x = ir::dyn_cast<ir::tensor_type_node>(c.args[0]->checked_type);
     auto* w = ir::dyn_cast<ir::tensor_type_node>(c.args[1]->checked_type);
     if (!x || !w || !x->shape || !w->shape || x->shape->size() != 4 || w->shape->size() != 4) return nullptr;
-    if (x->dt != dtype::float32 && x->dt != dtype::float64) return nullptr;
+    if (detail::float_dtype(c.args[0]->checked_type) == dtype::void_) return nullptr;
     if (ir::as_int((*w->shape)[2]) != 1 || ir::as_int((*w->shape)[3]) != 1) return nullptr;
     const auto ints = [&](const char* key) { return c.attrs.get_or<ir::int_array>(key, {}); };
     if (ints("strides") != ir::int_array{1, 1} || ints("padding") != ir::int_array{0, 0, 0, 0}) return nullptr;
@@ -129,18 +131,23 @@ private:
     return after < before;
   }
 
-  /// Finds the pools to move in sequence `seq` (and its branches): each pool's binding variable
-  /// with its convolution's, both bound in the same block, the convolution's result used only there.
-  static void find_pools(const ir::expr& seq, const use_counts::result_type& uses,
-                         std::unordered_map<const ir::var_node*, const ir::var_node*>& pool_of_conv,
-                         std::unordered_map<const ir::var_node*, const ir::call_node*>& conv_of_pool) {
+  /// A pool to move: the convolution it reads (its binding variable and call).
+  struct moved_pool {
+    const ir::var_node* conv_var;
+    const ir::call_node* conv;
+  };
+  using pools_to_move = std::unordered_map<const ir::var_node*, moved_pool>;  // by the pool's variable
+
+  /// Finds the pools to move in sequence `seq` (and its branches): each pool with its
+  /// convolution, both bound in the same block, the convolution's result used only there.
+  static void find_pools(const ir::expr& seq, const use_counts::result_type& uses, pools_to_move& pools) {
     auto& s = static_cast<const ir::seq_expr_node&>(*seq);
     for (const ir::binding_block& block : s.blocks) {
       std::unordered_map<const ir::var_node*, const ir::call_node*> convs;  // this block's
       for (const ir::binding& b : block.bindings) {
         if (auto* i = ir::dyn_cast<ir::if_node>(b.value)) {
-          find_pools(i->then_branch, uses, pool_of_conv, conv_of_pool);
-          find_pools(i->else_branch, uses, pool_of_conv, conv_of_pool);
+          find_pools(i->then_branch, uses, pools);
+          find_pools(i->else_branch, uses, pools);
           continue;
         }
         if (b.is_match_cast()) continue;
@@ -156,36 +163,34 @@ private:
         if (it == convs.end() || u == uses.end() || u->second != 1) continue;
         if (pool.attrs.get_or<std::string>("layout", "NCHW") != "NCHW") continue;
         if (!pool_first_pays(*it->second, v->checked_type, pool, b.variable->checked_type)) continue;
-        pool_of_conv[v] = b.variable.get();
-        conv_of_pool[b.variable.get()] = it->second;
+        pools[b.variable.get()] = {v, it->second};
       }
     }
   }
 
   static ir::function pool_before_pointwise_conv(const ir::function& f, pass_context& ctx) {
-    std::unordered_map<const ir::var_node*, const ir::var_node*> pool_of_conv;
-    std::unordered_map<const ir::var_node*, const ir::call_node*> conv_of_pool;
-    find_pools(f->body, use_counts{}.run(f), pool_of_conv, conv_of_pool);
-    if (conv_of_pool.empty()) return f;
-    std::unordered_map<const ir::var_node*, std::string> conv_name;  // the pooled input's name
-    for (const auto& [conv, pool] : pool_of_conv) conv_name[pool] = conv->name_hint + "_pool";
+    pools_to_move pools;
+    find_pools(f->body, use_counts{}.run(f), pools);
+    if (pools.empty()) return f;
+    std::unordered_set<const ir::var_node*> moved_convs;  // bound again after their pools
+    for (const auto& [pool, p] : pools) moved_convs.insert(p.conv_var);
     auto on_body = [](const ir::expr& e) { return e; };
     auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out, bool dataflow) {
-      if (pool_of_conv.count(b.variable.get())) return;  // moved to its pool
-      auto it = conv_of_pool.find(b.variable.get());
-      if (it == conv_of_pool.end()) {
+      if (moved_convs.count(b.variable.get())) return;
+      auto it = pools.find(b.variable.get());
+      if (it == pools.end()) {
         out.push_back(b);
         return;
       }
-      const ir::call_node& conv = *it->second;
+      const ir::call_node& conv = *it->second.conv;
       const ir::expr pooled = ir::call_op("nn.avg_pool2d", {conv.args[0]}, static_cast<const ir::call_node&>(*b.value).attrs);
-      const std::string& n = conv_name[b.variable.get()];
+      const std::string n = it->second.conv_var->name_hint + "_pool";  // the pooled input
       const ir::var v = dataflow ? ir::make_dataflow_var(n, pooled->checked_type) : ir::make_var(n, pooled->checked_type);
       out.push_back({v, pooled, {}});
       out.push_back({b.variable, ir::call_op("nn.conv2d", {ir::expr(v), conv.args[1]}, conv.attrs), b.cast_type});
     };
     ir::function g = detail::with_body(f, detail::rewrite_seq(f->body, on_binding, on_body));
-    ctx.statistic(name, "pools moved before a 1x1 convolution") += std::int64_t(conv_of_pool.size());
+    ctx.statistic(name, "pools moved before a 1x1 convolution") += std::int64_t(pools.size());
     return g;
   }
 };
