@@ -7,6 +7,7 @@
 #include <kiln/ir/parser.hpp>
 #include <kiln/ir/pass_traits.hpp>
 #include <kiln/kernels/common.hpp>
+#include <kiln/kernels/cpu_caches.hpp>
 #include <kiln/kernels/isa.hpp>
 #include <kiln/pass/pass.hpp>
 #include <kiln/support/file.hpp>
@@ -169,9 +170,8 @@ inline void add_config_option(CLI::App& app, std::vector<std::string>& configs) 
 }
 
 /// Sets each KEY=VALUE of `configs` on `ctx`; an unknown key or a value of the wrong type is an error naming it.
+/// The passes must be registered first (`kiln::transform::register_passes`): that registers their options.
 inline void apply_config(kiln::pass_context& ctx, const std::vector<std::string>& configs) {
-  if (configs.empty()) return;
-  kiln::transform::register_passes();  // registers the passes' config options
   for (const std::string& c : configs) {
     const std::size_t eq = split_assignment(c, "--config", "KEY=VALUE");
     try {
@@ -214,7 +214,7 @@ struct pass_options {
   kiln::pass_context make_context(bool verify_by_other = false) const {
     kiln::pass_context ctx(opt_level);
     ctx.set_num_threads(threads);
-    kiln::transform::register_passes();  // the names --disable-pass may give
+    kiln::transform::register_passes();  // the names --disable-pass may give, the options --config may set
     const auto& registry = kiln::pass_registry<kiln::ir::ir_module>::global();
     for (const std::string& name : disabled) {
       if (!registry.contains(name)) throw tool_error("--disable-pass '" + name + "': " + registry.unknown_pass_message(name));
@@ -248,7 +248,8 @@ inline std::string version_text(const char* tool) {
 #else
   const std::string compiler = "an unknown compiler";
 #endif
-  return std::string(tool) + " " + kiln::version + " (kiln " + kiln::version + "; built by " + compiler + "; kernels " + kiln::kernels::isa_report() + ")";
+  return std::string(tool) + " " + kiln::version + " (kiln " + kiln::version + "; built by " + compiler + "; kernels " + kiln::kernels::isa_report() +
+         "; caches " + kiln::kernels::caches_report(kiln::kernels::cpu_caches()) + ")";
 }
 
 /// Adds `--version` to `app`.

@@ -11,6 +11,7 @@
 // of a network's convolutions is slow, not only that convolutions are).
 #include "common.hpp"
 
+#include <kiln/kernels/cpu_caches.hpp>
 #include <kiln/kernels/isa.hpp>
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/runtime/npy.hpp>
@@ -136,7 +137,8 @@ struct trace_events {
   std::string json(const std::string& model, std::size_t threads) const {
     std::string s = "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"model\": " + quoted(model) +
                     ", \"kiln\": " + quoted(kiln::version) + ", \"threads\": " + std::to_string(threads) +
-                    ", \"kernels\": " + quoted(kiln::kernels::isa_report()) + "},\n\"traceEvents\": [\n";
+                    ", \"kernels\": " + quoted(kiln::kernels::isa_report()) +
+                    ", \"caches\": " + quoted(kiln::kernels::caches_report(kiln::kernels::cpu_caches())) + "},\n\"traceEvents\": [\n";
     s += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"kiln-run\"}},\n";
     s += "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"VM (kernels use " + std::to_string(threads) +
          " thread" + (threads == 1 ? "" : "s") + ")\"}}";
@@ -200,6 +202,7 @@ int main(int argc, char** argv) {
     for (auto& b : bound_options) bounds.insert(parse_bound_option(b));
     model_kind kind{};
     kiln::pass_context ctx;
+    if (!configs.empty()) kiln::transform::register_passes();
     apply_config(ctx, configs);
     const vm::executable ex = [&] {
       kiln::pass_context_scope scope(ctx);
@@ -352,8 +355,9 @@ int main(int argc, char** argv) {
       }
       double in_natives = 0;
       for (auto& e : rows) in_natives += e.ms;
-      std::printf("\nprofile over %d run%s (%.3f ms per run; natives %.1f%% of it, the rest the VM and the instrument; kernels %s):\n",
-                  repeat, repeat == 1 ? "" : "s", total / repeat, 100.0 * in_natives / total, kiln::kernels::isa_report().c_str());
+      std::printf("\nprofile over %d run%s (%.3f ms per run; natives %.1f%% of it, the rest the VM and the instrument; kernels %s; caches %s):\n",
+                  repeat, repeat == 1 ? "" : "s", total / repeat, 100.0 * in_natives / total, kiln::kernels::isa_report().c_str(),
+                  kiln::kernels::caches_report(kiln::kernels::cpu_caches()).c_str());
       if (profile_calls)
         std::printf("  %5s  %-36s %12s %8s  %s\n", "call", "native function", "ms per run", "share", "tensor arguments -> result");
       else

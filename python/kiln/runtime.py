@@ -22,7 +22,7 @@ import os as _os
 from ._kiln import runtime as _rt
 from ._kiln.runtime import (Executable, VirtualMachine, Function, BenchmarkResult, Decoder, ShapeTuple, Object,  # noqa: F401
                             load_executable, load_module, executable_from_bytes, set_num_threads, num_threads,
-                            isa, isa_report)
+                            isa, isa_report, cpu_caches)
 
 # A wheel carries kiln's headers (kiln/include) for export_library's C++ compiler.
 _headers = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "include")
@@ -37,4 +37,5 @@ class VMInstrumentReturnKind(_enum.IntEnum):
 
 
 __all__ = ["Executable", "VirtualMachine", "Function", "BenchmarkResult", "Decoder", "ShapeTuple", "Object", "load_executable", "load_module", "executable_from_bytes",
-           "set_num_threads", "num_threads", "isa", "isa_report", "VMInstrumentReturnKind"]
+           "set_num_threads", "num_threads", "isa", "isa_report", "cpu_caches",
+           "VMInstrumentReturnKind"]

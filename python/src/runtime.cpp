@@ -505,6 +505,20 @@ void init_runtime(py::module_& m) {
          "supports unless the environment variable KILN_ISA named a lower one when kiln was loaded");
   rt.def("isa_report", [] { return kernels::isa_report(); },
          "isa() with its vectors and how it was chosen, e.g. 'x86-64-v4 (AVX-512), chosen at run time among x86-64, x86-64-v3, x86-64-v4'");
+  rt.def(
+      "cpu_caches",
+      [] {
+        const kernels::cache_info c = kernels::cpu_caches();
+        py::dict d;
+        d["l1d"] = c.l1d;
+        d["l2"] = c.l2;
+        d["l3"] = c.l3;
+        d["l3_shared_by"] = c.l3_shared_by;
+        d["source"] = std::string(c.source);
+        return d;
+      },
+      "The data caches the kernels block for, in bytes: {'l1d', 'l2', 'l3', 'l3_shared_by' (logical CPUs sharing the L3, 0 when "
+      "unknown), 'source' (where they were read: 'sysfs', 'CPUID leaf 4', 'CPUID 0x8000001D', 'CPUID 0x80000005/6', 'assumed')}");
   rt.def("_roundtrip", [](const py::object& o) { return value_to_python(value_from_python(o, origin{"roundtrip"})); },
          "Converts to a kiln value and back (tests the zero-copy path)");
 

@@ -3,7 +3,9 @@
 //
 // Tolerance: |got - want| <= 1e-6 * (K + 1) * 4 for float32 (inputs in [-1, 1]: each of the K
 // products rounds, and the packed kernel sums in another order), 1e-13 * (K + 1) for float64;
-// integer results are exact.
+// integer results are exact. The GEMM's blocking follows the caches (kernels/cpu_caches.hpp): the
+// last tests check the blocking for given caches and products under the smallest one.
+#include <kiln/kernels/cpu_caches.hpp>
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/transform.hpp>
 
@@ -11,6 +13,8 @@
 #include "reference.hpp"
 
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 using namespace kiln;
 using namespace kiln::kernels;
@@ -559,4 +563,68 @@ TEST_CASE("bad prepacked weights and layouts are clear errors") {
         "kiln::kernels::prepack_weight: packs float32 and float64 weights, not int32");
   CHECK(message_of<kernel_error>([&] { packed_layout("matmul_prepacked", std::vector<std::int64_t>{1, 2, 3}); }) ==
         "kiln::kernels::matmul_prepacked: the packed layout must have 4 values (K, N, nr, kc), got 3");
+}
+
+namespace {
+
+/// Blocks for caches `c` while it lives, then for the caches read again.
+struct caches_scope {
+  explicit caches_scope(const cache_info& c) { set_cpu_caches(c); }
+  ~caches_scope() { set_cpu_caches({}); }
+  caches_scope(const caches_scope&) = delete;
+  caches_scope& operator=(const caches_scope&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("gemm blocking: MC from the L2, NC from a core's share of the L3, B in place within the L1") {
+  using S = gemm_detail::shape<float>;
+  constexpr std::int64_t MR = S::MR, NR = S::NR;
+  // A 1 MB L2 with the L3's sharing unknown (Zen 4 and 5 under a hypervisor that reports AMD's
+  // older leaves): 16 panels of A's rows, 64 of B's columns, B in place up to the 48 KB L1.
+  constexpr gemm_detail::blocking zen = gemm_detail::blocking_for<float>({48 << 10, 1 << 20, 32 << 20, 0, ""});
+  static_assert(zen == gemm_detail::blocking{16 * MR, 64 * NR, 48 << 10});
+  // The L3's sharing known: 32 MB for 16 CPUs is 4 MB a core, more than 64 panels need.
+  CHECK(gemm_detail::blocking_for<float>({48 << 10, 1 << 20, 32 << 20, 16, ""}) == zen);
+  // A 2 MB L2 and 30 MB of L3 for 128 CPUs: 32 panels of rows, a block of B of the 480 KB a
+  // core gets (320 columns of 384 floats, at any vector width).
+  CHECK(gemm_detail::blocking_for<float>({48 << 10, 2 << 20, 30 << 20, 128, ""}) == gemm_detail::blocking{32 * MR, 320, 48 << 10});
+  // Small and large caches hit the bounds: 4 to 48 panels of rows, 8 to 64 of columns, B in
+  // place within 16 to 64 KB.
+  CHECK(gemm_detail::blocking_for<float>({8 << 10, 64 << 10, 1 << 20, 64, ""}) == gemm_detail::blocking{4 * MR, 8 * NR, 16 << 10});
+  CHECK(gemm_detail::blocking_for<float>({256 << 10, 16 << 20, 1 << 30, 1, ""}) == gemm_detail::blocking{48 * MR, 64 * NR, 64 << 10});
+  // Doubles: the same panels of rows, columns half as many for the same bytes of L3.
+  using D = gemm_detail::shape<double>;
+  CHECK(gemm_detail::blocking_for<double>({48 << 10, 1 << 20, 0, 0, ""}) == gemm_detail::blocking{16 * D::MR, 64 * D::NR, 48 << 10});
+  // What this machine runs with is the blocking for what was read.
+  CHECK(gemm_detail::current_blocking<float>() == gemm_detail::blocking_for<float>(cpu_caches()));
+}
+
+TEST_CASE("gemm under the smallest blocking: many blocks of rows, columns and K, B packed or in place, against the reference") {
+  // 8 KB of L1 (B in place up to 16 KB: K <= 128 at AVX-512), 64 KB of L2 (4 panels of rows), a
+  // 64 KB L3 for 2 CPUs (8 panels of columns): the products below cross every kind of block edge.
+  caches_scope scope({8 << 10, 64 << 10, 64 << 10, 2, ""});
+  const gemm_detail::blocking b = gemm_detail::current_blocking<float>();
+  constexpr std::int64_t MR = gemm_detail::shape<float>::MR, NR = gemm_detail::shape<float>::NR;
+  REQUIRE(b == gemm_detail::blocking{4 * MR, 8 * NR, 16 << 10});
+  unsigned seed = 7100;
+  struct dims {
+    std::int64_t m, k, n;
+  };
+  for (const dims d : {dims{b.mc * 2 + MR + 5, 100, b.nc * 2 + NR + 3}, dims{b.mc + 1, 900, b.nc + 1}, dims{3 * MR, 128, 3 * b.nc},
+                       dims{b.mc * 3, 129, 5 * NR}}) {
+    CAPTURE(d.m);
+    CAPTURE(d.k);
+    CAPTURE(d.n);
+    const tensor a = random_tensor<float>({d.m, d.k}, -1, 1, seed++), bt = random_tensor<float>({d.k, d.n}, -1, 1, seed++);
+    tensor c = tensor::empty({d.m, d.n}, dtype::float32);
+    gemm<float>({static_cast<const float*>(a.data()), d.m, d.k, d.k, 1}, {static_cast<const float*>(bt.data()), d.k, d.n, d.n, 1},
+                {static_cast<float*>(c.data()), d.m, d.n, d.n, 1});
+    check_all_close(c.to_vector<float>(), reference_matmul<float>(a, bt, false, false), 0, 4e-6 * double(d.k + 1));
+    // With the weights packed ahead of time: the same layout whatever the caches.
+    const tensor packed = prepack_weight(bt);
+    tensor cp = tensor::empty({d.m, d.n}, dtype::float32);
+    matmul_prepacked(a, packed, native_weight_layout(dtype::float32, d.k, d.n), cp);
+    check_all_close(cp.to_vector<float>(), reference_matmul<float>(a, bt, false, false), 0, 4e-6 * double(d.k + 1));
+  }
 }

@@ -377,3 +377,11 @@ def test_vm_objects_and_shapes_pass_back_in():
         shape[2]
     with pytest.raises(kiln.KilnError, match="attention_kv_cache_view"):
         vm["step"](parts[0], kiln.runtime.ShapeTuple([99]), cache)
+
+
+def test_isa_and_cpu_caches_say_what_the_kernels_run_with():
+    assert kiln.runtime.isa_report().startswith(kiln.runtime.isa() + " (")
+    c = kiln.runtime.cpu_caches()
+    assert set(c) == {"l1d", "l2", "l3", "l3_shared_by", "source"}
+    assert c["l1d"] >= 4096 and c["l2"] >= c["l1d"] and c["l3"] >= 0 and c["l3_shared_by"] >= 0
+    assert c["source"] in ("sysfs", "CPUID leaf 4", "CPUID 0x8000001D", "CPUID 0x80000005/6", "assumed")

@@ -5,7 +5,7 @@
 ///
 /// The structure is Goto and van de Geijn's (as in BLIS and OpenBLAS):
 ///
-///     for jc in N by NC:            B[pc.., jc..] is packed into KC x NR panels (fits L3/L2)
+///     for jc in N by NC:            B[pc.., jc..] is packed into KC x NR panels (fits L3)
 ///       for pc in K by KC:
 ///         for ic in M by MC:        A[ic.., pc..] is packed into MR x KC panels (fits L2)
 ///           for jr in NC by NR:
@@ -30,10 +30,12 @@
 ///
 /// The micro-kernel shape follows the vector width W: MR x 2W with MR = 12 when batches are 64
 /// bytes (AVX-512: 24 accumulators of the 32 registers) and MR = 6 otherwise (AVX2, SSE: 12 of
-/// 16). The blocking sizes suit 32-48 KB L1 and 1-2 MB L2 caches.
+/// 16). The blocking sizes MC, NC and the bound on reading B in place follow the caches of the CPU
+/// that runs the kernels (`cpu_caches()`, `gemm_detail::blocking_for`).
 #pragma once
 
 #include <kiln/kernels/common.hpp>
+#include <kiln/kernels/cpu_caches.hpp>
 #include <kiln/kernels/packing.hpp>
 #include <kiln/kernels/parallel.hpp>
 #include <kiln/kernels/register_epilogue.hpp>
@@ -81,10 +83,46 @@ struct shape {
   static constexpr std::int64_t W = std::int64_t(V::size);
   static constexpr std::int64_t NR = 2 * W;
   static constexpr std::int64_t MR = sizeof(V) >= 64 ? 12 : 6;
-  static constexpr std::int64_t KC = 384;  // a KC x NR micro-panel of B: 48 KB (AVX-512 float)
-  static constexpr std::int64_t MC = MR * (sizeof(V) >= 64 ? 16 : 16);  // 192 (AVX-512) or 96 rows of A: 288 or 144 KB (float), in L2
-  static constexpr std::int64_t NC = NR * 64;
+  /// The most rows of K per block, whatever the caches: the micro-kernel streams a KC x NR panel
+  /// of B from L2 (384 x 32 floats, 48 KB, at AVX-512) while it reuses it over the block's panels
+  /// of A, and 384 came out best in a sweep on Zen 4 (32 KB L1d) and holds on Zen 5 (48 KB). Being
+  /// a constant, it fixes the layout of weights packed ahead of time (`native_packed_b_layout`).
+  static constexpr std::int64_t KC = 384;
 };
+
+/// The cache-dependent blocking of the loops above: `mc` rows of A per packed block, `nc` columns
+/// of B per block, and the most bytes one panel of B (K rows of NR) may take to be read in place
+/// (`read_b_in_place`).
+struct blocking {
+  std::int64_t mc, nc, in_place_b_bytes;
+  friend constexpr bool operator==(const blocking&, const blocking&) = default;
+};
+
+/// The blocking for element type T on a CPU with caches `c`:
+/// - MC = one panel of MR rows of A per 64 KB of L2 (16 on a 1 MB L2: 192 rows of 384 floats,
+///   288 KB, at AVX-512), at least 4 and at most 48 panels: A's block stays in L2 beside the
+///   panels of B streaming through it.
+/// - NC = 64 panels of NR columns (a 3 MB block of B at AVX-512 float), fewer when the L3 a core
+///   gets (the L3 divided among the CPUs sharing it, two hardware threads to a core) is smaller,
+///   at least 8. With the L3's sharing unknown (AMD's older CPUID leaves), 64.
+/// - A panel of B is read in place when it fits the L1 data cache (16 to 64 KB taken).
+template <class T>
+constexpr blocking blocking_for(const cache_info& c) noexcept {
+  using S = shape<T>;
+  const std::int64_t panels = std::clamp<std::int64_t>(c.l2 / (64 << 10), 4, 48);
+  std::int64_t nc = S::NR * 64;
+  if (c.l3 > 0 && c.l3_shared_by > 0) {
+    const std::int64_t share = c.l3 * 2 / std::max<std::int64_t>(2, c.l3_shared_by);  // per core
+    nc = std::clamp<std::int64_t>(share / (S::KC * std::int64_t(sizeof(T))) / S::NR, 8, 64) * S::NR;
+  }
+  return {S::MR * panels, nc, std::clamp<std::int64_t>(c.l1d, 16 << 10, 64 << 10)};
+}
+
+/// The blocking for the caches of the CPU the kernels run on (`cpu_caches()`).
+template <class T>
+blocking current_blocking() {
+  return blocking_for<T>(cpu_caches());
+}
 
 /// How many rows of K each block takes: as few blocks of at most KC rows as cover K, of equal
 /// size (784 = 392 + 392, not 384 + 384 + 16: a short last block would cost a whole pass over C
@@ -370,8 +408,9 @@ inline constexpr std::int64_t in_place_b_panels = 8;
 inline constexpr std::int64_t in_place_b_min_panels = 4;
 
 /// Whether `gemm` reads B (K x N) in place for an A of `m` rows (`in_place_b`): B's rows are
-/// contiguous, one panel of B, K rows of NR values, fits a 32 KB L1 cache with its rows not a
-/// multiple of 4 KB apart (rows that are would share cache sets), and either A has at most
+/// contiguous, one panel of B, K rows of NR values, fits the L1 data cache
+/// (`blocking::in_place_b_bytes`) with its rows not a multiple of 4 KB apart (rows that are
+/// would share cache sets), and either A has at most
 /// `in_place_b_panels` panels of rows (each of B's panels then serves few micro-kernel calls,
 /// and packing it would cost about as much as they do) or B has at least `in_place_b_min_panels`
 /// panels of columns. Read in place, a panel comes from B's rows on its first use and from L1 on
@@ -382,10 +421,10 @@ inline constexpr std::int64_t in_place_b_min_panels = 4;
 /// in place). With more rows of B than the L1 bound lets in, the micro-kernel's K row streams
 /// outrun the prefetchers: a 16 x 4096 x 1000 product took 2.4x as long with B in place (Zen 4).
 template <class T>
-bool read_b_in_place(const matrix_view<const T>& b, std::int64_t m) {
+bool read_b_in_place(const matrix_view<const T>& b, std::int64_t m, const blocking& blocks) {
   using S = shape<T>;
   const bool few_rows = (m + S::MR - 1) / S::MR <= in_place_b_panels, many_columns = b.cols >= in_place_b_min_panels * S::NR;
-  return b.col_stride == 1 && (few_rows || many_columns) && b.rows * S::NR * std::int64_t(sizeof(T)) <= 32 * 1024 &&
+  return b.col_stride == 1 && (few_rows || many_columns) && b.rows * S::NR * std::int64_t(sizeof(T)) <= blocks.in_place_b_bytes &&
          b.row_stride * std::int64_t(sizeof(T)) % 4096 != 0;
 }
 
@@ -634,7 +673,9 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
     return nullptr;
   };
   using S = shape<T>;
-  constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC, MC = S::MC, NC = S::NC;
+  constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC;
+  const blocking blocks = current_blocking<T>();
+  const std::int64_t MC = blocks.mc, NC = blocks.nc;
   const std::int64_t K = a.cols, KB = block_rows<T>(K);  // KB <= KC
   // Packed panels, reused across calls on this thread.
   thread_local std::vector<T, xsimd::aligned_allocator<T, 64>> packed_a, packed_b;
@@ -845,7 +886,7 @@ void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool
     gemm_detail::matrix_vector<T>(a, b, c, accumulate, epilogue);
     return;
   }
-  if (gemm_detail::read_b_in_place<T>(b, M)) {
+  if (gemm_detail::read_b_in_place<T>(b, M, gemm_detail::current_blocking<T>())) {
     gemm_detail::gemm_blocked<T>(a, c.cols, gemm_detail::in_place_b<T>{b}, c, accumulate, epilogue);
     return;
   }

@@ -6,6 +6,7 @@
 #include <kiln/kernels/attention.hpp>
 #include <kiln/kernels/calling_convention.hpp>
 #include <kiln/kernels/common.hpp>
+#include <kiln/kernels/cpu_caches.hpp>
 #include <kiln/kernels/depthwise_conv2d.hpp>
 #include <kiln/kernels/elementwise.hpp>
 #include <kiln/kernels/fused.hpp>

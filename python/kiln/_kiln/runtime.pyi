@@ -147,6 +147,11 @@ class VirtualMachine:
         ...
 
 
+def cpu_caches() -> dict:
+    """The data caches the kernels block for, in bytes: {'l1d', 'l2', 'l3', 'l3_shared_by' (logical CPUs sharing the L3, 0 when unknown), 'source' (where they were read: 'sysfs', 'CPUID leaf 4', 'CPUID 0x8000001D', 'CPUID 0x80000005/6', 'assumed')}"""
+    ...
+
+
 def executable_from_bytes(data: bytes) -> Executable:
     """An executable from the bytes bytes(executable) gave (kiln's executable format); a kiln.VMError saying what is wrong with bad bytes"""
     ...
