@@ -57,7 +57,8 @@ inline bool caches_from_cpuid_leaf(unsigned leaf, cache_info& c) {
     const unsigned type = a & 31, level = (a >> 5) & 7;
     if (type == 0) break;
     if (type != 1 && type != 3) continue;  // data, unified
-    const std::int64_t ways = ((b >> 22) & 0x3ff) + 1, partitions = ((b >> 12) & 0x3ff) + 1, line = (b & 0xfff) + 1, sets = std::int64_t(cx) + 1;
+    const std::int64_t ways = ((b >> 22) & 0x3ff) + 1, partitions = ((b >> 12) & 0x3ff) + 1, line = (b & 0xfff) + 1;
+    const std::int64_t sets = std::int64_t(cx) + 1;
     const std::int64_t size = ways * partitions * line * sets, shared_by = ((a >> 14) & 0xfff) + 1;
     if (level == 1) c.l1d = size;
     else if (level == 2) c.l2 = size;
@@ -122,7 +123,8 @@ KILN_DECL cache_info cpu_caches() {
   detail::set_caches& s = detail::caches_set();
   cache_info c = read;
   bool set = false;
-  for (auto [field, value] : {std::pair{&c.l1d, &s.l1d}, std::pair{&c.l2, &s.l2}, std::pair{&c.l3, &s.l3}, std::pair{&c.l3_shared_by, &s.l3_shared_by}})
+  for (auto [field, value] :
+       {std::pair{&c.l1d, &s.l1d}, std::pair{&c.l2, &s.l2}, std::pair{&c.l3, &s.l3}, std::pair{&c.l3_shared_by, &s.l3_shared_by}})
     if (const std::int64_t v = value->load(std::memory_order_relaxed); v > 0) *field = v, set = true;
   if (set) c.source = "set";
   return c;
