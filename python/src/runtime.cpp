@@ -518,7 +518,8 @@ void init_runtime(py::module_& m) {
         return d;
       },
       "The data caches the kernels block for, in bytes: {'l1d', 'l2', 'l3', 'l3_shared_by' (logical CPUs sharing the L3, 0 when "
-      "unknown), 'source' (where they were read: 'sysfs', 'CPUID leaf 4', 'CPUID 0x8000001D', 'CPUID 0x80000005/6', 'assumed')}");
+      "unknown), 'source' (where they were read: 'sysfs', 'CPUID leaf 4', 'CPUID 0x8000001D', 'CPUID 0x80000005/6', 'assumed'; "
+      "'set' when C++ code set them with set_cpu_caches)}");
   rt.def("_roundtrip", [](const py::object& o) { return value_to_python(value_from_python(o, origin{"roundtrip"})); },
          "Converts to a kiln value and back (tests the zero-copy path)");
 

@@ -649,10 +649,11 @@ struct prepacked_a {
 
 /// The blocked loops of `gemm_packed` over rows [i0, i1) and columns [j0, j1) of C, on this
 /// thread, with this thread's packing buffers. `a` is a `matrix_view` (packed here, or read in
-/// place) or a `prepacked_a` (i0 a multiple of MR); `b_panels` is a `packing` or a `prepacked`.
+/// place) or a `prepacked_a` (i0 a multiple of MR); `b_panels` is a `packing` or a `prepacked`;
+/// `blocks` the MC and NC of the running CPU (`current_blocking`, read once per product).
 template <class T, class A, class BPanels, class Epilogue>
 void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c, std::int64_t i0, std::int64_t i1, std::int64_t j0,
-                    std::int64_t j1, bool accumulate, const Epilogue& epilogue) {
+                    std::int64_t j1, bool accumulate, const Epilogue& epilogue, const blocking& blocks) {
   constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
   constexpr bool a_prepacked = std::is_same_v<A, prepacked_a<T>>;
   static_assert(a_prepacked || std::is_same_v<A, matrix_view<const T>>, "gemm_rectangle: A is a matrix_view<const T> or a prepacked_a<T>");
@@ -674,7 +675,6 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
   };
   using S = shape<T>;
   constexpr std::int64_t MR = S::MR, NR = S::NR, KC = S::KC;
-  const blocking blocks = current_blocking<T>();
   const std::int64_t MC = blocks.mc, NC = blocks.nc;
   const std::int64_t K = a.cols, KB = block_rows<T>(K);  // KB <= KC
   // Packed panels, reused across calls on this thread.
@@ -790,10 +790,11 @@ void gemm_rectangle(const A& a, const BPanels& b_panels, const matrix_view<T>& c
   }
 }
 
-/// `gemm_packed`, with B's panels from `b_panels` (a `packing` or a `prepacked`).
+/// `gemm_packed`, with B's panels from `b_panels` (a `packing` or a `prepacked`), blocked by
+/// `blocks`.
 template <class T, class BPanels, class Epilogue>
 void gemm_blocked(matrix_view<const T> a, std::int64_t n_cols, const BPanels& b_panels, matrix_view<T> c, bool accumulate,
-                  const Epilogue& epilogue) {
+                  const Epilogue& epilogue, const blocking& blocks = current_blocking<T>()) {
   constexpr bool has_epilogue = !std::is_same_v<Epilogue, no_epilogue>;
   using S = gemm_detail::shape<T>;
   const std::int64_t M = c.rows, N = n_cols, K = a.cols;
@@ -811,16 +812,16 @@ void gemm_blocked(matrix_view<const T> a, std::int64_t n_cols, const BPanels& b_
   const std::int64_t panels = by_columns ? col_panels : row_panels;
   const std::int64_t parts = std::min(threads, panels);
   if (parts < 2 || M * N * K < gemm_detail::min_parallel_work) {
-    gemm_detail::gemm_rectangle<T>(a, b_panels, c, 0, M, 0, N, accumulate, epilogue);
+    gemm_detail::gemm_rectangle<T>(a, b_panels, c, 0, M, 0, N, accumulate, epilogue, blocks);
     return;
   }
   parallel_for(parts, [&](std::int64_t part) {
     // Panels [part * panels / parts, (part + 1) * panels / parts): sizes differ by one at most.
     const std::int64_t first = part * panels / parts, end = (part + 1) * panels / parts;
     if (by_columns)
-      gemm_detail::gemm_rectangle<T>(a, b_panels, c, 0, M, first * S::NR, std::min(N, end * S::NR), accumulate, epilogue);
+      gemm_detail::gemm_rectangle<T>(a, b_panels, c, 0, M, first * S::NR, std::min(N, end * S::NR), accumulate, epilogue, blocks);
     else
-      gemm_detail::gemm_rectangle<T>(a, b_panels, c, first * S::MR, std::min(M, end * S::MR), 0, N, accumulate, epilogue);
+      gemm_detail::gemm_rectangle<T>(a, b_panels, c, first * S::MR, std::min(M, end * S::MR), 0, N, accumulate, epilogue, blocks);
   });
 }
 
@@ -886,13 +887,13 @@ void gemm(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c, bool
     gemm_detail::matrix_vector<T>(a, b, c, accumulate, epilogue);
     return;
   }
-  if (gemm_detail::read_b_in_place<T>(b, M, gemm_detail::current_blocking<T>())) {
-    gemm_detail::gemm_blocked<T>(a, c.cols, gemm_detail::in_place_b<T>{b}, c, accumulate, epilogue);
+  const gemm_detail::blocking blocks = gemm_detail::current_blocking<T>();
+  if (gemm_detail::read_b_in_place<T>(b, M, blocks)) {
+    gemm_detail::gemm_blocked<T>(a, c.cols, gemm_detail::in_place_b<T>{b}, c, accumulate, epilogue, blocks);
     return;
   }
-  gemm_packed<T>(
-      a, c.cols, [&](std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) { gemm_detail::pack_b(b, p0, kc, j0, nc, out); },
-      c, accumulate, epilogue);
+  const auto pack = [&](std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* out) { gemm_detail::pack_b(b, p0, kc, j0, nc, out); };
+  gemm_detail::gemm_blocked<T>(a, c.cols, gemm_detail::packing<decltype(pack)>{pack}, c, accumulate, epilogue, blocks);
 }
 
 // ---- B packed ahead of time ------------------------------------------------------------------------

@@ -264,6 +264,7 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
   const winograd_schedule schedule(th, tw, std::int64_t(num_threads()));
   const std::int64_t max_ntp = (schedule.max_rows() * tw + NR - 1) / NR * NR, padded_o = (p.o + MR - 1) / MR * MR;
   const std::int64_t point_size = packed_b_size(p.c, p.o, native_packed_a_layout<T>(p.c));  // one point's O x C matrix in u
+  const gemm_detail::blocking blocks = gemm_detail::current_blocking<T>();
   // Output channels per block: the block's P GEMM results (P x ob x ntp) in at most 1 MB (all of
   // ResNet-18's channels; blocks of 256 KB measured slower on Zen 5).
   const std::int64_t ob = std::min(p.o, std::max(MR, (std::int64_t(1024) << 10) / std::int64_t(sizeof(T)) / (P * max_ntp) / MR * MR));
@@ -287,7 +288,7 @@ void conv2d_winograd_packed(const T* xd, const T* u, const winograd_problem& p, 
           for (std::int64_t xi = 0; xi < P; ++xi) {
             const gemm_detail::prepacked_a<T> a{u + xi * point_size, p.c, padded_o, o0};
             const matrix_view<T> c{b.m.data() + xi * ps, mo, nt, ntp, 1};
-            gemm_detail::gemm_rectangle<T>(a, gemm_detail::prepacked<T>{b.v.data() + xi * p.c * ntp, ntp}, c, 0, mo, 0, nt, false, no_epilogue{});
+            gemm_detail::gemm_rectangle<T>(a, gemm_detail::prepacked<T>{b.v.data() + xi * p.c * ntp, ntp}, c, 0, mo, 0, nt, false, no_epilogue{}, blocks);
           }
           for (std::int64_t o = 0; o < mo; ++o)
             winograd_output<M, T>(b.m.data() + o * ntp, ps, p, tw, ty0, ty1, ntp, b.y.data(), y + (o0 + o) * p.ys[1]);

@@ -148,7 +148,7 @@ class VirtualMachine:
 
 
 def cpu_caches() -> dict:
-    """The data caches the kernels block for, in bytes: {'l1d', 'l2', 'l3', 'l3_shared_by' (logical CPUs sharing the L3, 0 when unknown), 'source' (where they were read: 'sysfs', 'CPUID leaf 4', 'CPUID 0x8000001D', 'CPUID 0x80000005/6', 'assumed')}"""
+    """The data caches the kernels block for, in bytes: {'l1d', 'l2', 'l3', 'l3_shared_by' (logical CPUs sharing the L3, 0 when unknown), 'source' (where they were read: 'sysfs', 'CPUID leaf 4', 'CPUID 0x8000001D', 'CPUID 0x80000005/6', 'assumed'; 'set' when C++ code set them with set_cpu_caches)}"""
     ...
 
 
