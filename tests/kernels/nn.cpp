@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -661,14 +662,18 @@ namespace {
 /// conv2d_fused of x (shape `xs`) and w (shape `ws`) with the expression `text`, bit for bit
 /// against conv2d and the expression run one after the other, on one and two threads: with the
 /// convolution's own bias (`own_bias`), and an operand x1 of one value per channel, or per image
-/// and channel (`per_image`).
+/// and channel (`per_image`). With `nan_input`, one input element is NaN: the outputs whose
+/// window holds it are NaN in both.
 template <class T>
 void check_fused_bits(const shape_vector& xs, const shape_vector& ws, const conv2d_params& p, const char* text, bool own_bias, bool per_image,
-                      unsigned seed) {
+                      unsigned seed, bool nan_input = false) {
   CAPTURE(runtime::shape_to_string(xs));
   CAPTURE(runtime::shape_to_string(ws));
-  INFO("expression: ", std::string(text), own_bias ? ", the convolution's bias" : "", per_image ? ", an operand per image" : "");
-  const tensor x = random_tensor<T>(xs, -1, 1, seed), w = random_tensor<T>(ws, -1, 1, seed + 1);
+  INFO("expression: ", std::string(text), own_bias ? ", the convolution's bias" : "", per_image ? ", an operand per image" : "",
+       nan_input ? ", a NaN input" : "");
+  tensor x = random_tensor<T>(xs, -1, 1, seed);
+  const tensor w = random_tensor<T>(ws, -1, 1, seed + 1);
+  if (nan_input) static_cast<T*>(x.data())[x.numel() / 3] = std::numeric_limits<T>::quiet_NaN();
   const tensor bias = own_bias ? random_tensor<T>({ws[0]}, -1, 1, seed + 2) : tensor();
   const tensor y = conv2d(x, w, bias, p);
   const fused_expr e = fused_expr::parse(text);
@@ -682,7 +687,15 @@ void check_fused_bits(const shape_vector& xs, const shape_vector& ws, const conv
     const pool_threads pool(threads);
     const tensor out = tensor::empty(y.shape(), y.type());
     conv2d_fused(x, w, bias, p, e, operands, out);
-    CHECK(out.template to_vector<T>() == want);
+    const std::vector<T> got = out.template to_vector<T>();
+    REQUIRE(got.size() == want.size());
+    std::size_t differ = 0, nans = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      nans += std::isnan(want[i]);
+      differ += std::isnan(got[i]) != std::isnan(want[i]) || (!std::isnan(want[i]) && got[i] != want[i]);
+    }
+    CHECK(differ == 0);
+    CHECK((nans > 0) == nan_input);
   }
 }
 
@@ -807,11 +820,12 @@ TEST_CASE("conv2d_fused: a depthwise convolution's epilogue applied as its kerne
 
 TEST_CASE("conv2d_fused: a direct convolution's epilogue applied as it stores gives the separate kernels' bits") {
   // The direct kernels (a network's first layer with its positions along the vectors, and the
-  // blocked kernel whose sums are written out a value at a time) finish each value as they store
-  // it where the expression is relu, clip or nothing of x0, or of x0 plus one value per channel;
-  // hard-sigmoid and hard-swish run as a pass afterwards. Strides 1 and 2, 3x3 and 7x7, partial
-  // groups of channels, rows of whole and partial vectors, batch 2, one and two threads, float
-  // and double; against conv2d and the expression run one after the other.
+  // blocked kernel, which finishes its tiles in registers before it transposes them) finish each
+  // value where the expression is relu, clip or nothing of x0, or of x0 plus one value per
+  // channel; hard-sigmoid and hard-swish run as a pass afterwards. Strides 1 and 2, 3x3 and 7x7,
+  // partial groups of channels, rows of whole and partial vectors, batch 2, one and two threads,
+  // float and double, a NaN input (relu and clip keep it); against conv2d and the expression run
+  // one after the other.
   struct direct {
     shape_vector x, w;
     conv2d_params p;
@@ -833,6 +847,7 @@ TEST_CASE("conv2d_fused: a direct convolution's epilogue applied as it stores gi
       check_fused_bits<float>(s.x, s.w, s.p, text, false, false, seed);
       check_fused_bits<float>(s.x, s.w, s.p, text, true, false, seed + 4);
       if (s.x[0] > 1) check_fused_bits<float>(s.x, s.w, s.p, text, true, true, seed + 8);
+      check_fused_bits<float>(s.x, s.w, s.p, text, true, false, seed + 9, true);
       seed += 10;
     }
   check_fused_bits<double>(shapes[0].x, shapes[0].w, shapes[0].p, texts[2], true, false, 1700);

@@ -28,8 +28,8 @@
 ///   along the registers, on the same reordered weights.
 /// - With a constant weight packed at compile time (the compiler's `prepack_weights`): the direct
 ///   kernel on the reordered weight (`conv2d_prepacked`, any output size), or for stride-1 3x3
-///   convolutions with many channels, Winograd's F(2x2, 3x3) or F(4x4, 3x3) on the transformed
-///   weight (`conv2d_winograd`, `winograd.hpp`).
+///   convolutions with enough channels (`prefer_winograd_conv`), Winograd's F(2x2, 3x3) or
+///   F(4x4, 3x3) on the transformed weight (`conv2d_winograd`, `winograd.hpp`).
 ///
 /// The attributes and their checks are `window_params.hpp`; the depthwise kernel is
 /// `depthwise_conv2d.hpp`; pooling is `pool2d.hpp`, which this header includes.
@@ -451,14 +451,39 @@ void unpack_direct_weights(const T* packed, std::int64_t o, std::int64_t k, std:
     for (std::int64_t r = 0; r < k; ++r) w[c * k + r] = packed[(c / ob * k + r) * ob + c % ob];
 }
 
+/// What `direct_tile` finishes a tile's sums with on the last chunk of taps, in registers: a
+/// register epilogue (a bias per output channel, a clip) put as vectors along the block's OB
+/// channels.
+template <class T>
+struct direct_finish {
+  using V = typename direct_conv_shape<T>::V;
+  V bias[2];
+  ops::clip clip;
+  bool biased, clips;
+  /// `e`'s work on the block of `m` channels whose first is e's row 0 (channels past m: no bias).
+  explicit direct_finish(const register_epilogue<T>& e, std::int64_t m) : clip{e.lo, e.hi}, biased(e.bias != nullptr), clips(e.clips()) {
+    constexpr std::int64_t W = direct_conv_shape<T>::W;
+    alignas(64) T b[2 * W] = {};
+    if (e.bias)
+      for (std::int64_t c = 0; c < m; ++c) b[c] = e.bias[c * e.bias_stride];
+    bias[0] = V::load_aligned(b);
+    bias[1] = V::load_aligned(b + W);
+  }
+  __attribute__((always_inline)) V operator()(V v, int half) const {
+    if (biased) v += bias[half];
+    return clips ? clip(v) : v;
+  }
+};
+
 /// One tile of `conv2d_direct`: TP output positions (window corners `corner`, offsets into the
 /// padded image `img`) times one block of OB output channels, over taps [k0, k0 + kc) (weights
 /// `w` and tap offsets `tap` start at k0). The TP x OB sums go to `sums`, added to what it holds
-/// unless `first`. Meanwhile it prefetches the weights of `ahead` taps from `next` (one tap's
-/// OB values per step of k, from the first step).
+/// unless `first`, finished by `finish` when it is given (the last chunk). Meanwhile it
+/// prefetches the weights of `ahead` taps from `next` (one tap's OB values per step of k, from
+/// the first step).
 template <class T, std::int64_t TP>
 inline void direct_tile(const T* img, const std::int64_t* corner, const T* w, const std::int64_t* tap, std::int64_t kc, T* sums, bool first,
-                        const T* next, std::int64_t ahead) {
+                        const T* next, std::int64_t ahead, const direct_finish<T>* finish) {
   using V = typename direct_conv_shape<T>::V;
   constexpr std::int64_t W = direct_conv_shape<T>::W, OB = direct_conv_shape<T>::OB;
   std::array<const T*, TP> at;
@@ -479,6 +504,11 @@ inline void direct_tile(const T* img, const std::int64_t* corner, const T* w, co
       acc[t][1] = xsimd::fma(a, w1, acc[t][1]);
     }
   }
+  if (finish)
+    for (std::int64_t t = 0; t < TP; ++t) {
+      acc[t][0] = (*finish)(acc[t][0], 0);
+      acc[t][1] = (*finish)(acc[t][1], 1);
+    }
   for (std::int64_t t = 0; t < TP; ++t) {
     acc[t][0].store_aligned(sums + t * OB);
     acc[t][1].store_aligned(sums + t * OB + W);
@@ -670,9 +700,10 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
 /// the first tile over a chunk would otherwise wait for all of it while the others wait for
 /// nothing. ResNet-18's 512-channel 3x3 layer on Zen 5, its 9.4 MB of weights from memory:
 /// 1.61 -> 1.30 ms on one thread, 0.84 -> 0.70 ms on two; the whole network 5 % faster.
-/// A group's sums are written out to the channels' rows a value at a time, finished on the way
-/// by an epilogue that offers a register form (a bias per channel and relu, clip or nothing);
-/// any other runs over each finished block afterwards.
+/// An epilogue that offers a register form (a bias per channel and relu, clip or nothing)
+/// finishes each tile in registers after its last chunk of taps (`direct_finish`); a group's
+/// sums are then transposed into the channels' rows. Any other epilogue runs over each finished
+/// block afterwards.
 template <class T, class Apply>
 void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params& p, const conv_geometry& g, const tensor& out, const Apply& apply) {
   constexpr std::int64_t OB = direct_conv_shape<T>::OB;
@@ -749,6 +780,8 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
           const std::int64_t b = item / tiles, t0 = item % tiles, t1 = std::min(tiles, t0 + end - item);
           item += t1 - t0;
           const std::int64_t o0 = b * OB, m = std::min(OB, g.o - o0);
+          std::optional<direct_finish<T>> finish;
+          if (fused) finish.emplace(fused->from_row(o0), m);
           for (std::int64_t g0 = t0; g0 < t1; g0 += GT) {
             const std::int64_t g1 = std::min(t1, g0 + GT);
             for (std::int64_t i = g0; i < g1; ++i)
@@ -760,27 +793,22 @@ void conv2d_direct_packed(const tensor& x, const T* weights, const conv2d_params
               // The next chunk: the rest of this block's taps, else the next block's first (the
               // weights are one array, blocks in order); none past the last block.
               const std::int64_t kc = std::min(KC, K - k0), at = b * K + k0 + kc, next = std::min(KC, blocks * K - at);
+              const direct_finish<T>* fin = k0 + kc == K && finish ? &*finish : nullptr;
               for (std::int64_t i = g0; i < g1; ++i) {
                 const std::int64_t share0 = next * (i - g0) / (g1 - g0), share1 = next * (i - g0 + 1) / (g1 - g0);
                 direct_tile<T, TP>(img, corner[i - g0], weights + (b * K + k0) * OB, tap.data() + k0, kc, &sums[i - g0][0][0], k0 == 0,
-                                   weights + (at + share0) * OB, std::min(kc, share1 - share0));
+                                   weights + (at + share0) * OB, std::min(kc, share1 - share0), fin);
               }
             }
-            const auto write_out = [&](const auto& finish) {
-              for (std::int64_t i = g0; i < g1; ++i) {
-                const std::int64_t q0 = i * TP, len = std::min(TP, N - q0);
-                for (std::int64_t c = 0; c < m; ++c) {
-                  T* row = ob + (o0 + c) * os[1] + q0;
-                  for (std::int64_t t = 0; t < len; ++t) row[t] = finish(sums[i - g0][t][c], c);
-                }
+            // The finished sums transposed into the channels' rows (plain copies: a finish
+            // applied here, a value at a time, took as long as the taps on SqueezeNet's 3x3
+            // layers, its relu a branch on each value's sign).
+            for (std::int64_t i = g0; i < g1; ++i) {
+              const std::int64_t q0 = i * TP, len = std::min(TP, N - q0);
+              for (std::int64_t c = 0; c < m; ++c) {
+                T* row = ob + (o0 + c) * os[1] + q0;
+                for (std::int64_t t = 0; t < len; ++t) row[t] = sums[i - g0][t][c];
               }
-            };
-            if (fused) {
-              const register_epilogue<T> fin = fused->from_row(o0);
-              if (fin.clips()) write_out(fin);
-              else write_out([&fin](T v, std::int64_t c) { return fin.with_bias(v, c); });
-            } else {
-              write_out([](T v, std::int64_t) { return v; });
             }
           }
           const std::int64_t q_begin = t0 * TP, q_end = std::min(N, t1 * TP);
