@@ -329,6 +329,54 @@ class Module:
   CHECK(max_difference(a.invoke_span("main", args), c.invoke_span("main", args)) == 0);
 }
 
+TEST_CASE("kiln.prepack_weights.winograd_max_tile: F(4x4) and F(2x2) by default, F(2x2) only, or the direct kernel, and nothing else") {
+  // 64 -> 64 channels on 28² (49 tiles of 4 x 4: F(4x4) by default) and on 14² (F(2x2)).
+  const std::string w = conv_weight_text(64, 64, 3, 3);
+  const ir::ir_module m = ir::parse_module(R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 64, 28, 28), "float32"), y: R.Tensor((1, 64, 14, 14), "float32")) -> R.Tuple(R.Tensor((1, 64, 28, 28), "float32"), R.Tensor((1, 64, 14, 14), "float32")):
+        with R.dataflow():
+            a: R.Tensor((1, 64, 28, 28), "float32") = R.nn.conv2d(x, )" + w + R"(, padding=[1, 1, 1, 1])
+            b: R.Tensor((1, 64, 14, 14), "float32") = R.nn.conv2d(y, )" + w + R"(, padding=[1, 1, 1, 1])
+            R.output(a, b)
+        return (a, b)
+)");
+  const auto args = arguments_for(m, "main", {});
+  // The tiles of the Winograd calls, in order ("" for the direct kernel), and the results.
+  const auto compiled = [&](std::optional<std::int64_t> max_tile) {
+    kiln::pass_context ctx(2);
+    if (max_tile) ctx.set_config(t::winograd_max_tile_option(), *max_tile);
+    const std::string text = ir::print(kiln::run(kiln::sequential<t::fuse_epilogue, t::legalize_ops, t::prepack_weights>{}, m, ctx));
+    kiln::pass_context_scope scope(ctx);
+    const vm::executable ex = kiln::compile(m);
+    std::string tiles;
+    for (std::size_t at = text.find("R.shape([64, 64, "); at != std::string::npos; at = text.find("R.shape([64, 64, ", at + 1))
+      tiles += text.substr(at + 17, 1);
+    vm::virtual_machine machine(ex, {}, vm::kernel_registry());
+    return std::pair{tiles, machine.invoke_span("main", args)};
+  };
+  const auto [by_default, y_default] = compiled(std::nullopt);
+  const auto [four, y_four] = compiled(4);
+  const auto [two, y_two] = compiled(2);
+  const auto [none, y_none] = compiled(0);
+  CHECK(by_default == "42");
+  CHECK(four == "42");
+  CHECK(two == "22");
+  CHECK(none == "33");  // the direct kernel's layout [O, C, KH, KW, ob]
+  CHECK(max_difference(y_default, y_none) <= 1e-4);
+  CHECK(max_difference(y_two, y_none) <= 1e-4);
+  CHECK(max_difference(y_two, y_none) <= max_difference(y_default, y_none));
+  for (const std::int64_t bad : {1, 3, 8, -1}) {
+    kiln::pass_context ctx(2);
+    ctx.set_config(t::winograd_max_tile_option(), bad);
+    kiln::pass_context_scope scope(ctx);
+    CHECK(message_of([&] { (void)kiln::compile(m); }).find("kiln::transform::prepack_weights: config option "
+                                                           "'kiln.prepack_weights.winograd_max_tile' must be 0, 2 or 4, got " +
+                                                           std::to_string(bad)) != std::string::npos);
+  }
+}
+
 TEST_CASE("a convolution weight packed in another build's layout runs unpacked, a wrong layout is the kernel's error") {
   // W = [[[[1, 2]]], [[[3, 4]]], [[[5, 6]]]] ([3, 1, 1, 2]) in blocks of 2 output channels — the
   // layout of no build: block 0 holds channels 0 and 1 per tap, block 1 channel 2 and a zero.

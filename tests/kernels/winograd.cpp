@@ -226,6 +226,29 @@ TEST_CASE("winograd_schedule: every tile row once, even shares, chunks of at mos
   CHECK(ends(2) == std::vector<std::int64_t>{4, 7, 11, 14});
 }
 
+TEST_CASE("prefer_winograd_conv and winograd_tile_size: the networks' 3x3 layers that take Winograd, and in which tiles") {
+  struct layer {
+    const char* name;
+    std::int64_t c, o, hw;
+    bool winograd;
+    std::int64_t m;
+  };
+  const layer layers[] = {
+      {"ResNet 64 on 56²", 64, 64, 56, true, 4},        {"ResNet 128 on 28²", 128, 128, 28, true, 4},
+      {"ResNet 256 on 14²", 256, 256, 14, true, 2},     {"ResNet 512 on 7²", 512, 512, 7, false, 2},
+      {"fire 16 -> 64 on 55²", 16, 64, 55, true, 4},    {"fire 32 -> 128 on 27²", 32, 128, 27, true, 4},
+      {"fire 48 -> 192 on 13²", 48, 192, 13, true, 2},  {"DenseNet 128 -> 32 on 28²", 128, 32, 28, true, 4},
+      {"DenseNet 128 -> 32 on 14²", 128, 32, 14, true, 2}, {"DenseNet 128 -> 32 on 7²", 128, 32, 7, false, 2},
+      {"16 -> 32 on 28²", 16, 32, 28, false, 4},        {"32 -> 64 on 14²", 32, 64, 14, false, 2},
+      {"8 -> 256 on 56²", 8, 256, 56, false, 4},        {"256 -> 16 on 56²", 256, 16, 56, false, 4},
+  };
+  for (const layer& l : layers) {
+    CAPTURE(l.name);
+    CHECK(prefer_winograd_conv(l.c, l.o, l.hw, l.hw) == l.winograd);
+    CHECK(winograd_tile_size(l.hw, l.hw) == l.m);
+  }
+}
+
 TEST_CASE("conv2d_fused_winograd: the epilogue over the Winograd product, per block as it is produced") {
   check_fused(2);
   check_fused(4);

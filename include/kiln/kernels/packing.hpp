@@ -106,13 +106,17 @@ KILN_DECL bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<cons
 
 /// Whether the Winograd kernel is the faster one for a convolution it applies to, with `c` input
 /// and `o` output channels and an `oh` x `ow` output: enough channels for the GEMMs to outweigh
-/// the transforms (whose cost grows with C + O, the GEMMs' with C * O), and enough 2x2 tiles to
-/// fill the GEMM's column panels. Measured on Zen 5, one thread, against the direct kernel with
-/// its weight prepacked: ResNet-18's 3x3 stages of 64 channels on 56², 128 on 28² (both F(4x4))
-/// and 256 on 14² (F(2x2)) take 0.63x, 0.49x and 0.65x its time; 512 channels on 7² (16 tiles)
-/// 1.18x. 32 channels on 28² took 1.15x in F(2x2) and about 0.95x in F(4x4) (against the direct
-/// kernel reordering its weight per call): too close to call, so 64 is the threshold.
-KILN_DECL bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow);
+/// the transforms (whose cost grows with C + O, the GEMMs' with C * O) — C * O of at least 4096
+/// for F(2x2), 1024 for F(4x4), which saves more multiplications, and at least 16 in and 32 out —
+/// and enough 2x2 tiles (32) to fill the GEMM's column panels. Measured on Zen 5, one thread,
+/// against the direct kernel with its weight prepacked: ResNet-18's 3x3 stages of
+/// 64 channels on 56², 128 on 28² (both F(4x4)) and 256 on 14² (F(2x2)) take 0.63x, 0.49x and
+/// 0.65x its time, 512 channels on 7² (16 tiles) 1.18x; SqueezeNet's fire modules, 16 -> 64
+/// channels on 55² and 32 -> 128 on 27² (F(4x4)), 0.89x and 0.65x, 48 -> 192 on 13² (F(2x2))
+/// 0.86x; DenseNet's 128 -> 32 on 28² (F(4x4)) 0.75x, on 14² (F(2x2)) 0.92x (these with relu
+/// fused). `max_tile` bounds the tile (`winograd_tile_size`) the kernel would then use: 2 asks
+/// whether F(2x2) alone is the faster one.
+KILN_DECL bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow, std::int64_t max_tile = 4);
 
 /// The output tile size m of F(m x m, 3x3) for an `oh` x `ow` output: 4 where its 4x4 tiles are
 /// enough to fill the GEMM's column panels, else 2.

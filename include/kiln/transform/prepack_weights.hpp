@@ -31,8 +31,9 @@
 ///                            R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.str("(relu x0) ; lv")), out_sinfo=...)
 ///
 /// A stride-1 3 x 3 convolution (one group, no dilation) whose output's size is known and for
-/// which Winograd's algorithm is the faster kernel (`kernels::prefer_winograd_conv`: 64 channels
-/// or more, at least 32 tiles of 2 x 2 outputs — ResNet's 56², 28² and 14² stages) gets its
+/// which Winograd's algorithm is the faster kernel (`kernels::prefer_winograd_conv`: enough
+/// channels in and out and at least 32 tiles of 2 x 2 outputs — ResNet's 56², 28² and 14²
+/// stages, SqueezeNet's fire modules, DenseNet's 3x3 layers but the last block's) gets its
 /// weight transformed instead for F(m x m, 3x3), m = 4 where the output has enough 4 x 4 tiles,
 /// else 2 (`kernels::winograd_tile_size`; `kernels::prepack_conv_weight_winograd`: U = G g G^T
 /// as (m+2)² O x C matrices in the GEMM's A panels of mr output channels and blocks of kc input
@@ -66,6 +67,16 @@
 
 namespace kiln::transform {
 
+/// The largest output tile of Winograd's F(m x m, 3x3) that `prepack_weights` chooses: 4 (the
+/// default: F(2x2) or F(4x4), whichever is the faster), 2 (F(2x2) only, which rounds closer to
+/// the direct convolution) or 0 (no Winograd: the direct kernel for every convolution).
+inline const pass_config_option<std::int64_t>& winograd_max_tile_option() {
+  static const pass_config_option<std::int64_t> option{
+      "kiln.prepack_weights.winograd_max_tile",
+      "largest Winograd output tile prepack_weights chooses for 3x3 convolutions: 4 (default), 2 (F(2x2, 3x3) only) or 0 (none)"};
+  return option;
+}
+
 struct prepack_weights {
   static constexpr std::string_view name = "prepack_weights";
   static constexpr std::string_view description =
@@ -75,6 +86,10 @@ struct prepack_weights {
 
   ir::function operator()(const ir::function& f, const ir::ir_module&, pass_context& ctx) const {
     if (ir::detail::has_skip_optimization(*f)) return f;
+    const std::int64_t max_tile = ctx.config(winograd_max_tile_option(), std::int64_t{4});
+    if (max_tile != 0 && max_tile != 2 && max_tile != 4)
+      throw usage_error(kiln::detail::concat("kiln::transform::prepack_weights: config option '", winograd_max_tile_option().key(),
+                                             "' must be 0, 2 or 4, got ", max_tile));
     // Constants bound to variables of this function, and what each weight became (per weight
     // and transposition: a weight shared by several matmuls is packed once).
     std::map<const ir::var_node*, const ir::constant_node*> bound;
@@ -84,7 +99,7 @@ struct prepack_weights {
     auto on_binding = [&](const ir::binding& b, std::vector<ir::binding>& out) {
       if (auto* c = ir::dyn_cast<ir::constant_node>(b.value)) bound.emplace(b.variable.get(), c);
       packing kind{};
-      ir::expr call = rewrite(b.value, bound, packed, bytes, kind);
+      ir::expr call = rewrite(b.value, bound, packed, bytes, kind, max_tile);
       if (call) {
         ++(kind == packing::matmul || kind == packing::matmul_transposed ? matmuls : convolutions);
         if (kind == packing::winograd2_conv || kind == packing::winograd4_conv) ++winograd;
@@ -109,14 +124,15 @@ private:
   /// The prepacked form of kernel call `e`, or null when it has none; `kind`: what its weight was
   /// packed for.
   static ir::expr rewrite(const ir::expr& e, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
-                          std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, packing& kind) {
+                          std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, packing& kind,
+                          std::int64_t max_tile) {
     if (!detail::is_op_call(e, "call_dps_packed")) return {};
     auto& c = static_cast<const ir::call_node&>(*e);
     auto* callee = c.args.size() == 2 ? ir::dyn_cast<ir::extern_func_node>(c.args[0]) : nullptr;
     if (!callee) return {};
     namespace abi = kernels::abi;
     const std::string_view kernel = callee->symbol;
-    if (kernel == abi::conv2d::name || kernel == abi::conv2d_fused::name) return rewrite_conv(c, kernel == abi::conv2d_fused::name, bound, packed, bytes, kind);
+    if (kernel == abi::conv2d::name || kernel == abi::conv2d_fused::name) return rewrite_conv(c, kernel == abi::conv2d_fused::name, bound, packed, bytes, kind, max_tile);
     const bool fused = kernel == abi::matmul_fused::name;
     if (kernel != abi::matmul::name && !fused) return {};
     auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
@@ -152,7 +168,8 @@ private:
   /// The prepacked form of a call of kernels.conv2d (`fused`: kernels.conv2d_fused), whose
   /// arguments are (x, w, bias, strides, padding, dilation, groups[, epilogue, operands...]).
   static ir::expr rewrite_conv(const ir::call_node& c, bool fused, const std::map<const ir::var_node*, const ir::constant_node*>& bound,
-                               std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, packing& kind) {
+                               std::map<std::pair<const ir::constant_node*, packing>, ir::expr>& packed, std::int64_t& bytes, packing& kind,
+                               std::int64_t max_tile) {
     namespace abi = kernels::abi;
     auto* t = ir::dyn_cast<ir::tuple_node>(c.args[1]);
     if (!t || t->fields.size() < (fused ? abi::conv2d_fused::given : abi::conv2d::given) || c.type_args.size() != 1) return {};
@@ -175,10 +192,10 @@ private:
     // Winograd's F(m x m, 3x3) for the stride-1 3x3 convolutions it is faster for, which needs
     // the output's size; else the direct kernel, whatever the size.
     const std::optional<std::vector<std::int64_t>> strides = ints_of(args[3]), dilation = ints_of(args[5]);
-    const bool winograd = positions >= 0 && strides && dilation && kernels::winograd_applies(ws[2], ws[3], *strides, *dilation, *g) &&
-                          kernels::prefer_winograd_conv(ws[1], ws[0], oh, ow);
+    const bool winograd = max_tile > 0 && positions >= 0 && strides && dilation &&
+                          kernels::winograd_applies(ws[2], ws[3], *strides, *dilation, *g) && kernels::prefer_winograd_conv(ws[1], ws[0], oh, ow, max_tile);
     if (!winograd && !kernels::detail::prefer_prepacked_conv(ws[2], ws[3], *g, positions)) return {};
-    const std::int64_t m = winograd ? kernels::winograd_tile_size(oh, ow) : 0;
+    const std::int64_t m = winograd ? std::min(kernels::winograd_tile_size(oh, ow), max_tile) : 0;
     kind = !winograd ? packing::direct_conv : m == 4 ? packing::winograd4_conv : packing::winograd2_conv;
     ir::expr& p = packed[{w, kind}];
     if (!p) {

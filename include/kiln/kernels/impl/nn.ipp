@@ -249,8 +249,9 @@ KILN_DECL bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<cons
   return kh == 3 && kw == 3 && groups == 1 && ones(strides) && ones(dilation);
 }
 
-KILN_DECL bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow) {
-  return c >= 64 && o >= 64 && (oh + 1) / 2 * ((ow + 1) / 2) >= 32;
+KILN_DECL bool prefer_winograd_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow, std::int64_t max_tile) {
+  if (max_tile < 2 || c < 16 || o < 32 || (oh + 1) / 2 * ((ow + 1) / 2) < 32) return false;
+  return c * o >= (std::min(winograd_tile_size(oh, ow), max_tile) == 4 ? 1024 : 4096);
 }
 
 KILN_DECL std::int64_t winograd_tile_size(std::int64_t oh, std::int64_t ow) { return (oh + 3) / 4 * ((ow + 3) / 4) >= 48 ? 4 : 2; }

@@ -37,6 +37,7 @@ KILN_DECL void register_passes(pass_registry<ir::ir_module>& registry) {
   // The passes' config options, so that a context can set them by name (set_config_from_text).
   (void)fold_constant_max_bytes();
   (void)concat_in_place_option();
+  (void)winograd_max_tile_option();
 }
 
 KILN_DECL pass<ir::ir_module> get_pipeline(std::string_view name) {
