@@ -2,9 +2,10 @@
 // ONNX Runtime's side of the end-to-end comparison (benchmarks/models/compare): the CPU execution
 // provider of the npm package onnxruntime-node, all graph optimizations, sequential execution.
 //
-//     node ort_bench.js MODEL.onnx INPUT.npy THREADS
+//     node ort_bench.js MODEL.onnx INPUT.npy THREADS [OUTPUT.npy]
 //
 // Prints one JSON line: {"engine": "onnxruntime", "version", "threads", "median_us", "min_us", "cores"}.
+// With OUTPUT.npy it also writes the model's first output there (float32), from the first run.
 // Protocol as in kiln_models.cpp: 3 warm-up runs, then 15 repetitions of at least 50 ms each;
 // median and minimum over repetitions of the mean time per run; cores = the process's CPU time over
 // the wall time of the 15 repetitions.
@@ -27,14 +28,30 @@ function readNpy(file) {  // float32, C order: what scripts/export_models.py wri
   return new ort.Tensor('float32', data, shape);
 }
 
+function writeNpy(file, tensor) {  // float32, C order, format 1.0
+  if (tensor.type !== 'float32') throw new Error(`the first output is ${tensor.type}, not float32`);
+  const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
+  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': ${shape}, }`;
+  header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';  // the data 64-byte aligned
+  const head = Buffer.alloc(10);
+  head.write('\x93NUMPY', 0, 'latin1');
+  head[6] = 1;
+  head[7] = 0;
+  head.writeUInt16LE(header.length, 8);
+  const data = Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
+  fs.writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'), data]));
+}
+
 async function main() {
-  const [model, input, threads] = process.argv.slice(2);
-  if (!model || !input || !threads) throw new Error('usage: node ort_bench.js MODEL.onnx INPUT.npy THREADS');
+  const [model, input, threads, output] = process.argv.slice(2);
+  if (!model || !input || !threads) throw new Error('usage: node ort_bench.js MODEL.onnx INPUT.npy THREADS [OUTPUT.npy]');
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: Number(threads), interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all',
   });
   const feeds = { [session.inputNames[0]]: readNpy(input) };
-  for (let i = 0; i < 3; ++i) await session.run(feeds);
+  const first = await session.run(feeds);
+  if (output) writeNpy(output, first[session.outputNames[0]]);
+  for (let i = 0; i < 2; ++i) await session.run(feeds);
   const now = () => Number(process.hrtime.bigint()) / 1e3;
   let t = now();
   await session.run(feeds);
