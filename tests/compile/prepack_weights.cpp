@@ -343,7 +343,8 @@ class Module:
         return (a, b)
 )");
   const auto args = arguments_for(m, "main", {});
-  // The tiles of the Winograd calls, in order ("" for the direct kernel), and the results.
+  // Each convolution's packed layout after prepack_weights (the digit after "[64, 64, ": the
+  // Winograd tile, or the direct kernel's KH = 3), and the compiled program's results.
   const auto compiled = [&](std::optional<std::int64_t> max_tile) {
     kiln::pass_context ctx(2);
     if (max_tile) ctx.set_config(t::winograd_max_tile_option(), *max_tile);
@@ -364,6 +365,7 @@ class Module:
   CHECK(four == "42");
   CHECK(two == "22");
   CHECK(none == "33");  // the direct kernel's layout [O, C, KH, KW, ob]
+  CHECK(max_difference(y_four, y_default) == 0);
   CHECK(max_difference(y_default, y_none) <= 1e-4);
   CHECK(max_difference(y_two, y_none) <= 1e-4);
   CHECK(max_difference(y_two, y_none) <= max_difference(y_default, y_none));

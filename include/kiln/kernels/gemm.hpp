@@ -428,12 +428,24 @@ bool read_b_in_place(const matrix_view<const T>& b, std::int64_t m, const blocki
          b.row_stride * std::int64_t(sizeof(T)) % 4096 != 0;
 }
 
-/// Adds R x NV vector accumulators into C's columns [j, j + NV W) (C = acc where `first`): one
-/// block of K's sums, as the micro-kernels store theirs.
+/// Adds R x NV vector accumulators into C's columns [j, j + n) (C = acc where `first`; n <= NV W,
+/// all of them by default): one block of K's sums, as the micro-kernels store theirs.
 template <class T, std::int64_t R, std::int64_t NV>
-__attribute__((always_inline)) inline void small_m_store(batch<T> (&acc)[R][NV], const matrix_view<T>& c, std::int64_t j, bool first) {
+__attribute__((always_inline)) inline void small_m_store(batch<T> (&acc)[R][NV], const matrix_view<T>& c, std::int64_t j, bool first,
+                                                         std::int64_t n = NV * std::int64_t(batch<T>::size)) {
   using V = batch<T>;
   constexpr std::int64_t W = std::int64_t(V::size);
+  if (n < NV * W) {  // the last columns, through a buffer
+    alignas(64) T buf[NV * W];
+    for (std::int64_t i = 0; i < R; ++i) {
+      for (std::int64_t v = 0; v < NV; ++v) acc[i][v].store_aligned(buf + v * W);
+      for (std::int64_t q = 0; q < n; ++q) {
+        T& dst = c.data[i * c.row_stride + (j + q) * c.col_stride];
+        dst = first ? buf[q] : dst + buf[q];
+      }
+    }
+    return;
+  }
   for (std::int64_t i = 0; i < R; ++i)
     for (std::int64_t v = 0; v < NV; ++v) {
       T* dst = c.data + i * c.row_stride + (j + v * W) * c.col_stride;
@@ -1013,20 +1025,7 @@ __attribute__((always_inline)) inline void small_m_packed_block(const matrix_vie
         for (std::int64_t v = 0; v < NV; ++v) acc[i][v] = xsimd::fma(av, bv[v], acc[i][v]);
       }
     }
-    // The block's sums added into C (C = them for the first block), as the micro-kernels do.
-    const bool first = p0 == 0 && !accumulate;
-    if (n == P * NR) {
-      small_m_store<T, R, NV>(acc, c, j, first);
-      continue;
-    }
-    alignas(64) T buf[NV * W];  // the last columns
-    for (std::int64_t i = 0; i < R; ++i) {
-      for (std::int64_t v = 0; v < NV; ++v) acc[i][v].store_aligned(buf + v * W);
-      for (std::int64_t q = 0; q < n; ++q) {
-        T& dst = c.data[i * c.row_stride + (j + q) * c.col_stride];
-        dst = first ? buf[q] : dst + buf[q];
-      }
-    }
+    small_m_store<T, R, NV>(acc, c, j, p0 == 0 && !accumulate, n);
   }
 }
 
