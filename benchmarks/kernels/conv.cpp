@@ -231,14 +231,17 @@ void direct_depthwise(benchmark::State& st) {
   report(st, p);
 }
 
-// Max pools of the model zoo: ResNet's (3x3, stride 2, padding 1 on 64x112²), SqueezeNet's first
-// (3x3, stride 2, ceil mode on 64x111²: rows of a few vectors and a part), and GoogLeNet's
-// inception branch at 7² (3x3, stride 1, padding 1 on 832x7²: rows shorter than a vector).
+// Max pools of the model zoo: ResNet's (3x3, stride 2, padding 1 on 64x112²), SqueezeNet's three
+// (3x3, stride 2, ceil mode on 64x111², 128x55², 256x27²: rows of a few vectors and a part),
+// GoogLeNet's at 28² (480 channels) and its inception branch at 7² (3x3, stride 1, padding 1 on
+// 832x7²: rows shorter than a vector).
 struct pool_problem {
   std::int64_t c, hw, k, s, pad;
   bool ceil;
 };
-constexpr pool_problem pool_problems[] = {{64, 112, 3, 2, 1, false}, {64, 111, 3, 2, 0, true}, {832, 7, 3, 1, 1, true}};
+constexpr pool_problem pool_problems[] = {{64, 112, 3, 2, 1, false}, {64, 111, 3, 2, 0, true}, {128, 55, 3, 2, 0, true},
+                                          {256, 27, 3, 2, 0, true},   {480, 28, 3, 2, 0, true},  {832, 7, 3, 1, 1, true}};
+constexpr std::int64_t num_pools = std::int64_t(std::size(pool_problems));
 
 void kiln_max_pool(benchmark::State& st) {
   const pool_problem& pp = pool_problems[st.range(0)];
@@ -314,7 +317,7 @@ BENCHMARK(im2col_openblas)->Name("conv2d/im2col_openblas")->Apply(dense);
 #endif
 BENCHMARK(kiln_1thread)->Name("depthwise/kiln")->Apply(depthwise);
 BENCHMARK(direct_depthwise)->Name("depthwise/direct_loop")->Apply(depthwise);
-BENCHMARK(kiln_max_pool)->Name("max_pool2d/kiln")->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
-BENCHMARK(direct_max_pool)->Name("max_pool2d/direct_loop")->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(kiln_max_pool)->Name("max_pool2d/kiln")->DenseRange(0, num_pools - 1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(direct_max_pool)->Name("max_pool2d/direct_loop")->DenseRange(0, num_pools - 1)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

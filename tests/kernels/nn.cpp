@@ -533,6 +533,61 @@ TEST_CASE("max_pool2d and avg_pool2d: padding, ceil mode, dilation, count_includ
   CHECK(std::isnan(avg_pool2d(random_tensor<float>({1, 1, 1, 3}, -1, 1, 10), wide).to_vector<float>()[0]));
 }
 
+TEST_CASE("max_pool2d three columns wide at stride 2: straight from the rows, every width, the window's edges, NaN in each column") {
+  // Float pools of kw = 3, sw = 2 take their rows in place, W outputs from 4 vectors per row
+  // (the last vectors of a row reach one element past their window); the outputs whose window
+  // crosses a row's end, element by element. Widths 1 to 70 (no vector, one, one and a part,
+  // several), windows 1 to 3 rows tall at vertical strides 1 and 2, no padding or 1, ceil mode.
+  for (std::int64_t w = 1; w <= 70; ++w) {
+    CAPTURE(w);
+    const tensor x = random_tensor<float>({1, 2, 5, w}, -1, 1, 50 + w);
+    for (const std::int64_t pad : {0, 1})
+      for (const bool ceil_mode : {false, true}) {
+        if (w + 2 * pad < 3) continue;
+        for (const std::int64_t kh : {1, 2, 3})
+          for (const std::int64_t sh : {1, 2}) {
+            pool2d_params p = pool(3, 2, pad, ceil_mode);
+            p.pool_size = {kh, 3};
+            p.strides = {sh, 2};
+            p.padding = {kh > 1 ? pad : 0, pad, kh > 1 ? pad : 0, pad};
+            const auto extent = [&](std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t pd) {
+              std::int64_t out = (n + 2 * pd - k + (ceil_mode ? s - 1 : 0)) / s + 1;
+              if (ceil_mode && (out - 1) * s >= n + pd) --out;  // PyTorch drops a window that starts in the padding
+              return out;
+            };
+            const std::int64_t oh = extent(5, kh, sh, p.padding[0]), ow = extent(w, 3, 2, pad);
+            CAPTURE(pad);
+            CAPTURE(kh);
+            CAPTURE(sh);
+            const tensor m = max_pool2d(x, p);
+            REQUIRE(m.shape() == shape_vector{1, 2, oh, ow});
+            check_all_close(m.to_vector<float>(), reference_pool<float, true>(x, p, oh, ow));
+          }
+      }
+  }
+  // A NaN in each column of a middle row in turn (each lane of each vector, the columns only the
+  // third tap reads, the last column), on rows of 40 and 55; and one in the very last element,
+  // where the last vector cannot run past x's end.
+  for (const std::int64_t w : {40, 55})
+    for (std::int64_t col = 0; col < w; ++col) {
+      CAPTURE(w);
+      CAPTURE(col);
+      tensor x = random_tensor<float>({1, 1, 5, w}, -1, 1, 60);
+      x.data<float>()[2 * w + col] = std::numeric_limits<float>::quiet_NaN();
+      const std::int64_t ow = (w - 3 + 1) / 2 + 1 - ((w - 3 + 1) / 2 * 2 >= w ? 1 : 0);
+      check_all_close(max_pool2d(x, pool(3, 2, 0, true)).to_vector<float>(), reference_pool<float, true>(x, pool(3, 2, 0, true), 2, ow));
+      check_all_close(max_pool2d(x, pool(3, 2, 1)).to_vector<float>(), reference_pool<float, true>(x, pool(3, 2, 1), 3, (w - 1) / 2 + 1));
+    }
+  tensor last = random_tensor<float>({1, 3, 9, 37}, -1, 1, 61);
+  last.data<float>()[3 * 9 * 37 - 1] = std::numeric_limits<float>::quiet_NaN();
+  check_all_close(max_pool2d(last, pool(3, 2, 1)).to_vector<float>(), reference_pool<float, true>(last, pool(3, 2, 1), 5, 19));
+  // Rows apart by more than their width (a slice), channels shared out among two threads.
+  const tensor wide = random_tensor<float>({1, 4, 33, 80}, -1, 1, 62);
+  check_pools<float>(wide.slice(3, 3, 70), pool(3, 2, 1), 17, 34);
+  const kiln_test::pool_threads scope(2);
+  check_pools<float>(wide, pool(3, 2, 0, true), 16, 40);
+}
+
 TEST_CASE("global and adaptive average pooling") {
   const tensor x = random_tensor<float>({2, 3, 7, 9}, -1, 1, 11);
   const tensor g = global_avg_pool2d(x);

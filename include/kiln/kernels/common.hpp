@@ -229,6 +229,74 @@ __attribute__((always_inline)) inline void store_lanes(const batch<T>& v, std::i
   for (std::int64_t l = first; l < last; ++l) dst[l - first] = tmp[l];
 }
 
+/// The even and the odd lanes of the 2 W elements a, b (a's first): even[t] = (a, b)[2 t],
+/// odd[t] = (a, b)[2 t + 1]. Two two-source permutes for float at AVX-512, two shuffles and two
+/// lane permutes at AVX2, two shuffles at SSE (xsimd 8 has no deinterleave); through a buffer else.
+template <class T>
+__attribute__((always_inline)) inline void deinterleave(const batch<T>& a, const batch<T>& b, batch<T>& even, batch<T>& odd) {
+  constexpr std::int64_t W = std::int64_t(batch<T>::size);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && W == 16) {
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    even = _mm512_permutex2var_ps(a, ie, b);
+    odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
+    return;
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float> && W == 8) {
+    // [a0 a2 b0 b2 | a4 a6 b4 b6], then the 64-bit lanes in the order 0, 2, 1, 3.
+    const auto lanes = [](__m256 v) { return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0))); };
+    even = lanes(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+    odd = lanes(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float> && W == 4) {
+    even = _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    odd = _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    return;
+  }
+#endif
+  alignas(64) T in[2 * W], e[W], o[W];
+  a.store_aligned(in);
+  b.store_aligned(in + W);
+  for (std::int64_t t = 0; t < W; ++t) {
+    e[t] = in[2 * t];
+    o[t] = in[2 * t + 1];
+  }
+  even = batch<T>::load_aligned(e);
+  odd = batch<T>::load_aligned(o);
+}
+
+/// The W elements one lane along the 2 W elements a, b (a's first): a[1], ..., a[W - 1], b[0].
+/// One `valignd` at AVX-512, a lane permute and a byte align at AVX2, two shuffles at SSE (float);
+/// through a buffer else.
+template <class T>
+__attribute__((always_inline)) inline batch<T> shift_one(const batch<T>& a, const batch<T>& b) {
+  constexpr std::int64_t W = std::int64_t(batch<T>::size);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && W == 16) return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), 1));
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float> && W == 8) {
+    const __m256 mid = _mm256_permute2f128_ps(a, b, 0x21);  // a's upper half, b's lower half
+    return _mm256_castsi256_ps(_mm256_alignr_epi8(_mm256_castps_si256(mid), _mm256_castps_si256(a), 4));
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float> && W == 4) {
+    const __m128 t = _mm_shuffle_ps(a, b, _MM_SHUFFLE(0, 0, 3, 3));  // a3 a3 b0 b0
+    return _mm_shuffle_ps(a, t, _MM_SHUFFLE(2, 0, 2, 1));            // a1 a2 a3 b0
+  }
+#endif
+  alignas(64) T buf[2 * W];
+  a.store_aligned(buf);
+  b.store_aligned(buf + W);
+  return batch<T>::load_unaligned(buf + 1);
+}
+
 /// Where a vector of flat positions starts: flat position f = row * pitch + col.
 struct flat_spot {
   std::int64_t row, col;

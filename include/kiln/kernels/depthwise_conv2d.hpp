@@ -21,10 +21,6 @@
 #include <kiln/kernels/window_params.hpp>
 #include <kiln/kernels/window_plane.hpp>
 
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -219,41 +215,14 @@ void depthwise_flat_plane(const T* in, std::int64_t phase_pitch, const T* cols, 
 }
 
 /// even[t] = in[2 t], odd[t] = in[2 t + 1] for t < W (one vector of each; reads 2 W elements):
-/// two loads and two permutes for float (xsimd 8 has no deinterleave), element by element else.
+/// two loads and `deinterleave`.
 template <class T>
 __attribute__((always_inline)) inline void deinterleave_vector(const T* in, T* even, T* odd) {
   constexpr std::int64_t W = std::int64_t(batch<T>::size);
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float> && W == 16) {
-    const __m512 a = _mm512_loadu_ps(in), b = _mm512_loadu_ps(in + 16);
-    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    _mm512_storeu_ps(even, _mm512_permutex2var_ps(a, ie, b));
-    _mm512_storeu_ps(odd, _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b));
-    return;
-  }
-#endif
-#if defined(__AVX2__)
-  if constexpr (std::is_same_v<T, float> && W == 8) {
-    const __m256 a = _mm256_loadu_ps(in), b = _mm256_loadu_ps(in + 8);
-    // [a0 a2 b0 b2 | a4 a6 b4 b6], then the 64-bit lanes in the order 0, 2, 1, 3.
-    const auto lanes = [](__m256 v) { return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0))); };
-    _mm256_storeu_ps(even, lanes(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))));
-    _mm256_storeu_ps(odd, lanes(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
-    return;
-  }
-#endif
-#if defined(__SSE2__)
-  if constexpr (std::is_same_v<T, float> && W == 4) {
-    const __m128 a = _mm_loadu_ps(in), b = _mm_loadu_ps(in + 4);
-    _mm_storeu_ps(even, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
-    _mm_storeu_ps(odd, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-    return;
-  }
-#endif
-  for (std::int64_t t = 0; t < W; ++t) {
-    even[t] = in[2 * t];
-    odd[t] = in[2 * t + 1];
-  }
+  batch<T> e, o;
+  deinterleave(batch<T>::load_unaligned(in), batch<T>::load_unaligned(in + W), e, o);
+  e.store_unaligned(even);
+  o.store_unaligned(odd);
 }
 
 /// Copies the h x w plane `src` (strides sh, sw) into the S * S phase planes of the flat form

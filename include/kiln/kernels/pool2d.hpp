@@ -106,6 +106,83 @@ bool max_pool_same_plane(const T* in, std::int64_t h, std::int64_t w, std::int64
   return xsimd::any(xsimd::isnan(sum));
 }
 
+/// One plane of a float max pool three columns wide at horizontal stride 2 (kw = 3, sw = 2,
+/// dw = 1: the 3 x 3 / 2 pools of ResNet, SqueezeNet, GoogLeNet and DenseNet; kh <= 8), straight
+/// from the input's rows (h x w, `row_stride` apart, contiguous), `top` and `left` padding before
+/// them, into the oh x ow output plane (`out_stride` apart). Per output row, W outputs from x0
+/// take their window's columns s = 2 x0 - left .. s + 2 W: the window's rows' vectors at s,
+/// s + W and s + 2 W combined down the rows, the first two `deinterleave`d into the first two
+/// taps, the third tap the even lanes one lane along (`shift_one`, which takes the third vector's
+/// first lane). The third vector is the next W outputs' first: 2 loads per row, 3 permutes per W
+/// outputs, no copy of the row. The loads reach W - 1 elements past the window (into the next
+/// rows): a vector runs where they stay before `x_end` (one past the input's last element), and a
+/// row of fewer than W outputs stores only its own lanes. Outputs whose window crosses the row's
+/// ends (padding, ceil mode) take the NaN-propagating maximum, element by element. The plain
+/// vector maximum may drop a NaN: the loaded values are summed on the side, and the result says
+/// whether that sum came out NaN (the caller then redoes the plane exactly).
+template <class T>
+bool max_pool_3s2_plane(const T* plane, std::int64_t h, std::int64_t w, std::int64_t row_stride, std::int64_t kh, std::int64_t sh, std::int64_t dh,
+                        std::int64_t top, std::int64_t left, std::int64_t oh, std::int64_t ow, const T* x_end, T* out, std::int64_t out_stride) {
+  using V = batch<T>;
+  constexpr std::int64_t W = std::int64_t(V::size);
+  // Outputs [x_lo, x_hi) of a row have their whole window inside it.
+  const std::int64_t x_lo = std::min(ow, (left + 1) / 2), x_hi = w - 3 + left >= 0 ? std::clamp((w - 3 + left) / 2 + 1, x_lo, ow) : x_lo;
+  V sum0(T(0)), sum1(T(0)), sum2(T(0));
+  const T* rows[8];
+  for (std::int64_t y = 0; y < oh; ++y, out += out_stride) {
+    std::int64_t count = 0;  // the window's rows inside the input
+    for (std::int64_t i = 0; i < kh; ++i)
+      if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < h) rows[count++] = plane + r * row_stride;
+    const std::int64_t readable = count > 0 ? x_end - rows[count - 1] : 0;  // from each row's start (the last row's is the least)
+    const auto scalar = [&](std::int64_t x) {
+      T s = -std::numeric_limits<T>::infinity();
+      for (std::int64_t col = std::max<std::int64_t>(0, 2 * x - left); col < std::min(w, 2 * x - left + 3); ++col)
+        for (std::int64_t r = 0; r < count; ++r) s = ops::maximum{}(s, rows[r][col]);
+      out[x] = s;
+    };
+    const auto fits = [&](std::int64_t x0) { return 2 * x0 - left + 3 * W <= readable; };
+    // The window's rows' vectors at column c, combined; their sum added into `total`.
+    const auto column = [&](std::int64_t c, V& total) __attribute__((always_inline)) {
+      V m = V::load_unaligned(rows[0] + c), t = m;
+      for (std::int64_t r = 1; r < count; ++r) {
+        const V v = V::load_unaligned(rows[r] + c);
+        m = xsimd::max(m, v);
+        t += v;
+      }
+      total += t;
+      return m;
+    };
+    // n <= W outputs from x0, given the combination of the first vector; returns the third's.
+    const auto outputs = [&](std::int64_t x0, const V& a, std::int64_t n) __attribute__((always_inline)) {
+      const std::int64_t s = 2 * x0 - left;
+      const V b = column(s + W, sum1), e = column(s + 2 * W, sum2);
+      V even, odd;
+      deinterleave(a, b, even, odd);
+      const V v = xsimd::max(xsimd::max(even, odd), shift_one(even, e));
+      if (n == W) v.store_unaligned(out + x0);
+      else store_lanes(v, 0, n, out + x0);
+      return e;
+    };
+    std::int64_t x = 0;
+    for (; x < x_lo; ++x) scalar(x);
+    if (count > 0 && x < x_hi && fits(x)) {
+      if (x_hi - x < W) {  // a short row: one vector, its own lanes stored
+        (void)outputs(x, column(2 * x - left, sum0), x_hi - x);
+        x = x_hi;
+      } else {
+        V a = column(2 * x - left, sum0);
+        for (; x + W <= x_hi && fits(x); x += W) a = outputs(x, a, W);
+        if (x < x_hi && fits(x_hi - W)) {  // the last ones: a vector overlapping the one before
+          (void)outputs(x_hi - W, column(2 * (x_hi - W) - left, sum0), W);
+          x = x_hi;
+        }
+      }
+    }
+    for (; x < ow; ++x) scalar(x);
+  }
+  return xsimd::any(xsimd::isnan(sum0 + sum1 + sum2));
+}
+
 /// max_pool2d (Max) or avg_pool2d, separably: for each output row, the window's input rows are
 /// first combined column by column into one padded row (`line`: contiguous vector loads, no
 /// copy of the plane), which the window's columns then combine into the output row. Pooling
@@ -115,7 +192,8 @@ bool max_pool_same_plane(const T* in, std::int64_t h, std::int64_t w, std::int64
 /// runs over a band of output rows (about 16 KB of them) before the next, so that no vector load
 /// spans two stores that have not reached the cache. A row shorter than a vector is read a vector
 /// at a time into the rows after it while that stays inside x. A float max pool at stride 1 that
-/// keeps a small plane's size runs on the plane stored flat instead (`max_pool_same_plane`).
+/// keeps a small plane's size runs on the plane stored flat instead (`max_pool_same_plane`), and
+/// a float max pool three columns wide at stride 2 straight from its rows (`max_pool_3s2_plane`).
 ///
 /// Float max takes the plain maximum, which may drop a NaN, while it sums the inputs it reads on
 /// the side; a plane whose sum comes out NaN (a NaN input, or rarely infinities of both signs)
@@ -172,6 +250,10 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
   if constexpr (float_max && vectorized)
     same_flat = sh == 1 && sw == 1 && g.oh == g.h && g.ow == g.w && g.h * g.w <= 4096 && xs[3] == 1 && xs[2] == g.w &&
                 os[3] == 1 && os[2] == g.w;
+  // A float max pool three columns wide at horizontal stride 2: from its rows (`max_pool_3s2_plane`).
+  bool three_by_two = false;
+  if constexpr (float_max && vectorized)
+    three_by_two = std::is_same_v<T, float> && kw == 3 && sw == 2 && dw == 1 && kh <= 8 && xs[3] == 1 && os[3] == 1 && xs[2] >= 0;
   // Plane by plane. (Cut into one band of rows per thread instead, so that each thread reads the
   // rows the first convolution wrote on its core, ResNet-18's max pool measured no faster on two
   // threads: its 3.2 MB input is in neither core's L2 cache.)
@@ -181,6 +263,8 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
     T* oplane = ob + n * os[0] + c * os[1];
     if constexpr (float_max && vectorized)
       if (same_flat && !max_pool_same_plane(plane, g.h, g.w, kh, kw, top, left, dh, dw, oplane)) return;  // else NaN: below
+    if constexpr (float_max && vectorized)
+      if (three_by_two && !max_pool_3s2_plane(plane, g.h, g.w, xs[2], kh, sh, dh, top, left, g.oh, g.ow, x_end, oplane, os[2])) return;
     // Output row b of a band: its combined padded row, and the same split by phase; then one
     // output row. The padding columns are never written: filled once for a thread and geometry.
     thread_local prepared_buffer<T, 5> buffer;
