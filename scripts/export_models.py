@@ -110,6 +110,13 @@ def build(name, batch, image_size):
         if not known:
             raise SystemExit(f"export_models.py: unknown model '{name}' (neither one of this script's nor a torchvision classification model)")
         model = getattr(torchvision.models, name)()
+        # torchvision initializes some classifiers to zero (ViT's head): the output would be
+        # exactly 0 whatever was computed before it, and a comparison of outputs would test
+        # nothing. Such weights are drawn at random instead.
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() >= 2 and not p.any():
+                    p.normal_(0.0, 0.02)
         x = torch.randn(batch, 3, image_size, image_size)
     return model.eval(), x
 
