@@ -534,10 +534,11 @@ TEST_CASE("max_pool2d and avg_pool2d: padding, ceil mode, dilation, count_includ
 }
 
 TEST_CASE("max_pool2d three columns wide at stride 2: straight from the rows, every width, the window's edges, NaN in each column") {
-  // Float pools of kw = 3, sw = 2 take their rows in place, W outputs from 4 vectors per row
-  // (the last vectors of a row reach one element past their window); the outputs whose window
-  // crosses a row's end, element by element. Widths 1 to 70 (no vector, one, one and a part,
-  // several), windows 1 to 3 rows tall at vertical strides 1 and 2, no padding or 1, ceil mode.
+  // Float pools of kw = 3, sw = 2 take their rows in place (`max_pool_3s2_plane`), W outputs
+  // from the vectors at 0, W and 2 W along each window row (reaching W - 1 elements past the
+  // window, into the next rows); the outputs whose window crosses a row's end, element by
+  // element. Widths 1 to 70 (no vector, a short row's one, one and a part, several), windows 1
+  // to 3 rows tall at vertical strides 1 and 2, no padding or 1, ceil mode.
   for (std::int64_t w = 1; w <= 70; ++w) {
     CAPTURE(w);
     const tensor x = random_tensor<float>({1, 2, 5, w}, -1, 1, 50 + w);
