@@ -5,6 +5,7 @@
 #include <kiln/kernels/linalg.hpp>
 #include <kiln/kernels/nn.hpp>
 #include <kiln/kernels/parallel.hpp>
+#include <kiln/kernels/reduce.hpp>
 
 #include "../common/message_of.hpp"
 #include "../common/pool_threads.hpp"
@@ -228,4 +229,98 @@ TEST_CASE("the direct convolution on several threads, or run in order inside ano
         CHECK(nested == one);
       }
     }
+}
+
+TEST_CASE("elementwise kernels and the global average pool share their elements out: every element once, the same bits") {
+  // 32 x 112 x 112 (a squeeze-and-excitation scale's broadcast multiply), sizes above
+  // min_parallel_elements that are not a multiple of the 1,024-element cut, and a strided output
+  // whose gaps must stay untouched; a small global pool (one thread) beside a large one.
+  const tensor x = kiln_test::random_tensor<float>({1, 32, 112, 112}, -2, 2, 80);
+  const tensor s = kiln_test::random_tensor<float>({1, 32, 1, 1}, -2, 2, 81);
+  const tensor odd_a = kiln_test::random_tensor<float>({200003}, -2, 2, 82), odd_b = kiln_test::random_tensor<float>({200003}, -2, 2, 83);
+  const tensor wide = kiln_test::random_tensor<float>({400, 401}, -2, 2, 84);
+  const tensor planes = kiln_test::random_tensor<float>({2, 144, 56, 56}, -2, 2, 85);
+  const tensor small = kiln_test::random_tensor<float>({2, 3, 5, 5}, -2, 2, 86);
+  struct results {
+    std::vector<float> scaled, sum, exp, where, pooled, small_pool, strided;
+    std::vector<std::uint8_t> less;
+    std::vector<std::int32_t> cast;
+  };
+  const auto run = [&] {
+    results r;
+    r.scaled = multiply(x, s).to_vector<float>();
+    r.sum = add(odd_a, odd_b).to_vector<float>();
+    r.exp = exp(odd_a).to_vector<float>();
+    const tensor lt = less(odd_a, odd_b);
+    r.less = kiln_test::bools(lt);
+    r.where = where(lt, odd_a, odd_b).to_vector<float>();
+    r.cast = cast(multiply(odd_a, tensor::from_values<float>({}, {1000.0f})), dtype::int32).to_vector<std::int32_t>();
+    r.pooled = global_avg_pool2d(planes).to_vector<float>();
+    r.small_pool = global_avg_pool2d(small).to_vector<float>();
+    // Into every other column of a buffer filled with 7s: the gaps keep their 7s.
+    tensor buffer = tensor::empty({400, 802}, dtype::float32);
+    std::fill_n(static_cast<float*>(buffer.data()), 400 * 802, 7.0f);
+    subtract(wide, tensor::from_values<float>({}, {1.0f}), buffer.slice(1, 0, 802, 2));
+    r.strided = buffer.to_vector<float>();
+    return r;
+  };
+  const results one = run();
+  for (std::size_t j = 0; j < one.strided.size(); j += 2) REQUIRE(one.strided[j + 1] == 7.0f);
+  for (std::size_t threads : {2u, 3u}) {
+    CAPTURE(threads);
+    const pool_threads scope(threads);
+    const results many = run();
+    CHECK(many.scaled == one.scaled);
+    CHECK(many.sum == one.sum);
+    CHECK(many.exp == one.exp);
+    CHECK(many.less == one.less);
+    CHECK(many.where == one.where);
+    CHECK(many.cast == one.cast);
+    CHECK(many.pooled == one.pooled);
+    CHECK(many.small_pool == one.small_pool);
+    CHECK(many.strided == one.strided);
+  }
+  // parallel_for_each_run's ranges cover every element once, cut inside rows (a transposed view
+  // of 400 x 401: runs of 400 elements, ranges cut at multiples of 1,024).
+  const tensor columns = wide.permute({1, 0});
+  const loop_plan<1> plan({&columns});
+  std::vector<std::atomic<int>> hits(std::size_t(wide.numel()));
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  {
+    const pool_threads scope(3);
+    parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 1>& p, const std::array<std::int64_t, 1>& st) {
+      for (std::int64_t i = 0; i < n; ++i) ++hits[std::size_t((p[0] + i * st[0] - static_cast<char*>(wide.data())) / 4)];
+      std::lock_guard lock(m);
+      ids.insert(std::this_thread::get_id());
+    });
+  }
+  for (auto& h : hits) REQUIRE(h.load() == 1);
+  CHECK(ids.size() >= 1);
+  // An error in one range (an integer division by zero far into the tensor) reaches the caller.
+  const pool_threads scope(2);
+  tensor num = tensor::zeros({200000}, dtype::int32), den = tensor::zeros({200000}, dtype::int32);
+  std::fill_n(static_cast<std::int32_t*>(den.data()), 199999, 1);
+  CHECK(message_of<kernel_error>([&] { floor_divide(num, den); }) == "kiln::kernels::floor_divide: integer division by zero");
+}
+
+TEST_CASE("a loop writing an output element twice (a broadcast view) stays on one thread") {
+  // distinct_elements: whether the output's elements are all at different addresses.
+  const tensor base = tensor::zeros({256, 1024}, dtype::float32);
+  CHECK(loop_plan<1>({&base}).distinct_elements(0));
+  const tensor transposed = base.permute({1, 0});
+  CHECK(loop_plan<1>({&transposed}).distinct_elements(0));
+  const tensor every_third = base.slice(1, 0, 1024, 3);
+  CHECK(loop_plan<1>({&every_third}).distinct_elements(0));
+  const tensor broadcast = tensor::from_storage(base.data_storage(), 0, dtype::float32, {256, 1024}, {0, 1});
+  CHECK(!loop_plan<1>({&broadcast}).distinct_elements(0));
+  const tensor overlapping = tensor::from_storage(base.data_storage(), 0, dtype::float32, {256, 1024}, {512, 1});
+  CHECK(!loop_plan<1>({&overlapping}).distinct_elements(0));
+  // 2^18 elements written in order, on two threads: the shared row holds the last row's values.
+  const tensor rows = kiln_test::random_tensor<float>({256, 1024}, -1, 1, 87);
+  const pool_threads scope(2);
+  add(rows, tensor::from_values<float>({}, {0.0f}), broadcast);
+  const std::vector<float> all = rows.to_vector<float>();
+  CHECK(std::vector<float>(static_cast<const float*>(base.data()), static_cast<const float*>(base.data()) + 1024) ==
+        std::vector<float>(all.end() - 1024, all.end()));
 }

@@ -445,6 +445,19 @@ public:
   const dims& strides(std::size_t operand) const noexcept { return strides_[operand]; }
   /// Operand k's first element.
   char* data(std::size_t operand) const noexcept { return base_[operand]; }
+  /// Whether operand k's elements are all at different addresses (no zero stride, no dimension
+  /// stepping inside another's span): then the loop writing it may be shared out among threads.
+  bool distinct_elements(std::size_t operand) const {
+    boost::container::small_vector<std::pair<std::int64_t, std::int64_t>, 6> d;  // (|stride|, size), innermost first once sorted
+    for (std::size_t a = 0; a < shape_.size(); ++a) d.emplace_back(strides_[operand][a] < 0 ? -strides_[operand][a] : strides_[operand][a], shape_[a]);
+    std::sort(d.begin(), d.end());
+    std::int64_t reach = 0;  // bytes from the first element to the last of the dimensions so far
+    for (const auto& [stride, size] : d) {
+      if (stride <= reach) return false;
+      reach += stride * (size - 1);
+    }
+    return true;
+  }
 
   /// Calls `f(n, ptrs, strides)` for every innermost run: `n` elements, operand k at `ptrs[k]`
   /// stepping by `strides[k]` bytes.

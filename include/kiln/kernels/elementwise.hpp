@@ -13,12 +13,14 @@
 ///
 /// Vectorized operators run on xsimd batches through `map_run`: contiguous and broadcast operands
 /// are loaded directly, other strides are gathered into a batch; the tail of a run goes through a
-/// padded batch, so all elements get the same arithmetic.
+/// padded batch, so all elements get the same arithmetic. From `min_parallel_elements` on, the
+/// kernels' threads share the elements out in contiguous ranges (`parallel_for_each_run`).
 #pragma once
 
 #include <kiln/support/config.hpp>
 
 #include <kiln/kernels/ops.hpp>
+#include <kiln/kernels/parallel.hpp>
 
 namespace kiln::kernels {
 
@@ -143,11 +145,14 @@ void binary(const Op& op, const tensor& a, const tensor& b, const tensor& out) {
   if (a.defined() && b.defined() && out.defined() && a.type() == b.type() && out.type() == a.type() && Op::accepts(a.type()) &&
       a.shape() == b.shape() && out.shape() == a.shape() && a.is_contiguous() && b.is_contiguous() && out.is_contiguous() &&
       !overlaps_differently(out, a) && !overlaps_differently(out, b)) {
-    const std::array<char*, 3> p{static_cast<char*>(out.data()), static_cast<char*>(a.data()), static_cast<char*>(b.data())};
     visit_dtype(name, a.type(), [&]<class T>(type_tag<T>) {
       const std::array<std::int64_t, 3> s{sizeof(T), sizeof(T), sizeof(T)};
-      if constexpr (Op::template vectorized<T>) detail::map_run<T, Op, 2>(op, out.numel(), p, s);
-      else detail::scalar_run<T, T, T>(op, out.numel(), p, s);
+      parallel_ranges(out.numel(), 1024, min_parallel_elements, [&](std::int64_t begin, std::int64_t end) {
+        const std::array<char*, 3> p{static_cast<char*>(out.data()) + begin * s[0], static_cast<char*>(a.data()) + begin * s[1],
+                                     static_cast<char*>(b.data()) + begin * s[2]};
+        if constexpr (Op::template vectorized<T>) detail::map_run<T, Op, 2>(op, end - begin, p, s);
+        else detail::scalar_run<T, T, T>(op, end - begin, p, s);
+      });
     });
     return;
   }
@@ -157,7 +162,7 @@ void binary(const Op& op, const tensor& a, const tensor& b, const tensor& out) {
   check_no_overlap(name, out, {&a, &b});
   const loop_plan<3> plan({&out, &a, &b});
   visit_dtype(name, a.type(), [&]<class T>(type_tag<T>) {
-    plan.for_each_run([&](std::int64_t n, const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s) {
+    parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s) {
       if constexpr (Op::template vectorized<T>) detail::map_run<T, Op, 2>(op, n, p, s);
       else detail::scalar_run<T, T, T>(op, n, p, s);
     });
@@ -174,7 +179,7 @@ void compare(const Op& op, const tensor& a, const tensor& b, const tensor& out) 
   check_no_overlap(name, out, {&a, &b});
   const loop_plan<3> plan({&out, &a, &b});
   visit_dtype(name, a.type(), [&]<class T>(type_tag<T>) {
-    plan.for_each_run([&](std::int64_t n, const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s) {
+    parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s) {
       detail::scalar_run<std::uint8_t, T, T>(op, n, p, s);
     });
   });
@@ -190,7 +195,7 @@ void unary(const Op& op, const tensor& x, const tensor& out) {
   check_no_overlap(name, out, {&x});
   const loop_plan<2> plan({&out, &x});
   visit_dtype(name, x.type(), [&]<class T>(type_tag<T>) {
-    plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+    parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
       if constexpr (requires { Op::template vectorized<T>; }) {
         if constexpr (Op::template vectorized<T>) detail::map_run<T, Op, 1>(op, n, p, s);
         else detail::scalar_run<T, T>(op, n, p, s);

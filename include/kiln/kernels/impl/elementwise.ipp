@@ -54,7 +54,7 @@ KILN_DECL void where(const tensor& cond, const tensor& x, const tensor& y, const
   check_no_overlap(op, out, {&cond, &x, &y});
   const loop_plan<4> plan({&out, &cond, &x, &y});
   visit_dtype(op, x.type(), [&]<class T>(type_tag<T>) {
-    plan.for_each_run([&](std::int64_t n, const std::array<char*, 4>& p, const std::array<std::int64_t, 4>& s) {
+    parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 4>& p, const std::array<std::int64_t, 4>& s) {
       detail::scalar_run<T, std::uint8_t, T, T>([](std::uint8_t c, T a, T b) { return c ? a : b; }, n, p, s);
     });
   });
@@ -78,14 +78,14 @@ KILN_DECL void cast(const tensor& x, const tensor& out) {
   // float16 is a storage type only: converted through float32, element by element (a double goes
   // to float first, so it may round twice).
   if (x.type() == dtype::float16 && out.type() == dtype::float16) {
-    plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+    parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
       detail::scalar_run<std::uint16_t, std::uint16_t>([](std::uint16_t h) { return h; }, n, p, s);
     });
     return;
   }
   if (x.type() == dtype::float16) {
     visit_dtype(op, out.type(), [&]<class To>(type_tag<To>) {
-      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+      parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
         detail::scalar_run<To, std::uint16_t>([&](std::uint16_t h) { return ops::convert<To>(half_to_float(h), to_bool, false); }, n, p, s);
       });
     });
@@ -93,7 +93,7 @@ KILN_DECL void cast(const tensor& x, const tensor& out) {
   }
   if (out.type() == dtype::float16) {
     visit_dtype(op, x.type(), [&]<class From>(type_tag<From>) {
-      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+      parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
         detail::scalar_run<std::uint16_t, From>([](From v) { return float_to_half(static_cast<float>(v)); }, n, p, s);
       });
     });
@@ -101,7 +101,7 @@ KILN_DECL void cast(const tensor& x, const tensor& out) {
   }
   visit_dtype(op, x.type(), [&]<class From>(type_tag<From>) {
     visit_dtype(op, out.type(), [&]<class To>(type_tag<To>) {
-      plan.for_each_run([&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
+      parallel_for_each_run(plan, [&](std::int64_t n, const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s) {
         detail::scalar_run<To, From>([&](From v) { return ops::convert<To>(v, to_bool, from_bool); }, n, p, s);
       });
     });
