@@ -106,6 +106,17 @@ bool max_pool_same_plane(const T* in, std::int64_t h, std::int64_t w, std::int64
   return xsimd::any(xsimd::isnan(sum));
 }
 
+/// The rows of output row y's window that lie inside the input (h rows, `row_stride` apart, from
+/// `plane`; `top` padding rows before them): their starts into `rows`, and how many there are.
+template <class T>
+std::int64_t window_rows(const T* plane, std::int64_t h, std::int64_t row_stride, std::int64_t y, std::int64_t kh, std::int64_t sh, std::int64_t dh,
+                         std::int64_t top, const T** rows) {
+  std::int64_t count = 0;
+  for (std::int64_t i = 0; i < kh; ++i)
+    if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < h) rows[count++] = plane + r * row_stride;
+  return count;
+}
+
 /// One plane of a float max pool three columns wide at horizontal stride 2 (kw = 3, sw = 2,
 /// dw = 1: the 3 x 3 / 2 pools of ResNet, SqueezeNet, GoogLeNet and DenseNet; kh <= 8), straight
 /// from the input's rows (h x w, `row_stride` apart, contiguous), `top` and `left` padding before
@@ -130,9 +141,7 @@ bool max_pool_3s2_plane(const T* plane, std::int64_t h, std::int64_t w, std::int
   V sum0(T(0)), sum1(T(0)), sum2(T(0));
   const T* rows[8];
   for (std::int64_t y = 0; y < oh; ++y, out += out_stride) {
-    std::int64_t count = 0;  // the window's rows inside the input
-    for (std::int64_t i = 0; i < kh; ++i)
-      if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < h) rows[count++] = plane + r * row_stride;
+    const std::int64_t count = window_rows(plane, h, row_stride, y, kh, sh, dh, top, rows);
     const std::int64_t readable = count > 0 ? x_end - rows[count - 1] : 0;  // from each row's start (the last row's is the least)
     const auto scalar = [&](std::int64_t x) {
       T s = -std::numeric_limits<T>::infinity();
@@ -261,10 +270,10 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
     const std::int64_t n = t / g.c, c = t % g.c;
     const T* plane = xb + n * xs[0] + c * xs[1];
     T* oplane = ob + n * os[0] + c * os[1];
-    if constexpr (float_max && vectorized)
-      if (same_flat && !max_pool_same_plane(plane, g.h, g.w, kh, kw, top, left, dh, dw, oplane)) return;  // else NaN: below
-    if constexpr (float_max && vectorized)
+    if constexpr (float_max && vectorized) {  // else a NaN, or another geometry: below
+      if (same_flat && !max_pool_same_plane(plane, g.h, g.w, kh, kw, top, left, dh, dw, oplane)) return;
       if (three_by_two && !max_pool_3s2_plane(plane, g.h, g.w, xs[2], kh, sh, dh, top, left, g.oh, g.ow, x_end, oplane, os[2])) return;
+    }
     // Output row b of a band: its combined padded row, and the same split by phase; then one
     // output row. The padding columns are never written: filled once for a thread and geometry.
     thread_local prepared_buffer<T, 5> buffer;
@@ -299,9 +308,7 @@ void pool2d(const tensor& x, const pool2d_params& p, const pool_geometry& g, con
         const std::int64_t y1 = std::min(g.oh, y0 + band);
         for (std::int64_t y = y0; y < y1; ++y) {
           T* const line = line_of(y - y0);
-          std::int64_t count = 0;  // the window's rows inside the input
-          for (std::int64_t i = 0; i < kh; ++i)
-            if (const std::int64_t r = y * sh + i * dh - top; r >= 0 && r < g.h) rows[std::size_t(count++)] = plane + r * xs[2];
+          const std::int64_t count = window_rows(plane, g.h, xs[2], y, kh, sh, dh, top, rows.data());
           // The rows combined, column by column, into line[left, left + w).
           T* const dst = line + left;
           std::int64_t col = 0;
