@@ -9,6 +9,9 @@
 //   chain/...      y = relu(a * b + c) * 0.5, four operators over three inputs: a plain fused loop
 //                  (the ceiling: one pass, 16 bytes per element), kiln's compile-time fused
 //                  kernel, the run-time fused_expr, and four separate kernel calls (four passes)
+//   se_scale/kiln/C/H/T   kernels::multiply of a [1, C, H, H] activation by a [1, C, 1, 1] scale
+//                  (a squeeze-and-excitation block's last step) on T threads: the elements are
+//                  shared out from min_parallel_elements (2^17) on
 #include <kiln/kernels/fused.hpp>
 
 #include <benchmark/benchmark.h>
@@ -169,6 +172,21 @@ void chain_unfused(benchmark::State& s) {
   bytes(s, n, 4);  // the useful bytes: the same 16 per element as the fused forms
 }
 
+void se_scale(benchmark::State& s) {
+  const std::int64_t c = s.range(0), h = s.range(1);
+  kernels::set_num_threads(std::size_t(s.range(2)));
+  const tensor x = tensor::empty({1, c, h, h}, dtype::float32), scale = tensor::empty({1, c, 1, 1}, dtype::float32),
+               y = tensor::zeros({1, c, h, h}, dtype::float32);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 977) * 0.01f - 4.f;
+  for (std::int64_t i = 0; i < c; ++i) scale.data<float>()[i] = float(i % 7) * 0.25f;
+  for (auto _ : s) {
+    kernels::multiply(x, scale, y);
+    benchmark::ClobberMemory();
+  }
+  kernels::set_num_threads(1);
+  bytes(s, c * h * h, 2);
+}
+
 // 1K .. 16M floats: 12 KB (L1) to 192 MB (memory) for the three arrays.
 void sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t n = 1 << 10; n <= 1 << 24; n <<= 2) b->Arg(n);
@@ -182,6 +200,10 @@ BENCHMARK(chain_plain)->Name("chain/plain")->Apply(sizes);
 BENCHMARK(chain_compile_time)->Name("chain/kiln_compile_time")->Apply(sizes);
 BENCHMARK(chain_run_time)->Name("chain/kiln_run_time")->Apply(sizes);
 BENCHMARK(chain_unfused)->Name("chain/kiln_unfused")->Apply(sizes);
+// EfficientNet-B0's 32 x 112² and 144 x 56² (above the threshold), 64 x 32² and 128 x 32²
+// (either side of it).
+BENCHMARK(se_scale)->Name("se_scale/kiln")->ArgsProduct({{32}, {112}, {1, 2}})->ArgsProduct({{144}, {56}, {1, 2}})
+    ->ArgsProduct({{64, 128}, {32}, {1, 2}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(exp_std)->Name("exp/std")->Arg(1 << 12)->Arg(1 << 20);
 BENCHMARK(exp_kiln)->Name("exp/kiln")->Arg(1 << 12)->Arg(1 << 20);
 BENCHMARK(tanh_std)->Name("tanh/std")->Arg(1 << 12)->Arg(1 << 20);
