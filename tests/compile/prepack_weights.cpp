@@ -273,6 +273,50 @@ class Module:
   CHECK(max_difference(a.invoke_span("main", args), c.invoke_span("main", args)) == 0);
 }
 
+TEST_CASE("prepack_weights: a 1x1 convolution of few positions gets its weight transposed and packed for X^T W^T, fused or not") {
+  // 720 -> 32 channels on 7 x 7 (49 positions: W X would pad them to whole panels), with and
+  // without an epilogue; left alone: the same weight on 28 x 28 positions and at stride 2.
+  const std::string w = conv_weight_text(32, 720, 1, 1);
+  const std::string src = R"(@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 720, 7, 7), "float32"), y: R.Tensor((1, 720, 28, 28), "float32"), b: R.Tensor((32, 1, 1), "float32")) -> R.Tuple(R.Tensor((1, 32, 7, 7), "float32"), R.Tensor((1, 32, 7, 7), "float32"), R.Tensor((1, 32, 28, 28), "float32"), R.Tensor((1, 32, 14, 14), "float32")):
+        with R.dataflow():
+            lv: R.Tensor((1, 32, 7, 7), "float32") = R.nn.conv2d(x, )" + w + R"()
+            lv1: R.Tensor((1, 32, 7, 7), "float32") = R.nn.conv2d(x, )" + w + R"()
+            lv2: R.Tensor((1, 32, 7, 7), "float32") = R.add(lv1, b)
+            gv: R.Tensor((1, 32, 7, 7), "float32") = R.nn.relu(lv2)
+            big: R.Tensor((1, 32, 28, 28), "float32") = R.nn.conv2d(y, )" + w + R"()
+            st: R.Tensor((1, 32, 14, 14), "float32") = R.nn.conv2d(y, )" + w + R"(, strides=[2, 2])
+            R.output(lv, gv, big, st)
+        return (lv, gv, big, st)
+)";
+  REQUIRE(kernels::prefer_pointwise_conv(720, 32, 7, 7));
+  REQUIRE(!kernels::prefer_pointwise_conv(720, 32, 28, 28));
+  using lower = kiln::sequential<t::fuse_epilogue, t::legalize_ops, t::prepack_weights>;
+  const std::string out = after(lower{}, src);
+  CHECK(contains(out, R"(lv: R.Tensor((1, 32, 7, 7), "float32") = R.call_dps_packed(R.ExternFunc("kernels.conv2d_pointwise"), (x, R.const([)"));
+  CHECK(contains(out, R"(], "float32"), R.null_value(), )" + layout_text(720, 32) + R"(, R.shape([1, 1]), R.shape([0, 0, 0, 0]), R.shape([1, 1])), out_sinfo=)"));
+  CHECK(contains(out, R"(R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_pointwise"), (x, R.const([)"));
+  CHECK(contains(out, ", R.str(\"(relu (add x0 x1)) ; lv1 lv2 gv\"), b), out_sinfo="));
+  CHECK(contains(out, "big: R.Tensor((1, 32, 28, 28), \"float32\") = R.call_dps_packed(R.ExternFunc(\"kernels.conv2d\")"));
+  CHECK(contains(out, "st: R.Tensor((1, 32, 14, 14), \"float32\") = R.call_dps_packed(R.ExternFunc(\"kernels.conv2d\")"));
+
+  // Compiled: the same bits as the build without the pass (the same sums in the same order), and
+  // the same after serializing the executable and loading it back.
+  const ir::ir_module m = ir::parse_module(src);
+  const auto args = arguments_for(m, "main", {});
+  std::int64_t packed = 0;
+  std::string text;
+  CHECK(max_difference(run(m, args, false, &packed, &text), run(m, args, true)) == 0);
+  CHECK(packed == 1);  // one weight, packed once for the two calls that take it transposed
+  CHECK(contains(text, "kernels.conv2d_pointwise"));
+  const vm::executable ex = kiln::compile(m);
+  const vm::executable back = vm::deserialize(vm::serialize(ex));
+  vm::virtual_machine a(ex, {}, vm::kernel_registry()), c(back, {}, vm::kernel_registry());
+  CHECK(max_difference(a.invoke_span("main", args), c.invoke_span("main", args)) == 0);
+}
+
 TEST_CASE("prepack_weights: a stride-1 3x3 convolution with enough channels and tiles gets its weight transformed for Winograd's kernel") {
   // 64 channels and a 16 x 16 output (64 tiles of 2 x 2): F(2x2), fused or not; on a 28 x 28 output
   // (49 tiles of 4 x 4), F(4x4). The same weight at stride 2 (8 x 8: 16 tiles), and one of 32 input

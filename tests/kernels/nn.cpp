@@ -327,6 +327,118 @@ TEST_CASE("conv2d_prepacked: errors name the packed weight and its layout") {
         "kiln::kernels::prepack_conv_weight: packs float32 and float64 weights, not int32");
 }
 
+TEST_CASE("conv2d_pointwise: X^T W^T on the packed W^T gives conv2d's sums, fused, strided, threaded, in another layout") {
+  // Few positions (7 x 7, 14 x 14, 2 x 3, 1 x 1) and many (20 x 20), output channels that fill
+  // whole vectors or not, two images, float and double.
+  struct shape {
+    std::int64_t c, h, w, o;
+  };
+  unsigned seed = 90;
+  for (const shape s : {shape{48, 7, 7, 64}, {40, 14, 14, 72}, {17, 2, 3, 5}, {33, 1, 1, 40}, {8, 20, 20, 24}, {300, 7, 7, 96}}) {
+    CAPTURE(s.c);
+    CAPTURE(s.h);
+    CAPTURE(s.o);
+    const tensor x = random_tensor<float>({2, s.c, s.h, s.w}, -1, 1, seed++), w = random_tensor<float>({s.o, s.c, 1, 1}, -1, 1, seed++);
+    const tensor bias = random_tensor<float>({s.o}, -1, 1, seed++), residual = random_tensor<float>({2, s.o, s.h, s.w}, -1, 1, seed++);
+    const tensor packed = prepack_conv_weight_pointwise(w);
+    const packed_weight_layout l = native_weight_layout(dtype::float32, s.c, s.o);
+    const tensor want = conv2d(x, w, bias, {});
+    const tensor out = tensor::empty(want.shape(), want.type());
+    // The same sums in the same order as conv2d's W X, but for at most 4 positions (the small-M
+    // products then sum in another order).
+    const auto same = [&](const tensor& got, const tensor& expected) {
+      if (s.h * s.w > 4) return same_tensor(got, expected);
+      const std::vector<float> a = got.to_vector<float>(), b = expected.to_vector<float>();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::abs(a[i] - b[i]) > 4e-6 * double(s.c + 1)) return false;
+      return true;
+    };
+    conv2d_pointwise(x, packed, l, bias, {}, out);
+    CHECK(same(out, want));
+    check_all_close(out.to_vector<float>(), reference_conv<float>(x, w, bias, {}, s.h, s.w), 0, 4e-6 * double(s.c + 1));
+    // Fused: relu(x0 + residual), against conv2d_fused.
+    const fused_expr e = fused_expr::parse("(relu (add x0 x1))");
+    const tensor fused = tensor::empty(want.shape(), want.type()), fused_want = tensor::empty(want.shape(), want.type());
+    conv2d_fused_pointwise(x, packed, l, bias, {}, e, {residual}, fused);
+    conv2d_fused(x, w, bias, {}, e, {residual}, fused_want);
+    CHECK(same(fused, fused_want));
+    // An input whose positions are not one apart (NHWC in memory), into a strided output.
+    const tensor nhwc = permute_dims(x, {0, 2, 3, 1}).permute({0, 3, 1, 2});
+    const tensor big = tensor::zeros({2, s.o, s.h, s.w * 2}, dtype::float32);
+    const tensor strided = big.slice(3, 1, s.w * 2, 2);
+    conv2d_pointwise(nhwc, packed, l, bias, {}, strided);
+    CHECK(same(strided, want));
+    // Two threads: the GEMM and the transposition shared out, the same bits.
+    {
+      const kiln_test::pool_threads scope(2);
+      conv2d_fused_pointwise(x, packed, l, bias, {}, e, {residual}, fused);
+    }
+    CHECK(same(fused, fused_want));
+  }
+  // double
+  const tensor xd = random_tensor<double>({1, 20, 7, 7}, -1, 1, 1), wd = random_tensor<double>({24, 20, 1, 1}, -1, 1, 2);
+  const tensor outd = tensor::empty({1, 24, 7, 7}, dtype::float64);
+  conv2d_pointwise(xd, prepack_conv_weight_pointwise(wd), native_weight_layout(dtype::float64, 20, 24), {}, {}, outd);
+  CHECK(same_tensor(outd, conv2d(xd, wd, {}, {})));
+  // A layout of another vector width (panels of 8 or 5 columns), or a weight not 64-byte
+  // aligned: W unpacked first, conv2d's results.
+  const tensor x = random_tensor<float>({1, 12, 7, 7}, -1, 1, 3), w = random_tensor<float>({20, 12, 1, 1}, -1, 1, 4);
+  const tensor want = conv2d(x, w, {}, {});
+  for (const std::int64_t nr : {8, 5}) {
+    CAPTURE(nr);
+    const packed_weight_layout l{12, 20, {nr, 12}};
+    const tensor packed = tensor::empty({packed_b_size(12, 20, l.panels)}, dtype::float32);
+    const tensor wt = w.view({20, 12}).permute({1, 0}).contiguous();
+    std::fill_n(packed.data<float>(), packed.numel(), 0.0f);
+    for (std::int64_t p = 0; p < 12; ++p)
+      for (std::int64_t j = 0; j < 20; ++j) packed.data<float>()[packed_b_index(12, 20, l.panels, p, j)] = wt.data<float>()[p * 20 + j];
+    const tensor out = tensor::empty({1, 20, 7, 7}, dtype::float32);
+    conv2d_pointwise(x, packed, l, {}, {}, out);
+    CHECK(same_tensor(out, want));
+  }
+  const tensor packed = prepack_conv_weight_pointwise(w);
+  const tensor shifted = tensor::zeros({packed.numel() + 1}, dtype::float32).slice(0, 1, packed.numel() + 1);
+  copy(packed, shifted);
+  const tensor out = tensor::empty({1, 20, 7, 7}, dtype::float32);
+  conv2d_pointwise(x, shifted, native_weight_layout(dtype::float32, 12, 20), {}, {}, out);
+  CHECK(same_tensor(out, want));
+}
+
+TEST_CASE("conv2d_pointwise: errors name the geometry and the packed weight") {
+  const tensor x = random_tensor<float>({1, 12, 7, 7}, -1, 1, 3), w = random_tensor<float>({20, 12, 1, 1}, -1, 1, 4);
+  const tensor packed = prepack_conv_weight_pointwise(w);
+  const packed_weight_layout l = native_weight_layout(dtype::float32, 12, 20);
+  const tensor out = tensor::empty({1, 20, 7, 7}, dtype::float32);
+  CHECK(message_of([&] { conv2d_pointwise(x, packed, l, {}, conv(2, 0), out); }) ==
+        "kiln::kernels::conv2d_pointwise: serves 1 x 1 convolutions at stride 1 without padding in one group, got strides (2, 2), padding (0, 0, 0, 0), groups 1");
+  CHECK(message_of([&] { conv2d_pointwise(x, packed, l, {}, conv(1, 1), out); }) ==
+        "kiln::kernels::conv2d_pointwise: serves 1 x 1 convolutions at stride 1 without padding in one group, got strides (1, 1), padding (1, 1, 1, 1), groups 1");
+  CHECK(message_of([&] { conv2d_pointwise(x, packed, {12, 400, l.panels}, {}, {}, out); }).starts_with(
+        "kiln::kernels::conv2d_pointwise: the packed weight must be a contiguous vector of 12 x "));
+  CHECK(message_of([&] { conv2d_pointwise(x, packed, {12, 20, {0, 12}}, {}, {}, out); }) ==
+        "kiln::kernels::conv2d_pointwise: bad packed layout: K 12, N 20, panels of 0 columns in blocks of 12 rows");
+  CHECK(message_of([&] { conv2d_pointwise(random_tensor<float>({1, 13, 7, 7}, -1, 1, 1), packed, l, {}, {}, out); }) ==
+        "kiln::kernels::conv2d: channel mismatch: the data float32[1, 13, 7, 7] has 13 channels, but the weight float32[20, 12, 1, 1] expects 12 x 1 group(s) = 12");
+  CHECK(message_of([&] { conv2d_pointwise(x, packed, l, {}, {}, tensor::empty({1, 20, 7, 6}, dtype::float32)); }) ==
+        "kiln::kernels::conv2d_pointwise: the output must be float32[1, 20, 7, 7], got float32[1, 20, 7, 6]");
+  CHECK(message_of([&] { (void)prepack_conv_weight_pointwise(random_tensor<float>({20, 12, 3, 3}, -1, 1, 2)); }) ==
+        "kiln::kernels::prepack_conv_weight_pointwise: the weight must be [O, C, 1, 1], got float32[20, 12, 3, 3]");
+}
+
+TEST_CASE("prefer_pointwise_conv: few positions, and W X padding them more than X^T W^T pads the channels") {
+  CHECK(pointwise_applies(1, 1, std::array<std::int64_t, 2>{1, 1}, std::array<std::int64_t, 4>{0, 0, 0, 0}, 1));
+  CHECK(!pointwise_applies(1, 1, std::array<std::int64_t, 2>{2, 2}, std::array<std::int64_t, 4>{0, 0, 0, 0}, 1));
+  CHECK(!pointwise_applies(3, 3, std::array<std::int64_t, 2>{1, 1}, std::array<std::int64_t, 4>{0, 0, 0, 0}, 1));
+  CHECK(!pointwise_applies(1, 1, std::array<std::int64_t, 2>{1, 1}, std::array<std::int64_t, 4>{0, 0, 0, 0}, 2));
+  constexpr std::int64_t nr = kernels::gemm_detail::shape<float>::NR;
+  CHECK(prefer_pointwise_conv(1024, 4 * nr, 7, 7));       // 49 positions: whole panels of channels
+  CHECK(!prefer_pointwise_conv(64, 4 * nr, 7, 7));        // too few input channels to pay for the transposition
+  CHECK(!prefer_pointwise_conv(1024, 4 * nr, 1, 2 * nr));  // positions that fill whole panels
+  CHECK(!prefer_pointwise_conv(1024, 4 * nr, 21, 20));     // more than 400 positions
+  CHECK(!prefer_pointwise_conv(1024, 4 * nr, 3, 5));       // fewer than 16: W X is a small product there
+  CHECK(!prefer_pointwise_conv(1024, 0, 7, 7));
+}
+
 TEST_CASE("conv2d: errors name the operands") {
   const tensor x = random_tensor<float>({1, 4, 8, 8}, -1, 1, 1), w = random_tensor<float>({6, 4, 3, 3}, -1, 1, 2);
   CHECK(message_of([&] { (void)conv2d(x, random_tensor<float>({6, 3, 3, 3}, -1, 1, 2)); }) ==

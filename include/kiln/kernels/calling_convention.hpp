@@ -179,6 +179,9 @@ using conv2d_prepacked = conv2d_packed<"kernels.conv2d_prepacked">;
 using conv2d_winograd = conv2d_packed<"kernels.conv2d_winograd">;
 using conv2d_fused_prepacked = conv2d_fused_packed<"kernels.conv2d_fused_prepacked">;
 using conv2d_fused_winograd = conv2d_fused_packed<"kernels.conv2d_fused_winograd">;
+/// A 1 x 1 convolution on its weight transposed and packed as a matmul's (layout [C, O, nr, kc]).
+using conv2d_pointwise = conv2d_packed<"kernels.conv2d_pointwise">;
+using conv2d_fused_pointwise = conv2d_fused_packed<"kernels.conv2d_fused_pointwise">;
 using conv2d_transpose = dps<"kernels.conv2d_transpose", arg::tensor /*x*/, arg::tensor /*w*/, arg::shape /*strides*/, arg::shape /*padding*/,
                              arg::shape /*output_padding*/, arg::shape /*dilation*/, arg::integer /*groups*/, arg::out>;
 using max_pool2d = dps<"kernels.max_pool2d", arg::tensor, arg::shape /*pool_size*/, arg::shape /*strides*/, arg::shape /*padding*/,
@@ -227,6 +230,6 @@ using resize = dps<"kernels.resize", arg::tensor, arg::reals_or_null /*scales*/,
 
 static_assert(is_fused_form_of<matmul, matmul_fused> && is_fused_form_of<matmul_prepacked, matmul_fused_prepacked>);
 static_assert(is_fused_form_of<conv2d, conv2d_fused> && is_fused_form_of<conv2d_prepacked, conv2d_fused_prepacked> &&
-              is_fused_form_of<conv2d_winograd, conv2d_fused_winograd>);
+              is_fused_form_of<conv2d_winograd, conv2d_fused_winograd> && is_fused_form_of<conv2d_pointwise, conv2d_fused_pointwise>);
 
 }  // namespace kiln::kernels::abi

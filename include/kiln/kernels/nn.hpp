@@ -404,6 +404,46 @@ void conv2d_gemm(const tensor& x, const tensor& wt, const conv2d_params& p, cons
   }
 }
 
+/// A 1 x 1 convolution (stride 1, no padding, one group; x's positions one element apart) as the
+/// transposed product: per image, Y^T [P x O] = X^T [P x C] W^T [C x O] (P = H W), W^T prepacked
+/// as the GEMM's B (`packed`, this build's layout: `prepack_conv_weight_pointwise`), into a
+/// buffer of P rows; then Y^T transposed into `out`'s channel rows (contiguous), a block of
+/// 64 bytes of channels at a time (`transpose_tile`), each block finished by `apply` while it is
+/// in L1. The output channels then run along the GEMM's vectors and the positions along its
+/// rows: where P is small, W X pads P to whole vectors (7 x 7 = 49 positions take 64 lanes) and
+/// X^T W^T pads nothing. Each element is the sum `conv2d_gemm` forms (for more than 4 positions:
+/// fewer make both products small-M ones, which sum in other orders).
+template <class T, class Apply>
+void conv2d_pointwise_packed(const tensor& x, const T* packed, const conv_geometry& g, const tensor& out, const Apply& apply) {
+  constexpr std::int64_t B = 64 / std::int64_t(sizeof(T));
+  const T* xb = static_cast<const T*>(x.data());
+  T* ob = static_cast<T*>(out.data());
+  const auto& xs = x.strides();
+  const auto& os = out.strides();
+  const std::int64_t P = g.h * g.w, C = g.c, O = g.o;
+  thread_local std::vector<T> buffer;  // the calling thread's; the GEMM's threads write into it
+  if (buffer.size() < std::size_t(P * O)) buffer.resize(std::size_t(P * O));
+  T* const yt = buffer.data();
+  for (std::int64_t n = 0; n < g.n; ++n) {
+    gemm_prepacked<T>({xb + n * xs[0], P, C, 1, xs[1]}, packed, {yt, P, O, O, 1});
+    T* const y = ob + n * os[0];
+    parallel_for((O + B - 1) / B, [&](std::int64_t t) {
+      const std::int64_t o0 = t * B, m = std::min(B, O - o0);
+      T* const rows = y + o0 * os[1];
+      for (std::int64_t j0 = 0; j0 < P; j0 += B) {
+        const std::int64_t len = std::min(B, P - j0);
+        if (m == B && len == B) {
+          transpose_tile<T, B>(rows + j0, os[1], yt + j0 * O + o0, O);
+          continue;
+        }
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < len; ++j) rows[i * os[1] + j0 + j] = yt[(j0 + j) * O + o0 + i];
+      }
+      apply(n, rows, os[1], 1, o0, 0, m, P);
+    });
+  }
+}
+
 /// Direct conv2d, one group, for outputs with many positions: the GEMM's roles turned around, so
 /// that the image is not packed. Output channels go along the vectors (blocks of OB = 2W, the
 /// weights in the order [block][k][OB], `pack_direct_weights`) and TP consecutive output
@@ -840,7 +880,7 @@ namespace detail {
 /// [O, C, KH, KW] view of the packed storage (which holds at least that many elements) and the
 /// kernel reads it in place: in this build's direct order (`prepack_conv_weight`) or
 /// transformed for Winograd's F(2x2, 3x3) or F(4x4, 3x3) (`prepack_conv_weight_winograd`).
-enum class conv_weight { plain, direct_packed, winograd2, winograd4 };
+enum class conv_weight { plain, direct_packed, winograd2, winograd4, pointwise };
 
 KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
                            const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<std::vector<std::int64_t>>& strides,
@@ -882,6 +922,25 @@ KILN_DECL void conv2d_prepacked(const tensor& x, const tensor& packed, const pac
 KILN_DECL void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
                                       const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out);
 KILN_DECL void conv2d_fused_prepacked(const tensor& x, const tensor& packed, const packed_conv_layout& layout, const tensor& bias,
+                                      const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out);
+
+// ---- 1 x 1 convolutions as X^T W^T, the weight packed ahead of time -----------------------------------
+
+/// out = conv2d(x, W) + bias (as `conv2d`) for a 1 x 1 convolution (stride 1, no padding, one
+/// group) whose [O, C, 1, 1] weight W `packed` holds transposed, as a matmul's C x O right
+/// operand in `layout` (`prepack_conv_weight_pointwise`): the product X^T W^T, the output
+/// channels along the GEMM's vectors, transposed into `out` (`conv2d_pointwise_packed`). For
+/// few positions (`prefer_pointwise_conv`), where W X would pad them to whole vectors. In another
+/// layout (an executable compiled for another vector width) W is unpacked first, with the same
+/// result.
+KILN_DECL void conv2d_pointwise(const tensor& x, const tensor& packed, const packed_weight_layout& layout, const tensor& bias, const conv2d_params& p,
+                                const tensor& out);
+
+/// out = epilogue(conv2d(x, W) + bias, operands...) (as `conv2d_fused`) for the weight W that
+/// `packed` holds in `layout` (as `conv2d_pointwise`).
+KILN_DECL void conv2d_fused_pointwise(const tensor& x, const tensor& packed, const packed_weight_layout& layout, const tensor& bias,
+                                      const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out);
+KILN_DECL void conv2d_fused_pointwise(const tensor& x, const tensor& packed, const packed_weight_layout& layout, const tensor& bias,
                                       const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out);
 
 // ---- Winograd F(2x2, 3x3), the weight transformed ahead of time -------------------------------------

@@ -5,8 +5,9 @@
 /// stored in (which the compiler writes into the call beside the packed constant, so that an
 /// executable built where vectors have another width still runs), the packing functions, and the
 /// choices between the kernels a convolution may run on. The kernels that read packed weights
-/// (`matmul_prepacked` in `linalg.hpp`; `conv2d_prepacked` and `conv2d_winograd` in `nn.hpp`)
-/// and the GEMM (`gemm.hpp`) include it; the compiler includes only it.
+/// (`matmul_prepacked` in `linalg.hpp`; `conv2d_prepacked`, `conv2d_pointwise` and
+/// `conv2d_winograd` in `nn.hpp`) and the GEMM (`gemm.hpp`) include it; the compiler includes
+/// only it.
 ///
 ///     const kernels::packed_weight_layout l = kernels::native_weight_layout(dtype::float32, k, n);
 ///     tensor packed = kernels::prepack_weight(w);            // once, at compile time
@@ -96,6 +97,31 @@ namespace detail {
 KILN_DECL bool prefer_prepacked_conv(std::int64_t kh, std::int64_t kw, std::int64_t groups, std::int64_t positions);
 
 }  // namespace detail
+
+// ---- conv2d: a 1 x 1 weight transposed, as a matmul's ------------------------------------------------
+
+/// Whether a convolution is a plain 1 x 1 one that `conv2d_pointwise` can serve: a 1 x 1 window,
+/// stride 1, no padding, one group.
+KILN_DECL bool pointwise_applies(std::int64_t kh, std::int64_t kw, std::span<const std::int64_t> strides,
+                                 std::span<const std::int64_t> padding, std::int64_t groups);
+
+/// Whether `conv2d_pointwise` (X^T W^T, the output channels along the vectors) is the faster
+/// form for a 1 x 1 convolution of `c` input and `o` output channels and an `oh` x `ow` output:
+/// 16 to 400 positions (fewer make W X a matrix-vector or small-M product, which pads nothing),
+/// W X computing at least 5 % more vector lanes (the positions rounded up to this build's column
+/// panels) than X^T W^T (the channels rounded up), and enough input channels for that excess to
+/// outweigh transposing the output and packing X^T (C x excess >= 100: at AVX-512, 327 channels
+/// on 7 x 7, whose excess is 0.31, 700 on 14 x 14, 0.14). Measured call by call in the models on
+/// Zen 5, one thread, against W X: on 7 x 7, 2048 -> 512 and 1152 -> 192 took 0.80-0.91x the
+/// time, 960 -> 160 or 320 0.86x, 512 -> 2048 0.85-0.91x, 832 -> 32 to 384 0.93-1.11x; below the
+/// bound, 192 -> 1152 0.93-1.00x and 160 -> 960 1.10-1.13x; on 14 x 14, 1024 -> 256 0.82-0.86x,
+/// and below the bound 480 to 528 -> 32 to 256 0.95-1.25x.
+KILN_DECL bool prefer_pointwise_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow);
+
+/// An [O, C, 1, 1] weight (float32 or float64) packed for `conv2d_pointwise`: W^T, C x O, packed
+/// as a matmul's right operand in this build's layout (`native_weight_layout(type, C, O)`): a 1-D
+/// tensor. Done once, at compile time, by the compiler's `prepack_weights`.
+KILN_DECL tensor prepack_conv_weight_pointwise(const tensor& w);
 
 // ---- conv2d: Winograd's transformed weight --------------------------------------------------------
 

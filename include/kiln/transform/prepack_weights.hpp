@@ -30,6 +30,16 @@
 ///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_fused_prepacked"), (x, R.const(w packed), b, R.shape([O, C, KH, KW, ob]),
 ///                            R.shape([1, 1]), R.shape([1, 1, 1, 1]), R.shape([1, 1]), R.str("(relu x0) ; lv")), out_sinfo=...)
 ///
+/// A 1 x 1 convolution (stride 1, no padding, one group) whose output has few positions and
+/// whose input many channels (`kernels::prefer_pointwise_conv`: 16 to 400 positions that W X
+/// would round up to whole vector panels — the 7 x 7 and 14 x 14 stages — and enough channels
+/// to pay for transposing the output) gets its weight transposed and packed as a matmul's
+/// (`kernels::prepack_conv_weight_pointwise`, layout `[C, O, nr, kc]` as for a matmul) and calls
+/// the kernel that computes X^T W^T, the output channels along the vectors:
+///
+///  -> lv = R.call_dps_packed(R.ExternFunc("kernels.conv2d_pointwise"), (x, R.const(W^T packed), b, R.shape([C, O, nr, kc]),
+///                            R.shape([1, 1]), R.shape([0, 0, 0, 0]), R.shape([1, 1])), out_sinfo=...)
+///
 /// A stride-1 3 x 3 convolution (one group, no dilation) whose output's size is known and for
 /// which Winograd's algorithm is the faster kernel (`kernels::prefer_winograd_conv`: enough
 /// channels in and out and at least 32 tiles of 2 x 2 outputs — ResNet's 56², 28² and 14²
@@ -45,7 +55,7 @@
 /// Runs at opt level 1, after `legalize_ops` (it rewrites kernel calls) and before
 /// `call_tir_rewrite`. Left alone: integer matmuls and convolutions, weights that are
 /// parameters, batched (3-D and up) or vector matmul weights, a constant used as the left
-/// operand, grouped and 1 x 1 convolutions.
+/// operand, grouped convolutions, and 1 x 1 convolutions but those above.
 #pragma once
 
 #include <kiln/kernels/packing.hpp>
@@ -119,7 +129,7 @@ struct prepack_weights {
 
 private:
   /// What a constant was packed for (a weight used in several ways is packed once per way).
-  enum class packing { matmul, matmul_transposed, direct_conv, winograd2_conv, winograd4_conv };
+  enum class packing { matmul, matmul_transposed, direct_conv, pointwise_conv, winograd2_conv, winograd4_conv };
 
   /// The prepacked form of kernel call `e`, or null when it has none; `kind`: what its weight was
   /// packed for.
@@ -189,9 +199,30 @@ private:
       if (const auto dh = ot->static_dim(2), dw = ot->static_dim(3); dh && dw) oh = *dh, ow = *dw;
     const std::int64_t positions = oh >= 0 ? oh * ow : -1;
     const std::vector<std::int64_t>& ws = w->data.shape();
+    const std::optional<std::vector<std::int64_t>> strides = ints_of(args[3]), padding = ints_of(args[4]), dilation = ints_of(args[5]);
+    // A 1 x 1 convolution of few positions: X^T W^T on W^T packed as a matmul's weight.
+    if (strides && padding && kernels::pointwise_applies(ws[2], ws[3], *strides, *padding, *g) && positions >= 0 &&
+        kernels::prefer_pointwise_conv(ws[1], ws[0], oh, ow)) {
+      kind = packing::pointwise_conv;
+      ir::expr& p = packed[{w, kind}];
+      if (!p) {
+        p = ir::make_constant(to_ndarray(kernels::prepack_conv_weight_pointwise(to_tensor(w->data))));
+        bytes += std::int64_t(static_cast<const ir::constant_node&>(*p).data.bytes().size());
+      }
+      const kernels::packed_weight_layout l = kernels::native_weight_layout(w->data.dt(), ws[1], ws[0]);
+      static_assert(std::is_same_v<abi::conv2d_prepacked::args, abi::conv2d_pointwise::args>);
+      kernel_call out = lower::call<abi::conv2d_prepacked>(args[0], p, args[2], lower::ints({l.k, l.n, l.panels.nr, l.panels.kc}), args[3], args[4],
+                                                           args[5]);
+      out.kernel = abi::conv2d_pointwise::name;
+      if (fused) {
+        static_assert(abi::is_fused_form_of<abi::conv2d_pointwise, abi::conv2d_fused_pointwise>);
+        out.kernel = abi::conv2d_fused_pointwise::name;
+        out.args.insert(out.args.end(), args.begin() + abi::conv2d::given, args.end());
+      }
+      return lower::emit(std::move(out), c.type_args[0]);
+    }
     // Winograd's F(m x m, 3x3) for the stride-1 3x3 convolutions it is faster for, which needs
     // the output's size; else the direct kernel, whatever the size.
-    const std::optional<std::vector<std::int64_t>> strides = ints_of(args[3]), dilation = ints_of(args[5]);
     const bool winograd = max_tile > 0 && positions >= 0 && strides && dilation &&
                           kernels::winograd_applies(ws[2], ws[3], *strides, *dilation, *g) && kernels::prefer_winograd_conv(ws[1], ws[0], oh, ow, max_tile);
     if (!winograd && !kernels::detail::prefer_prepacked_conv(ws[2], ws[3], *g, positions)) return {};

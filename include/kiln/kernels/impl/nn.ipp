@@ -96,6 +96,7 @@ KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w
         if (form == conv_weight::winograd2) conv2d_winograd_packed<2, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
         else conv2d_winograd_packed<4, T>(xd, u, wp, static_cast<T*>(dst.data()), apply);
       } else if (form == conv_weight::direct_packed) conv2d_direct_packed<T>(x, static_cast<const T*>(wt.data()), p, g, dst, apply);
+      else if (form == conv_weight::pointwise) conv2d_pointwise_packed<T>(x, static_cast<const T*>(wt.data()), g, dst, apply);
       else if (depthwise)
         conv2d_depthwise<T>(x, wt, b, b_stride, p, g, dst, depthwise_epilogue<T>{&per_image});
       else if (use_direct_conv(g, p)) conv2d_direct<T>(x, wt, p, g, dst, apply);
@@ -243,6 +244,30 @@ KILN_DECL void conv2d_fused_prepacked(const tensor& x, const tensor& packed, con
   conv2d_fused_prepacked(x, packed, layout, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
 }
 
+KILN_DECL bool pointwise_applies(std::int64_t kh, std::int64_t kw, std::span<const std::int64_t> strides, std::span<const std::int64_t> padding,
+                                 std::int64_t groups) {
+  const auto all = [](std::span<const std::int64_t> v, std::int64_t x) { return std::all_of(v.begin(), v.end(), [&](std::int64_t e) { return e == x; }); };
+  return kh == 1 && kw == 1 && groups == 1 && all(strides, 1) && all(padding, 0);
+}
+
+KILN_DECL bool prefer_pointwise_conv(std::int64_t c, std::int64_t o, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t positions = oh * ow;
+  if (c < 1 || o < 1 || positions < 16 || positions > 400) return false;
+  constexpr std::int64_t nr = gemm_detail::shape<float>::NR;
+  const auto panels = [](std::int64_t n) { return (n + nr - 1) / nr * nr; };
+  // The lanes W X computes beyond X^T W^T's, relative to them; the saving grows with C, the
+  // transposition's cost does not.
+  const double excess = double(panels(positions) * o) / double(panels(o) * positions) - 1;
+  return excess >= 0.05 && double(c) * excess >= 100;
+}
+
+KILN_DECL tensor prepack_conv_weight_pointwise(const tensor& w) {
+  constexpr std::string_view op = "prepack_conv_weight_pointwise";
+  if (!w.defined()) fail(op, "the weight is undefined");
+  if (w.ndim() != 4 || w.shape(2) != 1 || w.shape(3) != 1) fail(op, kiln::detail::concat("the weight must be [O, C, 1, 1], got ", describe_operand(w)));
+  return prepack_weight(w.contiguous().view({w.shape(0), w.shape(1)}), true);
+}
+
 KILN_DECL bool winograd_applies(std::int64_t kh, std::int64_t kw, std::span<const std::int64_t> strides, std::span<const std::int64_t> dilation,
                                 std::int64_t groups) {
   const auto ones = [](std::span<const std::int64_t> v) { return v.size() == 2 && v[0] == 1 && v[1] == 1; };
@@ -349,6 +374,56 @@ KILN_DECL tensor winograd_native(std::string_view op, const tensor& w, const win
 KILN_DECL conv_weight winograd_form(const winograd_conv_layout& l) { return l.m == 4 ? conv_weight::winograd4 : conv_weight::winograd2; }
 
 }  // namespace kiln::kernels::detail
+
+namespace kiln::kernels::detail {
+
+/// `conv2d_pointwise` and its fused form: the product X^T W^T on the packed W^T where it is in
+/// this build's layout, else `conv2d` on W unpacked.
+KILN_DECL void conv2d_pointwise_into(std::string_view op, const tensor& x, const tensor& packed, const packed_weight_layout& l, const tensor& bias,
+                                     const conv2d_params& p, const fused_expr* epilogue, std::span<const tensor> operands, const tensor& out) {
+  packed_weight_view(op, packed, l);  // the layout and the packed tensor agree
+  if (!pointwise_applies(1, 1, p.strides, p.padding, p.groups))
+    fail(op, kiln::detail::concat("serves 1 x 1 convolutions at stride 1 without padding in one group, got strides (", p.strides[0], ", ",
+                                  p.strides[1], "), padding (", p.padding[0], ", ", p.padding[1], ", ", p.padding[2], ", ", p.padding[3],
+                                  "), groups ", p.groups));
+  check_output_apart(op, out, packed);
+  if (!packed_in_place(packed, l)) {  // another build's layout: W = (W^T)^T unpacked, [O, C, 1, 1]
+    const tensor w = unpack_weight(packed, l).permute({1, 0}).contiguous().view({l.n, l.k, 1, 1});
+    if (epilogue) return conv2d_fused(x, w, bias, p, *epilogue, operands, out);
+    return conv2d(x, w, bias, p, out);
+  }
+  // The weight as the convolution's checks see it: [O, C, 1, 1] over the packed storage (read
+  // only by `conv2d_pointwise_packed`, as W^T's panels).
+  const tensor w = tensor::from_storage(packed.data_storage(), packed.byte_offset(), packed.type(), {l.n, l.k, 1, 1});
+  const conv_geometry g = check_conv2d(x, w, bias, p);
+  check_output(op, out, x.type(), std::array{g.n, g.o, g.oh, g.ow});
+  std::vector<std::vector<std::int64_t>> strides;
+  if (epilogue) strides = check_epilogue(op, *epilogue, operands, out);
+  // X^T is read with its positions one element apart.
+  const bool rows = x.strides()[3] == 1 && (x.strides()[2] == g.w || g.h == 1);
+  conv2d_into(op, rows ? x : x.contiguous(), w, bias, p, epilogue, operands, strides, out, conv_weight::pointwise);
+}
+
+}  // namespace kiln::kernels::detail
+
+namespace kiln::kernels {
+
+KILN_DECL void conv2d_pointwise(const tensor& x, const tensor& packed, const packed_weight_layout& layout, const tensor& bias, const conv2d_params& p,
+                                const tensor& out) {
+  detail::conv2d_pointwise_into("conv2d_pointwise", x, packed, layout, bias, p, nullptr, {}, out);
+}
+
+KILN_DECL void conv2d_fused_pointwise(const tensor& x, const tensor& packed, const packed_weight_layout& layout, const tensor& bias,
+                                      const conv2d_params& p, const fused_expr& epilogue, std::span<const tensor> operands, const tensor& out) {
+  detail::conv2d_pointwise_into("conv2d_fused_pointwise", x, packed, layout, bias, p, &epilogue, operands, out);
+}
+
+KILN_DECL void conv2d_fused_pointwise(const tensor& x, const tensor& packed, const packed_weight_layout& layout, const tensor& bias,
+                                      const conv2d_params& p, const fused_expr& epilogue, std::initializer_list<tensor> operands, const tensor& out) {
+  conv2d_fused_pointwise(x, packed, layout, bias, p, epilogue, std::span<const tensor>(operands.begin(), operands.size()), out);
+}
+
+}  // namespace kiln::kernels
 
 namespace kiln::kernels {
 

@@ -102,6 +102,12 @@ KILN_DECL void register_kernels(function_registry& r) {
     const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
     conv2d_winograd(x, packed, winograd_conv_layout_of(op, layout), optional_tensor(bias), p, out);
   });
+  add_kernel<abi::conv2d_pointwise>(r, [=](tensor x, tensor packed, const value& bias, const shape_vector& layout, const shape_vector& strides,
+                                       const shape_vector& padding, const shape_vector& dilation, tensor out) {
+    constexpr std::string_view op = "conv2d_pointwise";
+    const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
+    conv2d_pointwise(x, packed, packed_layout(op, layout), optional_tensor(bias), p, out);
+  });
   add_kernel<abi::conv2d_transpose>(r, [](tensor x, tensor w, const shape_vector& strides, const shape_vector& padding, const shape_vector& output_padding,
                                        const shape_vector& dilation, std::int64_t groups, tensor out) {
     constexpr std::string_view op = "conv2d_transpose";
@@ -260,6 +266,16 @@ KILN_DECL void register_kernels(function_registry& r) {
     const fused_expr e = cache->get(text);
     conv2d_fused_winograd(x, packed, winograd_conv_layout_of(op, layout), optional_tensor(bias), p, e,
                           std::span<const tensor>(ts.data(), ts.size() - 1), ts.back());
+  });
+  add_kernel<abi::conv2d_fused_pointwise>(r, [cache, operands_and_out, optional_tensor](tensor x, tensor packed, const value& bias, const shape_vector& layout,
+                                                                   const shape_vector& strides, const shape_vector& padding,
+                                                                   const shape_vector& dilation, const std::string& text, call_args rest) {
+    constexpr std::string_view op = "conv2d_fused_pointwise";
+    std::vector<tensor> ts = operands_and_out(op, rest, 8);
+    const conv2d_params p{pair2(op, "strides", strides), padding4(op, padding), pair2(op, "dilation", dilation), 1};
+    const fused_expr e = cache->get(text);
+    conv2d_fused_pointwise(x, packed, packed_layout(op, layout), optional_tensor(bias), p, e, std::span<const tensor>(ts.data(), ts.size() - 1),
+                           ts.back());
   });
   add_kernel<abi::fused>(r, [cache](const std::string& text, call_args rest) {
     std::vector<tensor> inputs(rest.empty() ? 0 : rest.size() - 1);
