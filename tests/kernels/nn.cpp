@@ -430,12 +430,13 @@ TEST_CASE("prefer_pointwise_conv: few positions, and W X padding them more than 
   CHECK(!pointwise_applies(1, 1, std::array<std::int64_t, 2>{2, 2}, std::array<std::int64_t, 4>{0, 0, 0, 0}, 1));
   CHECK(!pointwise_applies(3, 3, std::array<std::int64_t, 2>{1, 1}, std::array<std::int64_t, 4>{0, 0, 0, 0}, 1));
   CHECK(!pointwise_applies(1, 1, std::array<std::int64_t, 2>{1, 1}, std::array<std::int64_t, 4>{0, 0, 0, 0}, 2));
-  constexpr std::int64_t nr = kernels::gemm_detail::shape<float>::NR;
-  CHECK(prefer_pointwise_conv(1024, 4 * nr, 7, 7));       // 49 positions: whole panels of channels
-  CHECK(!prefer_pointwise_conv(64, 4 * nr, 7, 7));        // too few input channels to pay for the transposition
-  CHECK(!prefer_pointwise_conv(1024, 4 * nr, 1, 2 * nr));  // positions that fill whole panels
-  CHECK(!prefer_pointwise_conv(1024, 4 * nr, 21, 20));     // more than 400 positions
-  CHECK(!prefer_pointwise_conv(1024, 4 * nr, 3, 5));       // fewer than 16: W X is a small product there
+  // (The kernels' panel width is 8, 16 or 32 columns by instruction set, and may differ from this
+  // file's: 128 channels and 64 positions fill whole panels at every width.)
+  CHECK(prefer_pointwise_conv(1024, 128, 7, 7));    // 49 positions: whole panels of channels
+  CHECK(!prefer_pointwise_conv(64, 128, 7, 7));     // too few input channels to pay for the transposition
+  CHECK(!prefer_pointwise_conv(1024, 128, 1, 64));  // positions that fill whole panels
+  CHECK(!prefer_pointwise_conv(1024, 128, 21, 20)); // more than 400 positions
+  CHECK(!prefer_pointwise_conv(1024, 128, 3, 5));   // fewer than 16: W X is a small product there
   CHECK(!prefer_pointwise_conv(1024, 0, 7, 7));
 }
 
