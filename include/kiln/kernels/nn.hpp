@@ -874,14 +874,15 @@ void conv2d_direct(const tensor& x, const tensor& wt, const conv2d_params& p, co
 
 namespace detail {
 
-/// conv2d with an optional fused epilogue (null: none) over `operands`, whose strides along the
-/// output's axes `check_epilogue` gave.
 /// How conv2d_into finds the weight: as given, or packed ahead of time, in which case `w` is the
 /// [O, C, KH, KW] view of the packed storage (which holds at least that many elements) and the
-/// kernel reads it in place: in this build's direct order (`prepack_conv_weight`) or
-/// transformed for Winograd's F(2x2, 3x3) or F(4x4, 3x3) (`prepack_conv_weight_winograd`).
+/// kernel reads it in place: in this build's direct order (`prepack_conv_weight`), transformed
+/// for Winograd's F(2x2, 3x3) or F(4x4, 3x3) (`prepack_conv_weight_winograd`), or, for a 1x1
+/// convolution, as W^T's matmul panels (`prepack_conv_weight_pointwise`; `w` is [O, C, 1, 1]).
 enum class conv_weight { plain, direct_packed, winograd2, winograd4, pointwise };
 
+/// conv2d with an optional fused epilogue (null: none) over `operands`, whose strides along the
+/// output's axes `check_epilogue` gave, reading its weight as `form` says.
 KILN_DECL void conv2d_into(std::string_view op, const tensor& x, const tensor& w, const tensor& bias, const conv2d_params& p,
                            const fused_expr* epilogue, std::span<const tensor> operands, const std::vector<std::vector<std::int64_t>>& strides,
                            const tensor& out, conv_weight form = conv_weight::plain);

@@ -57,13 +57,22 @@ void parallel_for(std::int64_t n, F&& f) {
 /// thread win.
 inline constexpr std::int64_t min_parallel_elements = std::int64_t(1) << 17;
 
+namespace detail {
+
+/// How many ranges `parallel_ranges` cuts a loop of `total` elements into.
+inline std::int64_t parallel_parts(std::int64_t total, std::int64_t block, std::int64_t min_total) {
+  return total < min_total ? 1 : std::min<std::int64_t>(std::int64_t(num_threads()), (total + block - 1) / block);
+}
+
+}  // namespace detail
+
 /// Calls `f(begin, end)` for contiguous ranges that partition [0, total), one per thread, cut at
 /// multiples of `block` (so that threads do not write one cache line); a single call on the
 /// calling thread when `total` is below `min_total`.
 template <class F>
 void parallel_ranges(std::int64_t total, std::int64_t block, std::int64_t min_total, F&& f) {
   const std::int64_t blocks = (total + block - 1) / block;
-  const std::int64_t parts = total < min_total ? 1 : std::min<std::int64_t>(std::int64_t(num_threads()), blocks);
+  const std::int64_t parts = detail::parallel_parts(total, block, min_total);
   if (parts <= 1) return f(std::int64_t(0), total);
   parallel_for(parts, [&](std::int64_t part) { f(part * blocks / parts * block, std::min(total, (part + 1) * blocks / parts * block)); });
 }
@@ -75,7 +84,7 @@ void parallel_ranges(std::int64_t total, std::int64_t block, std::int64_t min_to
 /// view: the order of the writes then decides the result).
 template <std::size_t N, class F>
 void parallel_for_each_run(const loop_plan<N>& plan, F&& f, std::int64_t block = 1024) {
-  if (plan.numel() < min_parallel_elements || num_threads() == 1 || !plan.distinct_elements(0)) return plan.for_each_run(f);
+  if (detail::parallel_parts(plan.numel(), block, min_parallel_elements) <= 1 || !plan.distinct_elements(0)) return plan.for_each_run(f);
   parallel_ranges(plan.numel(), block, min_parallel_elements, [&](std::int64_t begin, std::int64_t end) { plan.for_each_run_between(begin, end, f); });
 }
 

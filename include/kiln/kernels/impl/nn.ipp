@@ -381,13 +381,12 @@ namespace kiln::kernels::detail {
 /// this build's layout, else `conv2d` on W unpacked.
 KILN_DECL void conv2d_pointwise_into(std::string_view op, const tensor& x, const tensor& packed, const packed_weight_layout& l, const tensor& bias,
                                      const conv2d_params& p, const fused_expr* epilogue, std::span<const tensor> operands, const tensor& out) {
-  packed_weight_view(op, packed, l);  // the layout and the packed tensor agree
+  const bool in_place = prepacked_operand(op, packed, l, out).defined();
   if (!pointwise_applies(1, 1, p.strides, p.padding, p.groups))
     fail(op, kiln::detail::concat("serves 1 x 1 convolutions at stride 1 without padding in one group, got strides (", p.strides[0], ", ",
                                   p.strides[1], "), padding (", p.padding[0], ", ", p.padding[1], ", ", p.padding[2], ", ", p.padding[3],
                                   "), groups ", p.groups));
-  check_output_apart(op, out, packed);
-  if (!packed_in_place(packed, l)) {  // another build's layout: W = (W^T)^T unpacked, [O, C, 1, 1]
+  if (!in_place) {  // another build's layout: W = (W^T)^T unpacked, [O, C, 1, 1]
     const tensor w = unpack_weight(packed, l).permute({1, 0}).contiguous().view({l.n, l.k, 1, 1});
     if (epilogue) return conv2d_fused(x, w, bias, p, *epilogue, operands, out);
     return conv2d(x, w, bias, p, out);
