@@ -65,6 +65,7 @@
 #include <array>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace kiln::kernels {
@@ -606,7 +607,9 @@ bool use_direct_rows(const conv_geometry& g) {
 /// One tile of `conv2d_direct_rows`: NV vectors of consecutive flat positions from f0 times OC
 /// output channels, over all K taps. Tap k reads its NV input vectors at in[k] + f0 and
 /// broadcasts its OC weights from w + k * ws. Stores each channel's vectors at the `spots` into
-/// its plane at out + o * os (`store_flat`), finished by `fin` (channel o at its row o).
+/// its plane at out + o * os (`store_flat`), finished by `fin` (channel o at its row o). A whole
+/// tile (oc = OC, nv = NV) is stored by an unrolled sequence, so that its sums are stored from
+/// the registers they were computed in, not spilled first for loops of run-time length.
 template <class T, int NV>
 void direct_rows_tile(const T* const* in, std::int64_t f0, const T* w, std::int64_t ws, std::int64_t K, std::int64_t oc, T* out,
                       std::int64_t os, const flat_spot* spots, int nv, std::int64_t pitch, std::int64_t ow, std::int64_t rows,
@@ -627,8 +630,17 @@ void direct_rows_tile(const T* const* in, std::int64_t f0, const T* w, std::int6
       for (int v = 0; v < NV; ++v) acc[o][v] = xsimd::fma(a[v], b, acc[o][v]);
     }
   }
+  const auto store = [&](std::int64_t o, int v) __attribute__((always_inline)) {
+    store_flat(fin(acc[o][v], o), spots[v], pitch, ow, rows, out + o * os);
+  };
+  if (oc == OC && nv == NV) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+      (store(std::int64_t(I) / NV, int(I % NV)), ...);
+    }(std::make_index_sequence<std::size_t(OC * NV)>{});
+    return;
+  }
   for (std::int64_t o = 0; o < oc; ++o)
-    for (int v = 0; v < nv; ++v) store_flat(fin(acc[o][v], o), spots[v], pitch, ow, rows, out + o * os);
+    for (int v = 0; v < nv; ++v) store(o, v);
 }
 
 /// The direct convolution with the roles of `conv2d_direct_packed`'s tiles turned around, for
@@ -705,8 +717,11 @@ void conv2d_direct_rows(const tensor& x, const T* weights, const conv2d_params& 
         in[std::size_t(k)] = b + c * planes * plane + (i % sh * sw + j % sw) * plane + i / sh * pitch + j / sw;
       }
       T* const share = ob + y0 * os[2];
-      // A few tiles at a time, every channel group over them (their input rows stay in cache).
-      constexpr std::int64_t chunk = 2;
+      // A chunk of tiles at a time (384 positions), every channel group over them: their input
+      // rows stay in the L1 cache, and each group writes its channels' planes in runs of 1.5 KB,
+      // streams the hardware prefetcher follows (in short runs to many planes, an output out of
+      // cache has most of its lines fetched only when a store misses).
+      constexpr std::int64_t chunk = std::max<std::int64_t>(1, 384 / (NV * W));
       std::int64_t done = 0;  // the share's rows finished
       for (std::int64_t t0 = 0; t0 < tiles; t0 += chunk) {
         const std::int64_t t1 = std::min(tiles, t0 + chunk);
